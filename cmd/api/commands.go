@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/config"
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+)
+
+// migrate applies pending migrations and reports the schema version.
+func migrate(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	m, err := db.NewMigrator(pool)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	applied, err := m.Up(ctx)
+	if err != nil {
+		return err
+	}
+	cur, _, err := m.Versions(ctx)
+	if err != nil {
+		return err
+	}
+	if err := db.CheckConstraints(ctx, pool); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "migrations applied: %v; schema version %d; required constraints valid\n", applied, cur)
+	return nil
+}
+
+// demoMerchant is the name seed-demo looks for, so that it runs once.
+const demoMerchant = "Takeout Demo Kitchen"
+
+// seedDemo creates the demo merchant and its menu unless it exists, and
+// prints the merchant's id.
+func seedDemo(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	q := dbsqlc.New()
+	id, err := db.WithTxV(ctx, pool, func(tx pgx.Tx) (int64, error) {
+		// Serialise concurrent seeders so that the check-then-insert holds.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('takeout.seed-demo'))"); err != nil {
+			return 0, err
+		}
+		m, err := q.MerchantGetByName(ctx, tx, demoMerchant)
+		if err == nil {
+			return m.ID, nil
+		}
+		if !errors.Is(db.NoRows(err), db.ErrNotFound) {
+			return 0, err
+		}
+		m, err = q.MerchantInsert(ctx, tx, dbsqlc.MerchantInsertParams{Name: demoMerchant, Status: "open", DeliveryFeeFen: 300})
+		if err != nil {
+			return 0, err
+		}
+		for _, d := range []dbsqlc.DishInsertParams{
+			{Name: "Kung Pao Chicken", PriceFen: 3200, Stock: 100, OnSale: true},
+			{Name: "Mapo Tofu", PriceFen: 2200, Stock: 100, OnSale: true},
+			{Name: "Egg Fried Rice", PriceFen: 1500, Stock: 200, OnSale: true},
+			{Name: "Hot and Sour Soup", PriceFen: 1200, Stock: 50, OnSale: true},
+			{Name: "Peking Duck (half)", PriceFen: 8800, Stock: 10, OnSale: false},
+		} {
+			d.MerchantID = m.ID
+			if _, err := q.DishInsert(ctx, tx, d); err != nil {
+				return 0, err
+			}
+		}
+		return m.ID, nil
+	})
+	if err != nil {
+		return fmt.Errorf("seed demo: %w", err)
+	}
+	fmt.Fprintln(stdout, id)
+	return nil
+}
+
+// token prints a staff token for an operator or merchant staff member.
+func token(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	roleFlag := fs.String("role", "", "admin or merchant:ID")
+	subject := fs.String("subject", "", "who the token is for (shown in logs)")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	role, err := auth.ParseRole(*roleFlag)
+	if err != nil {
+		return err
+	}
+	if *subject == "" {
+		return errors.New("token: -subject is required")
+	}
+	if *ttl <= 0 || *ttl > 90*24*time.Hour {
+		return errors.New("token: -ttl must be between 1s and 2160h")
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
+	tok, _, err := tokens.IssueStaff(*subject, role, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}

@@ -1,0 +1,60 @@
+// Command wxsim is the WeChat simulator for development and tests (see
+// package wxsim). It listens on TAKEOUT_WXSIM_ADDR and accepts the app id
+// and secret the API is configured with.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/takeout/takeout/internal/config"
+	"github.com/takeout/takeout/internal/wxsim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "wxsim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := config.LoadWxsim(getenv)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("TAKEOUT_WXSIM_ADDR: %w", err)
+	}
+	srv := &http.Server{Handler: wxsim.New(cfg.AppID, string(cfg.AppSecret)), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("wxsim listening", "addr", ln.Addr().String(), "appid", cfg.AppID)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

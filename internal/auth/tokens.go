@@ -1,0 +1,161 @@
+// Package auth authenticates takeout's callers: customers log in through
+// WeChat (jscode2session) and get a signed session token; operators and
+// merchant staff carry staff tokens with a role (admin or merchant:ID).
+// User and staff tokens are signed with different keys and audiences, so
+// one can never pass for the other.
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const (
+	issuer        = "takeout"
+	audienceUser  = "takeout-user"
+	audienceStaff = "takeout-staff"
+)
+
+// ErrInvalidToken is any token that does not verify: forged, tampered,
+// expired, of the wrong kind or malformed.
+var ErrInvalidToken = errors.New("invalid token")
+
+// Tokens issues and verifies user session tokens and staff tokens.
+type Tokens struct {
+	userKey    []byte
+	staffKey   []byte
+	sessionTTL time.Duration
+	now        func() time.Time
+}
+
+// NewTokens returns a Tokens signing user sessions with userKey and staff
+// tokens with staffKey. now is the clock (time.Now outside tests).
+func NewTokens(userKey, staffKey []byte, sessionTTL time.Duration, now func() time.Time) *Tokens {
+	return &Tokens{userKey: userKey, staffKey: staffKey, sessionTTL: sessionTTL, now: now}
+}
+
+// IssueUser returns a session token for userID and when it expires.
+func (t *Tokens) IssueUser(userID int64) (string, time.Time, error) {
+	return t.sign(t.userKey, audienceUser, strconv.FormatInt(userID, 10), "", t.sessionTTL)
+}
+
+// VerifyUser returns the user id a session token was issued to.
+func (t *Tokens) VerifyUser(token string) (int64, error) {
+	c, err := t.verify(t.userKey, audienceUser, token)
+	if err != nil {
+		return 0, err
+	}
+	id, err := strconv.ParseInt(c.Subject, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, ErrInvalidToken
+	}
+	return id, nil
+}
+
+// IssueStaff returns a staff token for subject (a person's name, for logs)
+// with role, valid for ttl.
+func (t *Tokens) IssueStaff(subject string, role Role, ttl time.Duration) (string, time.Time, error) {
+	if subject == "" {
+		return "", time.Time{}, errors.New("staff token: subject required")
+	}
+	return t.sign(t.staffKey, audienceStaff, subject, role.String(), ttl)
+}
+
+// VerifyStaff returns the staff member a staff token was issued to.
+func (t *Tokens) VerifyStaff(token string) (Staff, error) {
+	c, err := t.verify(t.staffKey, audienceStaff, token)
+	if err != nil {
+		return Staff{}, err
+	}
+	role, err := ParseRole(c.Role)
+	if err != nil {
+		return Staff{}, ErrInvalidToken
+	}
+	return Staff{Subject: c.Subject, Role: role}, nil
+}
+
+type claims struct {
+	Role string `json:"role,omitempty"`
+	jwt.RegisteredClaims
+}
+
+func (t *Tokens) sign(key []byte, audience, subject, role string, ttl time.Duration) (string, time.Time, error) {
+	now := t.now().UTC().Truncate(time.Second)
+	exp := now.Add(ttl)
+	c := claims{
+		Role: role,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    issuer,
+			Subject:   subject,
+			Audience:  jwt.ClaimStrings{audience},
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(exp),
+		},
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(key)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("sign token: %w", err)
+	}
+	return s, exp, nil
+}
+
+func (t *Tokens) verify(key []byte, audience, token string) (claims, error) {
+	var c claims
+	_, err := jwt.ParseWithClaims(token, &c,
+		func(*jwt.Token) (any, error) { return key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithAudience(audience),
+		jwt.WithIssuer(issuer),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(t.now),
+	)
+	if err != nil {
+		return claims{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	return c, nil
+}
+
+// Role is what a staff member may do: everything (admin) or act for one
+// merchant.
+type Role struct {
+	Admin      bool
+	MerchantID int64
+}
+
+// ParseRole parses "admin" or "merchant:ID".
+func ParseRole(s string) (Role, error) {
+	if s == "admin" {
+		return Role{Admin: true}, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "merchant:"); ok {
+		id, err := strconv.ParseInt(rest, 10, 64)
+		if err == nil && id > 0 {
+			return Role{MerchantID: id}, nil
+		}
+	}
+	return Role{}, fmt.Errorf("role: want admin or merchant:ID, got %q", s)
+}
+
+// String renders the role as ParseRole reads it.
+func (r Role) String() string {
+	if r.Admin {
+		return "admin"
+	}
+	return "merchant:" + strconv.FormatInt(r.MerchantID, 10)
+}
+
+// Staff is an authenticated operator or merchant staff member.
+type Staff struct {
+	Subject string
+	Role    Role
+}
+
+// CanManage reports whether the staff member may act on merchantID.
+func (s Staff) CanManage(merchantID int64) bool {
+	return s.Role.Admin || s.Role.MerchantID == merchantID
+}

@@ -1,0 +1,392 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maypok86/otter/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/redisconn"
+)
+
+// Errors of the catalog.
+var (
+	ErrMerchantNotFound = problem.New(problem.NotFound, "no such merchant")
+	ErrDishNotFound     = problem.New(problem.NotFound, "no such dish")
+	ErrDishExists       = problem.New(problem.AlreadyExists, "this merchant already has a dish of that name")
+)
+
+const (
+	keyMerchants   = "merchants"
+	keyMenuPrefix  = "menu:"
+	invalidateAll  = "*"
+	channelSuffix  = "catalog:invalidate"
+	resubscribeMin = 100 * time.Millisecond
+	resubscribeMax = 5 * time.Second
+)
+
+// Service reads and changes the catalog. Reads of the public catalog come
+// from an in-process cache of encoded responses; every change invalidates
+// it here and, over Redis pub/sub, on every other instance.
+type Service struct {
+	pool    *pgxpool.Pool
+	q       *dbsqlc.Queries
+	redis   *redisconn.Conn
+	logger  *slog.Logger
+	cache   *otter.Cache[string, []byte]
+	channel string
+
+	cacheLookups  *prometheus.CounterVec
+	invalidations *prometheus.CounterVec
+}
+
+// Options configure NewService.
+type Options struct {
+	Pool       *pgxpool.Pool
+	Redis      *redisconn.Conn
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	CacheTTL   time.Duration
+	CacheSize  int
+}
+
+// NewService returns a catalog service.
+func NewService(opts Options) (*Service, error) {
+	cache, err := otter.New(&otter.Options[string, []byte]{
+		MaximumSize:      opts.CacheSize,
+		ExpiryCalculator: otter.ExpiryWriting[string, []byte](opts.CacheTTL),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog cache: %w", err)
+	}
+	s := &Service{
+		pool:    opts.Pool,
+		q:       dbsqlc.New(),
+		redis:   opts.Redis,
+		logger:  opts.Logger,
+		cache:   cache,
+		channel: opts.Redis.Key(channelSuffix),
+		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_catalog_cache_lookups_total",
+			Help: "Catalog L1 cache lookups by result (hit, miss).",
+		}, []string{"result"}),
+		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_catalog_invalidations_total",
+			Help: "Catalog cache invalidations by source (local, remote, resubscribe).",
+		}, []string{"source"}),
+	}
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.cacheLookups, s.invalidations} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register catalog metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Close stops the cache's background maintenance.
+func (s *Service) Close() { s.cache.StopAllGoroutines() }
+
+// MerchantsJSON returns the encoded public merchant list.
+func (s *Service) MerchantsJSON(ctx context.Context) ([]byte, error) {
+	return s.cached(ctx, keyMerchants, func(ctx context.Context) (any, error) {
+		rows, err := s.q.MerchantList(ctx, s.pool)
+		if err != nil {
+			return nil, fmt.Errorf("list merchants: %w", err)
+		}
+		list := MerchantList{Merchants: make([]Merchant, len(rows))}
+		for i, r := range rows {
+			list.Merchants[i] = merchantFromRow(r)
+		}
+		return list, nil
+	})
+}
+
+// MenuJSON returns the encoded public menu of a merchant.
+func (s *Service) MenuJSON(ctx context.Context, merchantID int64) ([]byte, error) {
+	return s.cached(ctx, keyMenuPrefix+strconv.FormatInt(merchantID, 10), func(ctx context.Context) (any, error) {
+		return s.menu(ctx, merchantID)
+	})
+}
+
+func (s *Service) menu(ctx context.Context, merchantID int64) (Menu, error) {
+	m, err := s.q.MerchantGetByID(ctx, s.pool, merchantID)
+	if err != nil {
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			return Menu{}, otter.ErrNotFound
+		}
+		return Menu{}, fmt.Errorf("get merchant: %w", err)
+	}
+	dishes, err := s.q.DishListByMerchant(ctx, s.pool, merchantID)
+	if err != nil {
+		return Menu{}, fmt.Errorf("list dishes: %w", err)
+	}
+	return Menu{Merchant: merchantFromRow(m), Dishes: dishesFromRows(dishes)}, nil
+}
+
+// cached returns the cached encoding of key, loading it with load on a
+// miss. Concurrent misses of one key load once, and an invalidation that
+// arrives during a load discards the loaded value (otter's guarantee), so
+// a stale read can never be cached after the change that made it stale.
+func (s *Service) cached(ctx context.Context, key string, load func(context.Context) (any, error)) ([]byte, error) {
+	if b, ok := s.cache.GetIfPresent(key); ok {
+		s.cacheLookups.WithLabelValues("hit").Inc()
+		return b, nil
+	}
+	s.cacheLookups.WithLabelValues("miss").Inc()
+	b, err := s.cache.Get(ctx, key, otter.LoaderFunc[string, []byte](func(ctx context.Context, _ string) ([]byte, error) {
+		v, err := load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(v)
+	}))
+	if errors.Is(err, otter.ErrNotFound) {
+		return nil, ErrMerchantNotFound
+	}
+	return b, err
+}
+
+// invalidate drops merchantID's cached entries here and tells every other
+// instance to do the same. Without Redis the others catch up when their
+// entries expire (TAKEOUT_CATALOG_CACHE_TTL).
+func (s *Service) invalidate(ctx context.Context, merchantID int64) {
+	id := strconv.FormatInt(merchantID, 10)
+	s.invalidateLocal(id)
+	s.invalidations.WithLabelValues("local").Inc()
+	if s.redis.Client == nil {
+		return
+	}
+	if err := s.redis.Client.Publish(context.WithoutCancel(ctx), s.channel, id).Err(); err != nil {
+		s.logger.WarnContext(ctx, "publish catalog invalidation failed; other instances catch up on cache expiry", "merchant_id", id, "err", err)
+	}
+}
+
+func (s *Service) invalidateLocal(merchantID string) {
+	if merchantID == invalidateAll {
+		s.flush()
+		return
+	}
+	s.cache.Invalidate(keyMenuPrefix + merchantID)
+	s.cache.Invalidate(keyMerchants)
+}
+
+// flush drops every entry. Entries are invalidated one by one, since
+// otter's InvalidateAll does not cover loads in flight.
+func (s *Service) flush() {
+	for k := range s.cache.Keys() {
+		s.cache.Invalidate(k)
+	}
+}
+
+// RunInvalidations applies other instances' invalidations until ctx ends.
+// Messages published while this instance is disconnected are lost, so the
+// whole cache is flushed on every (re)subscription. ready, if not nil, is
+// closed after the first subscription.
+func (s *Service) RunInvalidations(ctx context.Context, ready chan<- struct{}) {
+	if s.redis.Client == nil {
+		if ready != nil {
+			close(ready)
+		}
+		return
+	}
+	ps := s.redis.Client.Subscribe(ctx, s.channel)
+	// Receive blocks in a read that ignores ctx; closing ends it.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer func() {
+		stop()
+		_ = ps.Close()
+	}()
+	backoff := resubscribeMin
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.logger.Debug("catalog invalidation subscription interrupted", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, resubscribeMax)
+			continue
+		}
+		backoff = resubscribeMin
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				s.flush()
+				s.invalidations.WithLabelValues("resubscribe").Inc()
+				if ready != nil {
+					close(ready)
+					ready = nil
+				}
+			}
+		case *redis.Message:
+			s.invalidateLocal(strings.TrimSpace(m.Payload))
+			s.invalidations.WithLabelValues("remote").Inc()
+		}
+	}
+}
+
+// CreateMerchant creates a merchant (admins only).
+func (s *Service) CreateMerchant(ctx context.Context, req CreateMerchantRequest) (Merchant, error) {
+	status := MerchantOpen
+	if req.Status != nil {
+		status = *req.Status
+	}
+	var fee int64
+	if req.DeliveryFeeFen != nil {
+		fee = *req.DeliveryFeeFen
+	}
+	row, err := s.q.MerchantInsert(ctx, s.pool, dbsqlc.MerchantInsertParams{Name: req.Name, Status: status, DeliveryFeeFen: fee})
+	if err != nil {
+		return Merchant{}, fmt.Errorf("insert merchant: %w", err)
+	}
+	s.invalidate(ctx, row.ID)
+	return merchantFromRow(row), nil
+}
+
+// UpdateMerchant changes a merchant if req.Version is still current.
+func (s *Service) UpdateMerchant(ctx context.Context, staff auth.Staff, id int64, req UpdateMerchantRequest) (Merchant, error) {
+	if !staff.CanManage(id) {
+		return Merchant{}, auth.ErrOtherMerchant
+	}
+	row, err := s.q.MerchantUpdate(ctx, s.pool, dbsqlc.MerchantUpdateParams{
+		ID: id, Version: *req.Version, Name: req.Name, Status: req.Status, DeliveryFeeFen: req.DeliveryFeeFen,
+	})
+	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		cur, gerr := s.q.MerchantGetByID(ctx, s.pool, id)
+		if gerr != nil {
+			return Merchant{}, notFoundOr(gerr, ErrMerchantNotFound)
+		}
+		return Merchant{}, versionConflict(cur.Version, *req.Version)
+	}
+	if err != nil {
+		return Merchant{}, fmt.Errorf("update merchant: %w", err)
+	}
+	s.invalidate(ctx, id)
+	return merchantFromRow(row), nil
+}
+
+// Dishes lists every dish of a merchant, fresh from the database, for its
+// staff.
+func (s *Service) Dishes(ctx context.Context, staff auth.Staff, merchantID int64) ([]Dish, error) {
+	if !staff.CanManage(merchantID) {
+		return nil, auth.ErrOtherMerchant
+	}
+	if _, err := s.q.MerchantGetByID(ctx, s.pool, merchantID); err != nil {
+		return nil, notFoundOr(err, ErrMerchantNotFound)
+	}
+	rows, err := s.q.DishListByMerchant(ctx, s.pool, merchantID)
+	if err != nil {
+		return nil, fmt.Errorf("list dishes: %w", err)
+	}
+	return dishesFromRows(rows), nil
+}
+
+// CreateDish adds a dish to a merchant's menu.
+func (s *Service) CreateDish(ctx context.Context, staff auth.Staff, merchantID int64, req CreateDishRequest) (Dish, error) {
+	if !staff.CanManage(merchantID) {
+		return Dish{}, auth.ErrOtherMerchant
+	}
+	onSale := true
+	if req.OnSale != nil {
+		onSale = *req.OnSale
+	}
+	row, err := s.q.DishInsert(ctx, s.pool, dbsqlc.DishInsertParams{
+		MerchantID: merchantID, Name: req.Name, PriceFen: *req.PriceFen, Stock: *req.Stock, OnSale: onSale,
+	})
+	if err != nil {
+		if db.ForeignKeyViolation(err) {
+			return Dish{}, ErrMerchantNotFound
+		}
+		if _, ok := db.UniqueViolation(err); ok {
+			return Dish{}, ErrDishExists
+		}
+		return Dish{}, fmt.Errorf("insert dish: %w", err)
+	}
+	s.invalidate(ctx, merchantID)
+	return dishFromRow(row), nil
+}
+
+// Dish returns one dish, fresh from the database, for its staff.
+func (s *Service) Dish(ctx context.Context, staff auth.Staff, id int64) (Dish, error) {
+	row, err := s.q.DishGetByID(ctx, s.pool, id)
+	if err != nil {
+		return Dish{}, notFoundOr(err, ErrDishNotFound)
+	}
+	if !staff.CanManage(row.MerchantID) {
+		return Dish{}, auth.ErrOtherMerchant
+	}
+	return dishFromRow(row), nil
+}
+
+// UpdateDish changes a dish's name, price or sale status if req.Version is
+// still current.
+func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, req UpdateDishRequest) (Dish, error) {
+	return s.updateDish(ctx, staff, id, dbsqlc.DishUpdateParams{
+		ID: id, Version: *req.Version, Name: req.Name, PriceFen: req.PriceFen, OnSale: req.OnSale,
+	})
+}
+
+// SetStock sets a dish's stock if req.Version is still current.
+func (s *Service) SetStock(ctx context.Context, staff auth.Staff, id int64, req SetStockRequest) (Dish, error) {
+	return s.updateDish(ctx, staff, id, dbsqlc.DishUpdateParams{ID: id, Version: *req.Version, Stock: req.Stock})
+}
+
+func (s *Service) updateDish(ctx context.Context, staff auth.Staff, id int64, p dbsqlc.DishUpdateParams) (Dish, error) {
+	// A dish never moves between merchants, so checking the owner before
+	// the compare-and-set update is race-free.
+	cur, err := s.q.DishGetByID(ctx, s.pool, id)
+	if err != nil {
+		return Dish{}, notFoundOr(err, ErrDishNotFound)
+	}
+	if !staff.CanManage(cur.MerchantID) {
+		return Dish{}, auth.ErrOtherMerchant
+	}
+	row, err := s.q.DishUpdate(ctx, s.pool, p)
+	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		cur, gerr := s.q.DishGetByID(ctx, s.pool, id)
+		if gerr != nil {
+			return Dish{}, notFoundOr(gerr, ErrDishNotFound)
+		}
+		return Dish{}, versionConflict(cur.Version, p.Version)
+	}
+	if err != nil {
+		if _, ok := db.UniqueViolation(err); ok {
+			return Dish{}, ErrDishExists
+		}
+		return Dish{}, fmt.Errorf("update dish: %w", err)
+	}
+	s.invalidate(ctx, row.MerchantID)
+	return dishFromRow(row), nil
+}
+
+func notFoundOr(err error, notFound error) error {
+	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		return notFound
+	}
+	return err
+}
+
+func versionConflict(current, sent int64) error {
+	return problem.New(problem.VersionConflict, "version %d is stale: the current version is %d; read it again and reapply your change", sent, current).
+		With("current_version", current)
+}

@@ -1,0 +1,239 @@
+// Package config loads takeout's configuration from TAKEOUT_* environment
+// variables. It is the only package that reads the environment; everything
+// else receives a Config.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is the API server's configuration. Each field's env tag names its
+// variable and envDefault its default; the README lists them all.
+type Config struct {
+	HTTPAddr          string        `env:"TAKEOUT_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	ReadHeaderTimeout time.Duration `env:"TAKEOUT_HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
+	ReadTimeout       time.Duration `env:"TAKEOUT_HTTP_READ_TIMEOUT" envDefault:"15s"`
+	WriteTimeout      time.Duration `env:"TAKEOUT_HTTP_WRITE_TIMEOUT" envDefault:"30s"`
+	IdleTimeout       time.Duration `env:"TAKEOUT_HTTP_IDLE_TIMEOUT" envDefault:"120s"`
+	ShutdownTimeout   time.Duration `env:"TAKEOUT_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	MaxBodyBytes      int64         `env:"TAKEOUT_MAX_BODY_BYTES" envDefault:"65536"`
+	LogLevel          string        `env:"TAKEOUT_LOG_LEVEL" envDefault:"info"`
+
+	DatabaseURL      string `env:"TAKEOUT_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/takeout?sslmode=disable"`
+	DatabaseMaxConns int32  `env:"TAKEOUT_DATABASE_MAX_CONNS" envDefault:"20"`
+	MigrateOnStart   bool   `env:"TAKEOUT_MIGRATE_ON_START" envDefault:"true"`
+
+	// RedisURL empty means: run without Redis (a supported, degraded mode).
+	RedisURL    string `env:"TAKEOUT_REDIS_URL"`
+	RedisPrefix string `env:"TAKEOUT_REDIS_PREFIX" envDefault:"takeout:"`
+
+	SessionSecret Secret        `env:"TAKEOUT_SESSION_SECRET"`
+	SessionTTL    time.Duration `env:"TAKEOUT_SESSION_TTL" envDefault:"24h"`
+	StaffSecret   Secret        `env:"TAKEOUT_STAFF_SECRET"`
+
+	WeChatAPIBase   string        `env:"TAKEOUT_WECHAT_API_BASE" envDefault:"http://127.0.0.1:8090"`
+	WeChatAppID     string        `env:"TAKEOUT_WECHAT_APPID" envDefault:"wxd0000000000000sim"`
+	WeChatAppSecret Secret        `env:"TAKEOUT_WECHAT_APP_SECRET"`
+	WeChatTimeout   time.Duration `env:"TAKEOUT_WECHAT_TIMEOUT" envDefault:"5s"`
+
+	CatalogCacheTTL  time.Duration `env:"TAKEOUT_CATALOG_CACHE_TTL" envDefault:"60s"`
+	CatalogCacheSize int           `env:"TAKEOUT_CATALOG_CACHE_SIZE" envDefault:"10000"`
+}
+
+// Secret is a configuration value that must never be printed or logged.
+type Secret string
+
+// String hides the value so that a Secret formatted by mistake leaks nothing.
+func (Secret) String() string { return "[redacted]" }
+
+// LogValue hides the value from slog.
+func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// Bytes returns the secret's raw bytes.
+func (s Secret) Bytes() []byte { return []byte(s) }
+
+// minSecretBytes is the shortest signing key we accept: HMAC keys shorter
+// than the hash output weaken it.
+const minSecretBytes = 32
+
+// Load reads the configuration through getenv. A secret variable X may
+// instead be given as X_FILE, the path of a file holding it. Every problem
+// is reported at once, each naming its variable.
+func Load(getenv func(string) string) (Config, error) {
+	var cfg Config
+	values, err := environment(&cfg, getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: values}); err != nil {
+		return Config{}, fmt.Errorf("config: %w", nameVariables(err))
+	}
+	if err := cfg.validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// environment collects the values of the variables that cfg declares, so
+// that the library sees exactly what getenv returns and nothing else. Unset
+// and empty are the same here: an empty variable takes its default.
+func environment(cfg any, getenv func(string) string) (map[string]string, error) {
+	params, err := env.GetFieldParams(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	secrets := secretKeys(cfg)
+	values := make(map[string]string, len(params))
+	var errs []error
+	for _, p := range params {
+		if v := getenv(p.Key); v != "" {
+			values[p.Key] = v
+			continue
+		}
+		if !secrets[p.Key] {
+			continue
+		}
+		path := getenv(p.Key + "_FILE")
+		if path == "" {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s_FILE: %w", p.Key, err))
+			continue
+		}
+		values[p.Key] = strings.TrimSpace(string(b))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("config: %w", errors.Join(errs...))
+	}
+	return values, nil
+}
+
+func secretKeys(cfg any) map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeOf(cfg).Elem()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type == reflect.TypeFor[Secret]() {
+			keys[strings.Split(f.Tag.Get("env"), ",")[0]] = true
+		}
+	}
+	return keys
+}
+
+// nameVariables rewrites the library's field-named parse errors so that
+// each names the environment variable the operator has to fix.
+func nameVariables(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	t := reflect.TypeFor[Config]()
+	var errs []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := t.FieldByName(pe.Name); ok {
+				errs = append(errs, fmt.Errorf("%s: invalid %s value: %w", f.Tag.Get("env"), pe.Type, errors.Unwrap(pe.Err)))
+				continue
+			}
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	_, _, err := net.SplitHostPort(c.HTTPAddr)
+	check(err == nil, "TAKEOUT_HTTP_ADDR: want host:port, got %q", c.HTTPAddr)
+	check(c.MaxBodyBytes >= 1024, "TAKEOUT_MAX_BODY_BYTES: want at least 1024, got %d", c.MaxBodyBytes)
+	check(c.ShutdownTimeout > 0, "TAKEOUT_SHUTDOWN_TIMEOUT: want a positive duration")
+	check(c.ReadHeaderTimeout > 0 && c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.IdleTimeout > 0,
+		"TAKEOUT_HTTP_*_TIMEOUT: want positive durations")
+	_, err = ParseLogLevel(c.LogLevel)
+	check(err == nil, "TAKEOUT_LOG_LEVEL: %v", err)
+	check(validURL(c.DatabaseURL, "postgres", "postgresql"), "TAKEOUT_DATABASE_URL: want a postgres:// URL")
+	check(c.DatabaseMaxConns >= 2, "TAKEOUT_DATABASE_MAX_CONNS: want at least 2, got %d", c.DatabaseMaxConns)
+	check(c.RedisURL == "" || validURL(c.RedisURL, "redis", "rediss", "unix"), "TAKEOUT_REDIS_URL: want a redis:// URL or empty for no Redis")
+	check(c.RedisPrefix != "", "TAKEOUT_REDIS_PREFIX: must not be empty")
+	check(len(c.SessionSecret) >= minSecretBytes, "TAKEOUT_SESSION_SECRET (or _FILE): required, at least %d bytes", minSecretBytes)
+	check(len(c.StaffSecret) >= minSecretBytes, "TAKEOUT_STAFF_SECRET (or _FILE): required, at least %d bytes", minSecretBytes)
+	check(c.SessionSecret == "" || c.SessionSecret != c.StaffSecret, "TAKEOUT_STAFF_SECRET: must differ from TAKEOUT_SESSION_SECRET")
+	check(c.SessionTTL >= time.Minute, "TAKEOUT_SESSION_TTL: want at least 1m")
+	check(validURL(c.WeChatAPIBase, "http", "https"), "TAKEOUT_WECHAT_API_BASE: want an http(s) URL")
+	check(c.WeChatAppID != "", "TAKEOUT_WECHAT_APPID: must not be empty")
+	check(c.WeChatAppSecret != "", "TAKEOUT_WECHAT_APP_SECRET (or _FILE): required")
+	check(c.WeChatTimeout > 0, "TAKEOUT_WECHAT_TIMEOUT: want a positive duration")
+	check(c.CatalogCacheTTL > 0, "TAKEOUT_CATALOG_CACHE_TTL: want a positive duration")
+	check(c.CatalogCacheSize > 0, "TAKEOUT_CATALOG_CACHE_SIZE: want a positive number")
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func validURL(raw string, schemes ...string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	for _, s := range schemes {
+		if u.Scheme == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseLogLevel maps debug, info, warn or error to a slog level.
+func ParseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+// Wxsim is the WeChat simulator's configuration. It shares the app id and
+// secret variables with the API, since it plays the other side of them.
+type Wxsim struct {
+	Addr      string `env:"TAKEOUT_WXSIM_ADDR" envDefault:"127.0.0.1:8090"`
+	AppID     string `env:"TAKEOUT_WECHAT_APPID" envDefault:"wxd0000000000000sim"`
+	AppSecret Secret `env:"TAKEOUT_WECHAT_APP_SECRET"`
+}
+
+// LoadWxsim reads the simulator's configuration through getenv.
+func LoadWxsim(getenv func(string) string) (Wxsim, error) {
+	var cfg Wxsim
+	values, err := environment(&cfg, getenv)
+	if err != nil {
+		return Wxsim{}, err
+	}
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: values}); err != nil {
+		return Wxsim{}, fmt.Errorf("config: %w", err)
+	}
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		return Wxsim{}, fmt.Errorf("config: TAKEOUT_WXSIM_ADDR: want host:port, got %q", cfg.Addr)
+	}
+	if cfg.AppSecret == "" {
+		return Wxsim{}, errors.New("config: TAKEOUT_WECHAT_APP_SECRET (or _FILE): required")
+	}
+	return cfg, nil
+}

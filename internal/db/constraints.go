@@ -1,0 +1,56 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+)
+
+// RequiredUniqueIndexes returns the unique indexes that are the last line
+// of defence of takeout's guarantees: a missing or invalid one would let a
+// retry create a duplicate. The service checks them at start and /readyz
+// reports them.
+func RequiredUniqueIndexes() []string {
+	return []string{
+		"users_openid_key",         // one user per WeChat openid
+		"dishes_merchant_name_key", // a retried dish create makes no second dish
+	}
+}
+
+// ConstraintProblems checks RequiredUniqueIndexes and returns one line per
+// index that is missing, not unique or not valid; none means all is well.
+func ConstraintProblems(ctx context.Context, q dbsqlc.DBTX) ([]string, error) {
+	required := RequiredUniqueIndexes()
+	rows, err := dbsqlc.New().ConstraintIndexStatus(ctx, q, required)
+	if err != nil {
+		return nil, fmt.Errorf("check constraints: %w", err)
+	}
+	var problems []string
+	for _, name := range required {
+		i := slices.IndexFunc(rows, func(r dbsqlc.ConstraintIndexStatusRow) bool { return r.IndexName == name })
+		switch {
+		case i < 0:
+			problems = append(problems, name+": missing")
+		case !rows[i].Indisunique:
+			problems = append(problems, name+": not unique")
+		case !rows[i].Indisvalid:
+			problems = append(problems, name+": invalid (rebuild it)")
+		}
+	}
+	return problems, nil
+}
+
+// CheckConstraints is ConstraintProblems as a single error.
+func CheckConstraints(ctx context.Context, q dbsqlc.DBTX) error {
+	problems, err := ConstraintProblems(ctx, q)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("required unique constraints: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+// Package db owns takeout's PostgreSQL access: the connection pool, the
+// embedded schema migrations, the start-up check of the constraints that
+// guard exactly-once, transactions, and the mapping of driver errors to
+// the few cases callers branch on.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound means a query that expects one row found none.
+var ErrNotFound = errors.New("not found")
+
+// Open connects a pool to url and checks that the server answers.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "takeout"
+	// UTC everywhere: timestamps cross the wire as RFC 3339 in UTC.
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}
+
+// Beginner starts transactions; *pgxpool.Pool and pgx.Tx (savepoints) are
+// Beginners.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// WithTx runs fn in a transaction and commits it when fn returns nil; any
+// error or panic rolls it back. This is the one place transactions begin
+// and commit: code that must be atomic with its caller takes the pgx.Tx.
+func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
+	_, err := WithTxV(ctx, b, func(tx pgx.Tx) (struct{}, error) { return struct{}{}, fn(tx) })
+	return err
+}
+
+// WithTxV is WithTx for a function that returns a value.
+func WithTxV[T any](ctx context.Context, b Beginner, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	var zero T
+	tx, err := b.Begin(ctx)
+	if err != nil {
+		return zero, fmt.Errorf("begin: %w", err)
+	}
+	// Rollback after Commit is a no-op; this also covers panics.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	v, err := fn(tx)
+	if err != nil {
+		return zero, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return zero, fmt.Errorf("commit: %w", err)
+	}
+	return v, nil
+}
+
+// Postgres error codes that callers branch on.
+const (
+	codeUniqueViolation     = "23505"
+	codeCheckViolation      = "23514"
+	codeForeignKeyViolation = "23503"
+)
+
+// UniqueViolation reports whether err is a unique violation, and of which
+// constraint.
+func UniqueViolation(err error) (constraint string, ok bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == codeUniqueViolation {
+		return pe.ConstraintName, true
+	}
+	return "", false
+}
+
+// CheckViolation reports whether err violates a CHECK constraint.
+func CheckViolation(err error) (constraint string, ok bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == codeCheckViolation {
+		return pe.ConstraintName, true
+	}
+	return "", false
+}
+
+// ForeignKeyViolation reports whether err violates a foreign key.
+func ForeignKeyViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == codeForeignKeyViolation
+}
+
+// NoRows maps pgx.ErrNoRows to ErrNotFound and leaves other errors alone.
+func NoRows(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,180 @@
+package db_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+// Migrations apply to an empty database, roll back completely, and apply
+// again: the down migrations are real.
+func TestMigrationsFromEmpty(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, testenv.NewEmptyDatabaseURL(t), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	m, err := db.NewMigrator(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	applied, err := m.Up(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, target, err := m.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) == 0 || cur != target || cur != applied[len(applied)-1] {
+		t.Fatalf("after up: applied %v, version %d, target %d", applied, cur, target)
+	}
+	if err := db.CheckConstraints(ctx, pool); err != nil {
+		t.Fatalf("constraints after up: %v", err)
+	}
+
+	if err := m.DownAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _, _ := m.Versions(ctx); cur != 0 {
+		t.Fatalf("after down: version %d, want 0", cur)
+	}
+	problems, err := db.ConstraintProblems(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != len(db.RequiredUniqueIndexes()) {
+		t.Fatalf("after down: problems %v, want every index missing", problems)
+	}
+
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	if err := db.CheckConstraints(ctx, pool); err != nil {
+		t.Fatalf("constraints after second up: %v", err)
+	}
+}
+
+// An invalid unique index (as an interrupted CREATE INDEX CONCURRENTLY
+// leaves) enforces nothing; the start-up check must catch it, as it must
+// catch a dropped one.
+func TestConstraintProblems(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+
+	if err := db.CheckConstraints(ctx, pool); err != nil {
+		t.Fatalf("fresh schema: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE pg_index SET indisvalid = false
+		WHERE indexrelid = 'users_openid_key'::regclass`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE dishes DROP CONSTRAINT dishes_merchant_name_key`); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := db.ConstraintProblems(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"users_openid_key: invalid (rebuild it)", "dishes_merchant_name_key: missing"}
+	if !slices.Equal(problems, want) {
+		t.Fatalf("problems = %q, want %q", problems, want)
+	}
+	if err := db.CheckConstraints(ctx, pool); err == nil {
+		t.Fatal("CheckConstraints passed with broken constraints")
+	}
+}
+
+func TestWithTxRollsBackOnError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+	q := dbsqlc.New()
+	boom := errors.New("boom")
+
+	err := db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := q.UserUpsertByOpenID(ctx, tx, "rolled-back"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic was swallowed")
+			}
+		}()
+		_ = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := q.UserUpsertByOpenID(ctx, tx, "panicked"); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM users").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d users committed, want 0", n)
+	}
+
+	u, err := db.WithTxV(ctx, pool, func(tx pgx.Tx) (dbsqlc.User, error) {
+		return q.UserUpsertByOpenID(ctx, tx, "committed")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.UserGetByID(ctx, pool, u.ID); err != nil {
+		t.Fatalf("committed user not found: %v", err)
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+	q := dbsqlc.New()
+
+	_, err := q.UserGetByID(ctx, pool, 424242)
+	if !errors.Is(db.NoRows(err), db.ErrNotFound) {
+		t.Errorf("missing row: %v, want ErrNotFound", err)
+	}
+	m, err := q.MerchantInsert(ctx, pool, dbsqlc.MerchantInsertParams{Name: "m", Status: "open"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dbsqlc.DishInsertParams{MerchantID: m.ID, Name: "rice", PriceFen: 100, Stock: 1, OnSale: true}
+	if _, err := q.DishInsert(ctx, pool, d); err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.DishInsert(ctx, pool, d)
+	if c, ok := db.UniqueViolation(err); !ok || c != "dishes_merchant_name_key" {
+		t.Errorf("duplicate dish: %v (constraint %q), want unique violation", err, c)
+	}
+	d.Name, d.MerchantID = "soup", 999999
+	if _, err = q.DishInsert(ctx, pool, d); !db.ForeignKeyViolation(err) {
+		t.Errorf("unknown merchant: %v, want foreign key violation", err)
+	}
+	d.MerchantID, d.Stock = m.ID, -1
+	if _, err = q.DishInsert(ctx, pool, d); err == nil {
+		t.Error("negative stock accepted")
+	} else if _, ok := db.CheckViolation(err); !ok {
+		t.Errorf("negative stock: %v, want check violation", err)
+	}
+}

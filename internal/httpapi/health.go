@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/web"
+)
+
+func handleHealthz() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		web.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+// Readiness is the body of /readyz.
+type Readiness struct {
+	Ready      bool            `json:"ready"`
+	Postgres   string          `json:"postgres"`
+	Migrations MigrationStatus `json:"migrations"`
+	// Constraints lists the problems with the required unique constraints;
+	// empty when all are present and valid.
+	Constraints []string `json:"constraints"`
+	// Redis is up, down or disabled; takeout is ready without it.
+	Redis string `json:"redis"`
+}
+
+// MigrationStatus compares the database's schema with the binary's.
+type MigrationStatus struct {
+	Current int64 `json:"current"`
+	Target  int64 `json:"target"`
+}
+
+// handleReadyz reports 200 when PostgreSQL answers, the schema is current
+// and the required constraints are valid; Redis is reported, not
+// required.
+func handleReadyz(d Deps) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		res := Readiness{Postgres: "up", Redis: string(d.Redis.State()), Constraints: []string{}}
+		ready := true
+		if err := d.Pool.Ping(ctx); err != nil {
+			res.Postgres, ready = "down", false
+		}
+		if ready {
+			cur, target, err := d.Migrator.Versions(ctx)
+			res.Migrations = MigrationStatus{Current: cur, Target: target}
+			if err != nil || cur != target {
+				ready = false
+			}
+			problems, err := db.ConstraintProblems(ctx, d.Pool)
+			if err != nil {
+				problems = []string{"check failed: " + err.Error()}
+			}
+			if len(problems) > 0 {
+				res.Constraints, ready = problems, false
+			}
+		}
+		res.Ready = ready
+		status := http.StatusOK
+		if !ready {
+			status = http.StatusServiceUnavailable
+		}
+		web.JSON(w, status, res)
+	}
+}

@@ -1,0 +1,181 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/web"
+)
+
+const requestIDHeader = "X-Request-Id"
+
+// requestID gives every request an id: the caller's X-Request-Id when it
+// is short and printable, else a new one. It is echoed in the response.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(requestIDHeader)
+		if !validRequestID(id) {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set(requestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(web.WithRequestID(r.Context(), id)))
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += n
+	return n, err
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// accessLog puts a logger carrying the request id into the context and
+// logs one line per request. Query strings are not logged: they may carry
+// secrets.
+func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			l := logger.With("request_id", web.RequestID(r.Context()))
+			rec := &statusRecorder{ResponseWriter: w}
+			next.ServeHTTP(rec, r.WithContext(web.WithLogger(r.Context(), l)))
+			if rec.status == 0 {
+				rec.status = http.StatusOK
+			}
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			l.LogAttrs(r.Context(), level, "http request",
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.String("route", routePattern(r)),
+				slog.Int("status", rec.status),
+				slog.Int("bytes", rec.bytes),
+				slog.Duration("duration", time.Since(start)),
+			)
+		})
+	}
+}
+
+func routePattern(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		if p := rc.RoutePattern(); p != "" {
+			return p
+		}
+	}
+	return "unmatched"
+}
+
+// httpMetrics holds the latency histogram per route.
+type httpMetrics struct {
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "takeout_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern, method and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route", "method", "code"}),
+	}
+	if err := reg.Register(m.duration); err != nil {
+		return nil, fmt.Errorf("register http metrics: %w", err)
+	}
+	return m, nil
+}
+
+// observe records each request's latency under its route pattern (never
+// the raw path, which would explode the label set).
+func (m *httpMetrics) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		m.duration.WithLabelValues(routePattern(r), r.Method, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// recoverPanics turns a handler panic into a logged 500 problem.
+func recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				web.Error(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody caps every request body; web.Decode turns the overflow into a
+// 413 problem.
+func limitBody(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > limit {
+				web.WriteProblem(w, r, problem.New(problem.BodyTooLarge, "the body exceeds %d bytes", limit))
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	web.WriteProblem(w, r, problem.New(problem.NotFound, "no route %s %s", r.Method, r.URL.Path))
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	web.WriteProblem(w, r, problem.New(problem.MethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+}

@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/catalog"
+)
+
+// routes is the whole API: every route of api/openapi.yaml is here.
+func routes(d Deps, m *httpMetrics) http.Handler {
+	r := chi.NewRouter()
+	r.Use(
+		requestID,
+		accessLog(d.Logger),
+		m.observe,
+		recoverPanics,
+		limitBody(d.MaxBodyBytes),
+	)
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed)
+
+	r.Get("/healthz", handleHealthz())
+	r.Get("/readyz", handleReadyz(d))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Method(http.MethodPost, "/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
+		r.Method(http.MethodGet, "/merchants", catalog.HandleMerchants(d.Catalog))
+		r.Method(http.MethodGet, "/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+	})
+
+	r.Route("/admin/v1", func(r chi.Router) {
+		r.Use(auth.RequireStaff(d.Tokens))
+		r.With(auth.RequireAdmin).Method(http.MethodPost, "/merchants", catalog.HandleCreateMerchant(d.Catalog))
+		r.Method(http.MethodPatch, "/merchants/{id}", catalog.HandleUpdateMerchant(d.Catalog))
+		r.Method(http.MethodGet, "/merchants/{id}/dishes", catalog.HandleListDishes(d.Catalog))
+		r.Method(http.MethodPost, "/merchants/{id}/dishes", catalog.HandleCreateDish(d.Catalog))
+		r.Method(http.MethodGet, "/dishes/{id}", catalog.HandleGetDish(d.Catalog))
+		r.Method(http.MethodPatch, "/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
+		r.Method(http.MethodPut, "/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
+	})
+	return r
+}

@@ -1,0 +1,40 @@
+// Package httpapi is takeout's HTTP surface: NewServer builds the one
+// handler of the service, routes.go lists every route, and the middleware
+// here gives every request an id, a request-scoped logger, a body limit,
+// panic recovery and a latency histogram.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/redisconn"
+)
+
+// Deps are what the HTTP layer needs; cmd/api builds them.
+type Deps struct {
+	Logger       *slog.Logger
+	Pool         *pgxpool.Pool
+	Redis        *redisconn.Conn
+	Migrator     *db.Migrator
+	Tokens       *auth.Tokens
+	WeChat       *auth.WeChat
+	Catalog      *catalog.Service
+	Registry     *prometheus.Registry
+	MaxBodyBytes int64
+}
+
+// NewServer returns the service's HTTP handler.
+func NewServer(d Deps) (http.Handler, error) {
+	m, err := newHTTPMetrics(d.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return routes(d, m), nil
+}

@@ -1,0 +1,107 @@
+// Package problem is takeout's error vocabulary: every error a client can
+// see is one of the Types below, rendered as an RFC 9457 problem document.
+// Domain packages return *Error values; the HTTP layer renders them in one
+// place. The list of Types is also what api/openapi.yaml must document.
+package problem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Type is one kind of problem: a stable slug (the document's "type"), its
+// HTTP status and a short human title.
+type Type struct {
+	Slug   string
+	Status int
+	Title  string
+}
+
+// The problem types of the API. Slugs are part of the contract: never
+// rename one.
+var (
+	InvalidRequest       = Type{"invalid-request", http.StatusBadRequest, "The request is invalid"}
+	UnsupportedMediaType = Type{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type"}
+	BodyTooLarge         = Type{"body-too-large", http.StatusRequestEntityTooLarge, "Request body too large"}
+	Unauthorized         = Type{"unauthorized", http.StatusUnauthorized, "Authentication required"}
+	LoginFailed          = Type{"login-failed", http.StatusUnauthorized, "WeChat login failed"}
+	Forbidden            = Type{"forbidden", http.StatusForbidden, "Not allowed"}
+	NotFound             = Type{"not-found", http.StatusNotFound, "Not found"}
+	MethodNotAllowed     = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed"}
+	VersionConflict      = Type{"version-conflict", http.StatusConflict, "The resource was changed by someone else"}
+	AlreadyExists        = Type{"already-exists", http.StatusConflict, "The resource already exists"}
+	UpstreamUnavailable  = Type{"upstream-unavailable", http.StatusBadGateway, "An upstream service failed"}
+	Unavailable          = Type{"service-unavailable", http.StatusServiceUnavailable, "Service unavailable"}
+	Internal             = Type{"internal-error", http.StatusInternalServerError, "Internal server error"}
+)
+
+// All lists every Type, for documentation checks.
+func All() []Type {
+	return []Type{
+		InvalidRequest, UnsupportedMediaType, BodyTooLarge, Unauthorized, LoginFailed,
+		Forbidden, NotFound, MethodNotAllowed, VersionConflict, AlreadyExists,
+		UpstreamUnavailable, Unavailable, Internal,
+	}
+}
+
+// Error is a problem occurrence: its Type, a detail for this occurrence and
+// optional extension members (e.g. "field", "current_version").
+type Error struct {
+	Type   Type
+	Detail string
+	Extra  map[string]any
+	// cause is kept for logs and errors.Is, never shown to clients.
+	cause error
+}
+
+// New returns a problem of type t with a detail.
+func New(t Type, format string, args ...any) *Error {
+	return &Error{Type: t, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns a problem of type t that keeps cause for logs and errors.Is.
+func Wrap(t Type, cause error, format string, args ...any) *Error {
+	return &Error{Type: t, Detail: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// With returns a copy of e with an extension member added.
+func (e *Error) With(key string, value any) *Error {
+	c := *e
+	c.Extra = make(map[string]any, len(e.Extra)+1)
+	for k, v := range e.Extra {
+		c.Extra[k] = v
+	}
+	c.Extra[key] = value
+	return &c
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Type.Slug, e.Detail, e.cause)
+	}
+	return e.Type.Slug + ": " + e.Detail
+}
+
+// Unwrap exposes the cause.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Is makes errors.Is(err, problem.NotFound-typed target) match by type, so
+// sentinel problems declared by domain packages compare by their Type.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Type == e.Type && t.Detail == e.Detail
+}
+
+// As returns the problem in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var p *Error
+	ok := errors.As(err, &p)
+	return p, ok
+}
+
+// Field returns an invalid-request problem naming the offending field.
+func Field(field, format string, args ...any) *Error {
+	return New(InvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...)).With("field", field)
+}
