@@ -187,3 +187,14 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Pool opens a pool on url for this test.
+func Pool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := db.Open(context.Background(), url, 4)
+	if err != nil {
+		t.Fatalf("open database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+func cmpIgnore(fields ...string) cmp.Option {
+	return cmpopts.IgnoreFields(catalog.Merchant{}, fields...)
+}
+
+func testenvEmptyDB(t *testing.T) string { return testenv.NewEmptyDatabaseURL(t) }
+
+func testenvPool(t *testing.T, s *stack) *pgxpool.Pool { return testenv.Pool(t, s.dbURL) }

@@ -1,0 +1,114 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/takeout/takeout/api"
+)
+
+// contract is api/openapi.yaml, loaded once per test binary.
+var contract = sync.OnceValues(func() (routers.Router, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI)
+	if err != nil {
+		return nil, fmt.Errorf("load openapi.yaml: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("openapi.yaml is invalid: %w", err)
+	}
+	// Test servers listen on random ports: match paths on any host.
+	doc.Servers = nil
+	return legacy.NewRouter(doc)
+})
+
+// OpenAPIDoc returns the parsed contract.
+func OpenAPIDoc(t testing.TB) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// ContractClient returns an HTTP client that checks every response against
+// api/openapi.yaml: its status must be documented for the route and its
+// body must match the documented schema. A request to a route the
+// contract lacks must be answered by a 404 or 405 problem.
+func ContractClient(t testing.TB) *http.Client {
+	t.Helper()
+	router, err := contract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Transport: &contractTransport{t: t, router: router, next: http.DefaultTransport}}
+}
+
+type contractTransport struct {
+	t      testing.TB
+	router routers.Router
+	next   http.RoundTripper
+}
+
+func (c *contractTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err := c.check(req, resp, body); err != nil {
+		c.t.Errorf("contract: %s %s -> %d: %v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode, err, truncate(body))
+	}
+	return resp, nil
+}
+
+func (c *contractTransport) check(req *http.Request, resp *http.Response, body []byte) error {
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		// Not in the contract: only a not-found or method-not-allowed problem may answer.
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+			return fmt.Errorf("route not in openapi.yaml (%v)", err)
+		}
+		var p struct {
+			Type string `json:"type"`
+		}
+		if resp.Header.Get("Content-Type") != "application/problem+json" || json.Unmarshal(body, &p) != nil || p.Type == "" {
+			return fmt.Errorf("undocumented route answered without a problem document")
+		}
+		return nil
+	}
+	in := &openapi3filter.RequestValidationInput{
+		Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	}
+	return openapi3filter.ValidateResponse(req.Context(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	})
+}
+
+func truncate(b []byte) string {
+	if len(b) > 2000 {
+		return string(b[:2000]) + "..."
+	}
+	return string(b)
+}
