@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Makes sure PostgreSQL and Redis answer for takeout's dev and test runs,
+# and prints their URLs as shell exports.
+#
+# Order: URLs already given (TAKEOUT_TEST_DATABASE_URL, TAKEOUT_TEST_REDIS_URL)
+# -> a server on the standard local port (5432 with trust auth, 6379)
+# -> a private server of this checkout under .dev/ (ports 55432, 56379),
+#    started here, installed from Debian's packages first if missing.
+#
+# Usage: eval "$(scripts/dev/services.sh)"     (stop: scripts/dev/services.sh stop)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+dev="$root/.dev"
+pg_port=${TAKEOUT_DEV_PG_PORT:-55432}
+redis_port=${TAKEOUT_DEV_REDIS_PORT:-56379}
+mkdir -p "$dev"
+
+log() { echo "services: $*" >&2; }
+die() { echo "services: $*" >&2; exit 1; }
+
+apt_updated=
+install_packages() {
+	if [ "$(id -u)" != 0 ]; then
+		die "need the Debian packages $*; install them (sudo apt-get install -y $*) and run again"
+	fi
+	log "installing $* from Debian's packages"
+	if [ -z "$apt_updated" ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+pg_bin() {
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		[ -x "$d/initdb" ] && { echo "$d"; return 0; }
+	done
+	return 1
+}
+
+pg_answers() { psql "$1" -Atqc 'SELECT 1' >/dev/null 2>&1; }
+redis_answers() { [ "$(redis-cli -u "$1" ping 2>/dev/null)" = PONG ]; }
+
+# The private cluster's data directory must be reachable by the postgres
+# user; when the checkout is not (e.g. under /root), keep it under /tmp and
+# link it from .dev/pg.
+pg_data_dir() {
+	if [ "$(id -u)" != 0 ] || runuser -u postgres -- test -x "$dev" 2>/dev/null; then
+		echo "$dev/pg"
+		return
+	fi
+	local alt="/tmp/takeout-dev-$(echo -n "$root" | sha1sum | cut -c1-12)/pg"
+	mkdir -p "$alt"
+	ln -sfn "$alt" "$dev/pg"
+	echo "$alt"
+}
+
+ensure_postgres() {
+	if [ -n "${TAKEOUT_TEST_DATABASE_URL:-}" ]; then
+		command -v psql >/dev/null || install_packages postgresql-client
+		pg_answers "$TAKEOUT_TEST_DATABASE_URL" || die "TAKEOUT_TEST_DATABASE_URL does not answer"
+		pg_url=$TAKEOUT_TEST_DATABASE_URL
+		return
+	fi
+	command -v psql >/dev/null && pg_bin >/dev/null || install_packages postgresql
+	local system="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	if pg_answers "$system"; then
+		pg_url=$system
+		return
+	fi
+	pg_url="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
+	if pg_answers "$pg_url"; then
+		return
+	fi
+	local bin data run_as=()
+	bin=$(pg_bin)
+	data=$(pg_data_dir)
+	if [ "$(id -u)" = 0 ]; then
+		chown -R postgres:postgres "$data"
+		run_as=(runuser -u postgres --)
+	fi
+	if [ ! -s "$data/PG_VERSION" ]; then
+		log "creating a private PostgreSQL cluster in $data"
+		"${run_as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >"$dev/pg-initdb.log" 2>&1 ||
+			die "initdb failed; see $dev/pg-initdb.log"
+	fi
+	log "starting PostgreSQL on 127.0.0.1:$pg_port"
+	"${run_as[@]}" "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 start \
+		-o "-p $pg_port -c listen_addresses=127.0.0.1 -k /tmp -c max_connections=300 -c fsync=off -c full_page_writes=off" >&2 ||
+		die "PostgreSQL did not start; see $data/server.log"
+	pg_answers "$pg_url" || die "PostgreSQL started but does not answer at $pg_url"
+}
+
+ensure_redis() {
+	if [ -n "${TAKEOUT_TEST_REDIS_URL:-}" ]; then
+		command -v redis-cli >/dev/null || install_packages redis-tools
+		redis_answers "$TAKEOUT_TEST_REDIS_URL" || die "TAKEOUT_TEST_REDIS_URL does not answer"
+		redis_url=$TAKEOUT_TEST_REDIS_URL
+		return
+	fi
+	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || install_packages redis-server
+	if redis_answers "redis://127.0.0.1:6379/0"; then
+		redis_url="redis://127.0.0.1:6379/0"
+		return
+	fi
+	redis_url="redis://127.0.0.1:$redis_port/0"
+	if redis_answers "$redis_url"; then
+		return
+	fi
+	mkdir -p "$dev/redis"
+	log "starting Redis on 127.0.0.1:$redis_port"
+	redis-server --port "$redis_port" --bind 127.0.0.1 --daemonize yes --save "" --appendonly no \
+		--dir "$dev/redis" --pidfile "$dev/redis/redis.pid" --logfile "$dev/redis/redis.log" >&2
+	for _ in $(seq 50); do
+		redis_answers "$redis_url" && return
+		sleep 0.1
+	done
+	die "Redis did not start; see $dev/redis/redis.log"
+}
+
+stop() {
+	local bin
+	if [ -s "$dev/pg/postmaster.pid" ] && bin=$(pg_bin); then
+		if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bin/pg_ctl" -D "$dev/pg" -m fast stop >&2 || true
+		else "$bin/pg_ctl" -D "$dev/pg" -m fast stop >&2 || true; fi
+	fi
+	if [ -s "$dev/redis/redis.pid" ]; then
+		kill "$(cat "$dev/redis/redis.pid")" 2>/dev/null || true
+	fi
+}
+
+case "${1:-env}" in
+env)
+	ensure_postgres
+	ensure_redis
+	echo "export TAKEOUT_TEST_DATABASE_URL='$pg_url'"
+	echo "export TAKEOUT_TEST_REDIS_URL='$redis_url'"
+	;;
+stop) stop ;;
+*) die "usage: $0 [env|stop]" ;;
+esac

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make test: ensure PostgreSQL and Redis, then build, vet, check formatting
+# and generated code, and run every test with the race detector.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "services"
+eval "$(scripts/dev/services.sh)"
+echo "PostgreSQL: $TAKEOUT_TEST_DATABASE_URL"
+echo "Redis:      $TAKEOUT_TEST_REDIS_URL"
+
+step "build"
+go build ./...
+
+step "go vet"
+go vet ./...
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.dev/*'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+step "sqlc generated code is up to date"
+go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 diff
+go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 vet
+
+step "tests (-race)"
+go run gotest.tools/gotestsum@v1.13.0 --format testname -- -race -count=1 -timeout 20m ./...
