@@ -67,6 +67,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return fmt.Errorf("TAKEOUT_REDIS_URL: %w", err)
 	}
 	defer rds.Close()
+	rds.Check(ctx)
 
 	cat, err := catalog.NewService(catalog.Options{
 		Pool: pool, Redis: rds, Logger: logger, Registerer: reg,

@@ -110,7 +110,7 @@ func (c *Conn) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		c.check(ctx)
+		c.Check(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -120,7 +120,10 @@ func (c *Conn) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Check pings Redis once and updates the state; Run calls it periodically.
-func (c *Conn) check(ctx context.Context) {
+func (c *Conn) Check(ctx context.Context) {
+	if c.Client == nil {
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	err := c.Client.Ping(pctx).Err()

@@ -6,8 +6,10 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-eval "$(scripts/dev/services.sh)"
-eval "$(scripts/dev/secrets.sh)"
+services_env=$(scripts/dev/services.sh)
+eval "$services_env"
+secrets_env=$(scripts/dev/secrets.sh)
+eval "$secrets_env"
 
 admin_url=$TAKEOUT_TEST_DATABASE_URL
 export TAKEOUT_DATABASE_URL=${TAKEOUT_DATABASE_URL:-${admin_url/\/postgres\?//takeout?}}

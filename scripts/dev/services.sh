@@ -7,7 +7,7 @@
 # -> a private server of this checkout under .dev/ (ports 55432, 56379),
 #    started here, installed from Debian's packages first if missing.
 #
-# Usage: eval "$(scripts/dev/services.sh)"     (stop: scripts/dev/services.sh stop)
+# Usage: env=$(scripts/dev/services.sh) && eval "$env"   (stop: scripts/dev/services.sh stop)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -48,7 +48,8 @@ redis_answers() { [ "$(redis-cli -u "$1" ping 2>/dev/null)" = PONG ]; }
 # link it from .dev/pg.
 pg_data_dir() {
 	if [ "$(id -u)" != 0 ] || runuser -u postgres -- test -x "$dev" 2>/dev/null; then
-		echo "$dev/pg"
+		[ -L "$dev/pg" ] || mkdir -p "$dev/pg"
+		readlink -f "$dev/pg"
 		return
 	fi
 	local alt="/tmp/takeout-dev-$(echo -n "$root" | sha1sum | cut -c1-12)/pg"

@@ -8,7 +8,8 @@ cd "$root"
 step() { printf '\n== %s\n' "$*"; }
 
 step "services"
-eval "$(scripts/dev/services.sh)"
+services_env=$(scripts/dev/services.sh)
+eval "$services_env"
 echo "PostgreSQL: $TAKEOUT_TEST_DATABASE_URL"
 echo "Redis:      $TAKEOUT_TEST_REDIS_URL"
 
