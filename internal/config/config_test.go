@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caarlos0/env/v11"
+
 	"github.com/takeout/takeout/internal/config"
 )
 
@@ -80,6 +82,26 @@ func TestAllProblemsReported(t *testing.T) {
 	for _, want := range []string{"TAKEOUT_DATABASE_MAX_CONNS", "TAKEOUT_SESSION_SECRET", "TAKEOUT_STAFF_SECRET", "TAKEOUT_WECHAT_APP_SECRET"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}
+
+// Every variable the configuration declares is documented in the README.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []any{&config.Config{}, &config.Wxsim{}} {
+		params, err := env.GetFieldParams(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range params {
+			if !strings.Contains(string(readme), "`"+p.Key+"`") {
+				t.Errorf("README.md does not document %s", p.Key)
+			}
 		}
 	}
 }
