@@ -50,6 +50,7 @@ func newStack(t *testing.T) *stack {
 			"TAKEOUT_REDIS_PREFIX":      r.Prefix,
 			"TAKEOUT_SESSION_SECRET":    sessionSecret,
 			"TAKEOUT_STAFF_SECRET":      staffSecret,
+			"TAKEOUT_CONFIRM_SECRET":    strings.Repeat("c", 32) + t.Name(),
 			"TAKEOUT_WECHAT_API_BASE":   wx.URL,
 			"TAKEOUT_WECHAT_APPID":      testAppID,
 			"TAKEOUT_WECHAT_APP_SECRET": testAppSecret,

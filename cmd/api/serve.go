@@ -2,23 +2,30 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/config"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/httpapi"
+	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/redisconn"
 )
 
@@ -77,11 +84,43 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
+
+	lease, err := orderid.AcquireLease(ctx, pool, instanceName(), cfg.WorkerLeaseTTL, logger)
+	if err != nil {
+		return err
+	}
+	ids, err := orderid.New(orderid.Options{Worker: lease.Worker(), LeaseValidUntil: lease.ValidUntil, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	idem, err := idempotency.NewStore(idempotency.Options{
+		DB: pool, Redis: rds, Logger: logger, Registerer: reg,
+		Retention: cfg.IdemRetention, InflightTTL: cfg.IdemInflightTTL, CoalesceWait: cfg.IdemCoalesceWait,
+		L1Bytes: cfg.IdemL1Bytes, L1TTL: cfg.IdemL1TTL,
+	})
+	if err != nil {
+		return err
+	}
+	defer idem.Close()
+	// Insert-only for now: jobs are inserted in the transactions that
+	// cause them; the workers that run them come with the lifecycle.
+	jobs, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("river client: %w", err)
+	}
+	orders, err := order.NewService(order.Options{
+		Pool: pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem, Jobs: jobs,
+		Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL, DedupWindow: cfg.OrderDedupWindow,
+		PayWindow: cfg.OrderPayWindow, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
 	wx := auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), &http.Client{Timeout: cfg.WeChatTimeout})
 
 	handler, err := httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, WeChat: wx,
-		Catalog: cat, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Catalog: cat, Orders: orders, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	if err != nil {
 		return err
@@ -94,6 +133,8 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	workers.Go(func() { rds.Run(workCtx, time.Second) })
 	workers.Go(func() { cat.RunInvalidations(workCtx, nil) })
 	defer cat.Close()
+	workers.Go(func() { lease.Run(workCtx) })
+	workers.Go(func() { pruneIdempotency(workCtx, idem, cfg.IdemPruneInterval, logger) })
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -129,4 +170,32 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// instanceName names this process for its worker-id lease.
+func instanceName() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
+}
+
+// pruneIdempotency deletes expired idempotency records every interval.
+// Every instance runs it; deleting expired rows twice is harmless.
+func pruneIdempotency(ctx context.Context, idem *idempotency.Store, interval time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := idem.Prune(ctx, time.Now())
+			if err != nil && ctx.Err() == nil {
+				logger.Error("prune idempotency records", "err", err)
+			} else if n > 0 {
+				logger.Info("pruned expired idempotency records", "count", n)
+			}
+		}
+	}
 }

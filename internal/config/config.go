@@ -48,6 +48,18 @@ type Config struct {
 
 	CatalogCacheTTL  time.Duration `env:"TAKEOUT_CATALOG_CACHE_TTL" envDefault:"60s"`
 	CatalogCacheSize int           `env:"TAKEOUT_CATALOG_CACHE_SIZE" envDefault:"10000"`
+
+	ConfirmSecret     Secret        `env:"TAKEOUT_CONFIRM_SECRET"`
+	ConfirmTokenTTL   time.Duration `env:"TAKEOUT_CONFIRM_TOKEN_TTL" envDefault:"15m"`
+	OrderDedupWindow  time.Duration `env:"TAKEOUT_ORDER_DEDUP_WINDOW" envDefault:"10m"`
+	OrderPayWindow    time.Duration `env:"TAKEOUT_ORDER_PAY_WINDOW" envDefault:"15m"`
+	WorkerLeaseTTL    time.Duration `env:"TAKEOUT_WORKER_LEASE_TTL" envDefault:"30s"`
+	IdemRetention     time.Duration `env:"TAKEOUT_IDEMPOTENCY_RETENTION" envDefault:"72h"`
+	IdemInflightTTL   time.Duration `env:"TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL" envDefault:"60s"`
+	IdemCoalesceWait  time.Duration `env:"TAKEOUT_IDEMPOTENCY_COALESCE_WAIT" envDefault:"2s"`
+	IdemL1Bytes       uint64        `env:"TAKEOUT_IDEMPOTENCY_L1_BYTES" envDefault:"134217728"`
+	IdemL1TTL         time.Duration `env:"TAKEOUT_IDEMPOTENCY_L1_TTL" envDefault:"10m"`
+	IdemPruneInterval time.Duration `env:"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
 }
 
 // Secret is a configuration value that must never be printed or logged.
@@ -183,6 +195,19 @@ func (c Config) validate() error {
 	check(c.WeChatTimeout > 0, "TAKEOUT_WECHAT_TIMEOUT: want a positive duration")
 	check(c.CatalogCacheTTL > 0, "TAKEOUT_CATALOG_CACHE_TTL: want a positive duration")
 	check(c.CatalogCacheSize > 0, "TAKEOUT_CATALOG_CACHE_SIZE: want a positive number")
+	check(len(c.ConfirmSecret) >= minSecretBytes, "TAKEOUT_CONFIRM_SECRET (or _FILE): required, at least %d bytes", minSecretBytes)
+	check(c.ConfirmSecret == "" || (c.ConfirmSecret != c.SessionSecret && c.ConfirmSecret != c.StaffSecret),
+		"TAKEOUT_CONFIRM_SECRET: must differ from the session and staff secrets")
+	check(c.ConfirmTokenTTL >= time.Minute, "TAKEOUT_CONFIRM_TOKEN_TTL: want at least 1m")
+	check(c.OrderDedupWindow >= 0, "TAKEOUT_ORDER_DEDUP_WINDOW: must not be negative")
+	check(c.OrderPayWindow >= time.Minute, "TAKEOUT_ORDER_PAY_WINDOW: want at least 1m")
+	check(c.WorkerLeaseTTL >= 10*time.Second, "TAKEOUT_WORKER_LEASE_TTL: want at least 10s")
+	check(c.IdemRetention >= time.Hour, "TAKEOUT_IDEMPOTENCY_RETENTION: want at least 1h (72h or more in production)")
+	check(c.IdemInflightTTL > c.WriteTimeout, "TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL: must exceed TAKEOUT_HTTP_WRITE_TIMEOUT, the longest a request runs")
+	check(c.IdemCoalesceWait >= 0 && c.IdemCoalesceWait < c.WriteTimeout, "TAKEOUT_IDEMPOTENCY_COALESCE_WAIT: want 0 or more, below TAKEOUT_HTTP_WRITE_TIMEOUT")
+	check(c.IdemL1Bytes >= 1<<20, "TAKEOUT_IDEMPOTENCY_L1_BYTES: want at least 1048576")
+	check(c.IdemL1TTL > 0, "TAKEOUT_IDEMPOTENCY_L1_TTL: want a positive duration")
+	check(c.IdemPruneInterval > 0, "TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL: want a positive duration")
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}

@@ -17,6 +17,7 @@ func secrets() map[string]string {
 		"TAKEOUT_SESSION_SECRET":    strings.Repeat("s", 32),
 		"TAKEOUT_STAFF_SECRET":      strings.Repeat("a", 32),
 		"TAKEOUT_WECHAT_APP_SECRET": "app",
+		"TAKEOUT_CONFIRM_SECRET":    strings.Repeat("c", 32),
 	}
 }
 

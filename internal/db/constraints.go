@@ -15,8 +15,13 @@ import (
 // reports them.
 func RequiredUniqueIndexes() []string {
 	return []string{
-		"users_openid_key",         // one user per WeChat openid
-		"dishes_merchant_name_key", // a retried dish create makes no second dish
+		"users_openid_key",                  // one user per WeChat openid
+		"dishes_merchant_name_key",          // a retried dish create makes no second dish
+		"orders_user_intent_key",            // one order per (user, intent digest)
+		"orders_user_content_seq_key",       // one intent sequence number per content
+		"stock_reservations_order_dish_key", // one reservation per (order, dish)
+		"idempotency_records_user_key_key",  // one completed response per (user, key)
+		"worker_leases_pkey",                // one holder per Snowflake worker id
 	}
 }
 

@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/takeout/takeout/db/migrations"
 )
@@ -16,8 +19,10 @@ import (
 // Migrator applies the embedded migrations. Several instances starting at
 // once are serialised by a PostgreSQL advisory lock.
 type Migrator struct {
+	pool     *pgxpool.Pool
 	sqlDB    *sql.DB
 	provider *goose.Provider
+	river    *rivermigrate.Migrator[pgx.Tx]
 }
 
 // NewMigrator prepares the embedded migrations for pool's database.
@@ -32,17 +37,48 @@ func NewMigrator(pool *pgxpool.Pool) (*Migrator, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
-	return &Migrator{sqlDB: sqlDB, provider: p}, nil
+	rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("river migrations: %w", err)
+	}
+	return &Migrator{pool: pool, sqlDB: sqlDB, provider: p, river: rm}, nil
 }
 
 // Close releases the migrator's connection handle (not the pool).
 func (m *Migrator) Close() error { return m.sqlDB.Close() }
 
-// Up applies every pending migration and returns the versions applied.
+// riverLock serialises River's migrations between instances starting at
+// once (goose's own lock covers ours).
+const riverLock = 7461003
+
+// withRiverLock runs fn holding riverLock on a dedicated connection.
+func (m *Migrator) withRiverLock(ctx context.Context, fn func() error) error {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", riverLock); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", riverLock) //nolint:errcheck
+	return fn()
+}
+
+// Up applies every pending migration (ours, then River's job tables) and
+// returns the versions of ours applied.
 func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 	res, err := m.provider.Up(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate up: %w", err)
+	}
+	err = m.withRiverLock(ctx, func() error {
+		_, err := m.river.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("migrate river up: %w", err)
 	}
 	versions := make([]int64, 0, len(res))
 	for _, r := range res {
@@ -54,6 +90,13 @@ func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 // DownAll rolls every migration back; tests use it to prove the down
 // migrations work.
 func (m *Migrator) DownAll(ctx context.Context) error {
+	err := m.withRiverLock(ctx, func() error {
+		_, err := m.river.Migrate(ctx, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("migrate river down: %w", err)
+	}
 	if _, err := m.provider.DownTo(ctx, 0); err != nil {
 		return fmt.Errorf("migrate down: %w", err)
 	}

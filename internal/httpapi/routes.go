@@ -8,6 +8,7 @@ import (
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/order"
 )
 
 // routes is the whole API: every route of api/openapi.yaml is here.
@@ -31,6 +32,14 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 		r.Method(http.MethodPost, "/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
 		r.Method(http.MethodGet, "/merchants", catalog.HandleMerchants(d.Catalog))
 		r.Method(http.MethodGet, "/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+
+		r.Group(func(r chi.Router) {
+			r.Use(auth.RequireUser(d.Tokens))
+			r.Method(http.MethodPost, "/orders/confirm", order.HandleConfirm(d.Orders))
+			r.Method(http.MethodPost, "/orders", order.HandleSubmit(d.Orders))
+			r.Method(http.MethodGet, "/orders", order.HandleList(d.Orders))
+			r.Method(http.MethodGet, "/orders/{id}", order.HandleGet(d.Orders))
+		})
 	})
 
 	r.Route("/admin/v1", func(r chi.Router) {

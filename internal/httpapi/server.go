@@ -14,6 +14,7 @@ import (
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/redisconn"
 )
 
@@ -26,6 +27,7 @@ type Deps struct {
 	Tokens       *auth.Tokens
 	WeChat       *auth.WeChat
 	Catalog      *catalog.Service
+	Orders       *order.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 }

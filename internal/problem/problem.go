@@ -34,6 +34,17 @@ var (
 	UpstreamUnavailable  = Type{"upstream-unavailable", http.StatusBadGateway, "An upstream service failed"}
 	Unavailable          = Type{"service-unavailable", http.StatusServiceUnavailable, "Service unavailable"}
 	Internal             = Type{"internal-error", http.StatusInternalServerError, "Internal server error"}
+
+	IdempotencyKeyMissing  = Type{"idempotency-key-missing", http.StatusBadRequest, "Idempotency-Key header required"}
+	IdempotencyKeyMismatch = Type{"idempotency-key-mismatch", http.StatusUnprocessableEntity, "Idempotency-Key reused for another request"}
+	RequestInProgress      = Type{"request-in-progress", http.StatusConflict, "A request with this Idempotency-Key is in progress"}
+	OutOfStock             = Type{"out-of-stock", http.StatusConflict, "Not enough stock"}
+	QuoteChanged           = Type{"quote-changed", http.StatusConflict, "The menu changed since confirm: confirm again"}
+	DishUnavailable        = Type{"dish-unavailable", http.StatusConflict, "A dish is not for sale"}
+	MerchantClosed         = Type{"merchant-closed", http.StatusConflict, "The merchant is closed"}
+	TokenInvalid           = Type{"confirm-token-invalid", http.StatusUnauthorized, "The confirm token is invalid"}
+	TokenExpired           = Type{"confirm-token-expired", http.StatusGone, "The confirm token expired: confirm again"}
+	TokenNotYours          = Type{"confirm-token-forbidden", http.StatusForbidden, "The confirm token belongs to another user"}
 )
 
 // All lists every Type, for documentation checks.
@@ -42,6 +53,8 @@ func All() []Type {
 		InvalidRequest, UnsupportedMediaType, BodyTooLarge, Unauthorized, LoginFailed,
 		Forbidden, NotFound, MethodNotAllowed, VersionConflict, AlreadyExists,
 		UpstreamUnavailable, Unavailable, Internal,
+		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, QuoteChanged,
+		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours,
 	}
 }
 

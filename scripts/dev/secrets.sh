@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 file="$root/.dev/secrets.env"
-if [ ! -s "$file" ]; then
+if [ ! -s "$file" ] || ! grep -q TAKEOUT_CONFIRM_SECRET "$file"; then
 	mkdir -p "$root/.dev"
 	umask 077
 	rnd() { head -c 32 /dev/urandom | base64 | tr -d '=+/\n'; }
@@ -13,6 +13,7 @@ if [ ! -s "$file" ]; then
 		echo "export TAKEOUT_SESSION_SECRET='$(rnd)$(rnd)'"
 		echo "export TAKEOUT_STAFF_SECRET='$(rnd)$(rnd)'"
 		echo "export TAKEOUT_WECHAT_APP_SECRET='$(rnd)'"
+		echo "export TAKEOUT_CONFIRM_SECRET='$(rnd)$(rnd)'"
 	} >"$file"
 	echo "secrets: generated development secrets into .dev/secrets.env" >&2
 fi

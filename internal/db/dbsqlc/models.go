@@ -6,6 +6,8 @@ package dbsqlc
 
 import (
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type Dish struct {
@@ -20,6 +22,19 @@ type Dish struct {
 	UpdatedAt  time.Time
 }
 
+type IdempotencyRecord struct {
+	UserID      int64
+	Key         string
+	Fingerprint []byte
+	DigestAlg   string
+	OrderID     *int64
+	StatusCode  int32
+	Headers     []byte
+	Body        []byte
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
 type Merchant struct {
 	ID             int64
 	Name           string
@@ -30,9 +45,63 @@ type Merchant struct {
 	UpdatedAt      time.Time
 }
 
+type Order struct {
+	ID             int64
+	UserID         int64
+	MerchantID     int64
+	IntentDigest   []byte
+	ContentDigest  []byte
+	IntentSeq      int32
+	DigestAlg      string
+	Status         string
+	ItemsTotalFen  int64
+	DeliveryFeeFen int64
+	TotalFen       int64
+	Address        []byte
+	Remark         string
+	Version        int64
+	PayDeadline    time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type OrderItem struct {
+	OrderID      int64
+	DishID       int64
+	Name         string
+	Qty          int32
+	UnitPriceFen int64
+	LineTotalFen int64
+}
+
+type OrderStatusHistory struct {
+	ID         int64
+	OrderID    int64
+	FromStatus *string
+	ToStatus   string
+	Version    int64
+	Actor      string
+	Reason     string
+	CreatedAt  time.Time
+}
+
+type StockReservation struct {
+	OrderID    int64
+	DishID     int64
+	Qty        int32
+	CreatedAt  time.Time
+	ReleasedAt pgtype.Timestamptz
+}
+
 type User struct {
 	ID          int64
 	Openid      string
 	CreatedAt   time.Time
 	LastLoginAt time.Time
+}
+
+type WorkerLease struct {
+	WorkerID  int32
+	Holder    string
+	ExpiresAt time.Time
 }

@@ -1,0 +1,43 @@
+-- name: OrderInsert :one
+-- ON CONFLICT DO NOTHING on (user, intent digest): a duplicate returns no
+-- row, and the caller reads the order that was placed.
+INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
+                    items_total_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
+VALUES (@id, @user_id, @merchant_id, @intent_digest, @content_digest, @intent_seq, @digest_alg, 'PENDING_PAYMENT',
+        @items_total_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at)
+ON CONFLICT (user_id, intent_digest) DO NOTHING
+RETURNING *;
+
+-- name: OrderGetByUserDigest :one
+SELECT * FROM orders WHERE user_id = @user_id AND intent_digest = @intent_digest;
+
+-- name: OrderGetByID :one
+SELECT * FROM orders WHERE id = @id;
+
+-- name: OrderLatestByContent :one
+-- The user's latest order of the same content, for the intent sequence.
+SELECT id, intent_seq, status, created_at FROM orders
+WHERE user_id = @user_id AND content_digest = @content_digest
+ORDER BY intent_seq DESC
+LIMIT 1;
+
+-- name: OrderListByUser :many
+-- Newest first; ids grow with time, so the cursor is the last id seen.
+SELECT * FROM orders
+WHERE user_id = @user_id AND (sqlc.narg('before_id')::bigint IS NULL OR id < sqlc.narg('before_id'))
+ORDER BY id DESC
+LIMIT @max_rows;
+
+-- name: OrderItemInsert :exec
+INSERT INTO order_items (order_id, dish_id, name, qty, unit_price_fen, line_total_fen)
+VALUES (@order_id, @dish_id, @name, @qty, @unit_price_fen, @line_total_fen);
+
+-- name: OrderItemsByOrder :many
+SELECT * FROM order_items WHERE order_id = @order_id ORDER BY dish_id;
+
+-- name: OrderItemsByOrders :many
+SELECT * FROM order_items WHERE order_id = ANY(@order_ids::bigint[]) ORDER BY order_id, dish_id;
+
+-- name: OrderHistoryInsert :exec
+INSERT INTO order_status_history (order_id, from_status, to_status, version, actor, reason)
+VALUES (@order_id, sqlc.narg('from_status'), @to_status, @version, @actor, @reason);

@@ -1,0 +1,133 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts run by SHA (EVALSHA) and fall back to EVAL when Redis says
+// NOSCRIPT (after a restart or SCRIPT FLUSH): go-redis's Script.Run does
+// exactly that. Each is one round trip on one key; keys carry a hash tag,
+// so they stay valid on a Redis Cluster when a script grows a second key.
+
+// claimScript: absent -> claim in-flight with our owner token and a TTL;
+// in-flight -> "inflight"; done -> the record. Another fingerprint is a
+// mismatch in any state.
+var claimScript = redis.NewScript(`
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then
+  redis.call('HSET', KEYS[1], 'state', 'inflight', 'owner', ARGV[2], 'fp', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {'claimed'}
+end
+if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] then
+  return {'mismatch'}
+end
+if state == 'inflight' then
+  return {'inflight'}
+end
+return {'done', redis.call('HGET', KEYS[1], 'record')}
+`)
+
+// finalizeScript stores the record if we still own the claim (or the key
+// is gone, e.g. after a flush), and keeps it for the retention.
+var finalizeScript = redis.NewScript(`
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and owner ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'state', 'done', 'owner', ARGV[1], 'fp', ARGV[2], 'record', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`)
+
+// releaseScript drops the claim only if we still own it and it is still
+// in flight, so a failed request lets a retry run.
+var releaseScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] and redis.call('HGET', KEYS[1], 'state') == 'inflight' then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+type claimResult struct {
+	state  string
+	record Record
+}
+
+// redisKey is the hash-tagged key of a (user, key) record.
+func (s *Store) redisKey(userID int64, key string) string {
+	return s.opts.Redis.Key("idem:{" + strconv.FormatInt(userID, 10) + ":" + key + "}")
+}
+
+func (s *Store) claim(ctx context.Context, c *Claim) (claimResult, error) {
+	v, err := s.breaker.Execute(func() (any, error) {
+		return claimScript.Run(ctx, s.opts.Redis.Client, []string{s.redisKey(c.userID, c.key)},
+			c.fp, c.owner, s.opts.InflightTTL.Milliseconds()).Slice()
+	})
+	if err != nil {
+		return claimResult{}, err
+	}
+	parts := v.([]any)
+	state, _ := parts[0].(string)
+	res := claimResult{state: state}
+	if state == "done" {
+		raw, _ := parts[1].(string)
+		if err := json.Unmarshal([]byte(raw), &res.record); err != nil {
+			return claimResult{}, fmt.Errorf("decode stored record: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// Finalize makes the completed response the answer to every retry: in L1
+// at once, and in Redis when the claim was taken there (or Redis is
+// usable). Call it after the PostgreSQL transaction committed. Failures
+// are logged: PostgreSQL already holds the record.
+func (c *Claim) Finalize(ctx context.Context, rec Record) {
+	s := c.s
+	s.l1.Set(recordKey(c.userID, c.key), rec)
+	if !c.inRedis && !s.redisUsable() {
+		return
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		s.logger.ErrorContext(ctx, "encode idempotency record", "err", err)
+		return
+	}
+	_, err = s.breaker.Execute(func() (any, error) {
+		return finalizeScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.userID, c.key)},
+			c.owner, rec.Fingerprint, raw, s.opts.Retention.Milliseconds()).Result()
+	})
+	if err != nil {
+		s.logger.WarnContext(ctx, "finalize idempotency record in redis", "err", err)
+	}
+}
+
+// Release gives the key up after a failure before commit, so that a retry
+// can run. Only the owner's in-flight claim is dropped.
+func (c *Claim) Release(ctx context.Context) {
+	if !c.inRedis {
+		return
+	}
+	s := c.s
+	_, err := s.breaker.Execute(func() (any, error) {
+		return releaseScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.userID, c.key)}, c.owner).Result()
+	})
+	if err != nil {
+		s.logger.WarnContext(ctx, "release idempotency claim", "err", err)
+	}
+}
+
+// UserID is the claim's user.
+func (c *Claim) UserID() int64 { return c.userID }
+
+// Key is the claim's idempotency key.
+func (c *Claim) Key() string { return c.key }
+
+// Fingerprint is the claimed request's fingerprint.
+func (c *Claim) Fingerprint() []byte { return c.fp }

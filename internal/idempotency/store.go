@@ -1,0 +1,236 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/redisconn"
+)
+
+// Response is a completed response as it is replayed.
+type Response struct {
+	Status  int               `json:"s"`
+	Headers map[string]string `json:"h"`
+	Body    []byte            `json:"b"`
+}
+
+// Record is a stored response with what it answered.
+type Record struct {
+	Fingerprint []byte   `json:"f"`
+	Response    Response `json:"r"`
+	OrderID     int64    `json:"o,omitempty"`
+}
+
+// Options configure a Store.
+type Options struct {
+	// DB is where the records live (the pool).
+	DB     dbsqlc.DBTX
+	Redis  *redisconn.Conn
+	Logger *slog.Logger
+	// Retention is how long records are kept (at least 72h in production).
+	Retention time.Duration
+	// InflightTTL bounds how long a claim blocks retries when its owner
+	// dies; it must exceed the longest processing time.
+	InflightTTL time.Duration
+	// CoalesceWait is how long a duplicate waits for the in-flight request
+	// before answering 409.
+	CoalesceWait time.Duration
+	// L1Bytes bounds the in-process cache by the size of its responses.
+	L1Bytes uint64
+	// L1TTL is how long a response stays in L1.
+	L1TTL      time.Duration
+	Registerer prometheus.Registerer
+}
+
+// Store is the idempotency layers of one instance.
+type Store struct {
+	opts    Options
+	l1      *otter.Cache[string, Record]
+	q       *dbsqlc.Queries
+	breaker *gobreaker.CircuitBreaker[any]
+	logger  *slog.Logger
+
+	outcomes *prometheus.CounterVec
+	breakerG prometheus.Gauge
+}
+
+// NewStore returns a Store.
+func NewStore(opts Options) (*Store, error) {
+	l1, err := otter.New(&otter.Options[string, Record]{
+		MaximumWeight: opts.L1Bytes,
+		Weigher: func(k string, r Record) uint32 {
+			return uint32(len(k) + len(r.Response.Body) + len(r.Fingerprint) + 128)
+		},
+		ExpiryCalculator: otter.ExpiryWriting[string, Record](opts.L1TTL),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idempotency l1: %w", err)
+	}
+	s := &Store{
+		opts:   opts,
+		l1:     l1,
+		q:      dbsqlc.New(),
+		logger: opts.Logger,
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_idempotency_outcomes_total",
+			Help: "Idempotency lookups by layer (l1, redis, postgres) and outcome (hit, miss, inflight, mismatch, replay, claimed, backstop).",
+		}, []string{"layer", "outcome"}),
+		breakerG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "takeout_idempotency_redis_breaker_open",
+			Help: "1 while the circuit breaker keeps the idempotency layer off Redis, else 0.",
+		}),
+	}
+	s.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+		Name:        "redis-idempotency",
+		MaxRequests: 1,
+		Interval:    10 * time.Second,
+		Timeout:     2 * time.Second,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			s.logger.Warn("idempotency redis circuit breaker", "from", from.String(), "to", to.String())
+			if to == gobreaker.StateOpen {
+				s.breakerG.Set(1)
+			} else {
+				s.breakerG.Set(0)
+			}
+		},
+		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, redis.Nil) },
+	})
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.outcomes, s.breakerG} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register idempotency metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Close stops the L1 cache's maintenance.
+func (s *Store) Close() { s.l1.StopAllGoroutines() }
+
+// Retention is how long records are kept.
+func (s *Store) Retention() time.Duration { return s.opts.Retention }
+
+func (s *Store) count(layer, outcome string) { s.outcomes.WithLabelValues(layer, outcome).Inc() }
+
+// Outcome is what Begin found.
+type Outcome struct {
+	// Replay, when set, is the stored response to send again.
+	Replay *Response
+	// Claim, when Replay is nil, is this request's right to run; call
+	// Finalize after commit or Release on failure before commit.
+	Claim *Claim
+}
+
+// Claim is a request's hold on its key.
+type Claim struct {
+	s       *Store
+	userID  int64
+	key     string
+	fp      []byte
+	owner   string
+	inRedis bool
+}
+
+// Begin looks the key up in L1, then claims it in Redis. A hit with the
+// same fingerprint replays; another fingerprint is ErrMismatch; a running
+// duplicate is waited for up to CoalesceWait, then InProgress.
+func (s *Store) Begin(ctx context.Context, userID int64, key string, fp []byte) (Outcome, error) {
+	rk := recordKey(userID, key)
+	if rec, ok := s.l1.GetIfPresent(rk); ok {
+		if !bytes.Equal(rec.Fingerprint, fp) {
+			s.count("l1", "mismatch")
+			return Outcome{}, ErrMismatch
+		}
+		s.count("l1", "hit")
+		return Outcome{Replay: &rec.Response}, nil
+	}
+	s.count("l1", "miss")
+	c := &Claim{s: s, userID: userID, key: key, fp: fp, owner: newOwner()}
+	if !s.redisUsable() {
+		s.count("redis", "skipped")
+		return Outcome{Claim: c}, nil
+	}
+	deadline := time.Now().Add(s.opts.CoalesceWait)
+	for {
+		res, err := s.claim(ctx, c)
+		if err != nil {
+			// Redis failed: PostgreSQL alone still guarantees exactly-once.
+			s.logger.WarnContext(ctx, "idempotency claim in redis failed; using postgres", "err", err)
+			return Outcome{Claim: c}, nil
+		}
+		switch res.state {
+		case "claimed":
+			s.count("redis", "claimed")
+			c.inRedis = true
+			return Outcome{Claim: c}, nil
+		case "mismatch":
+			s.count("redis", "mismatch")
+			return Outcome{}, ErrMismatch
+		case "done":
+			s.count("redis", "hit")
+			s.l1.Set(rk, res.record)
+			return Outcome{Replay: &res.record.Response}, nil
+		case "inflight":
+			if time.Now().After(deadline) {
+				s.count("redis", "inflight")
+				return s.afterWait(ctx, userID, key, fp)
+			}
+			select {
+			case <-ctx.Done():
+				return Outcome{}, ctx.Err()
+			case <-time.After(15 * time.Millisecond):
+			}
+		default:
+			return Outcome{}, fmt.Errorf("idempotency: unexpected claim state %q", res.state)
+		}
+	}
+}
+
+// afterWait runs when a duplicate is still in flight after the coalescing
+// wait. The owner may have committed and then lost Redis: ask PostgreSQL,
+// the truth, before telling the client to come back.
+func (s *Store) afterWait(ctx context.Context, userID int64, key string, fp []byte) (Outcome, error) {
+	rec, ok, err := s.Lookup(ctx, s.opts.DB, userID, key)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !ok {
+		return Outcome{}, InProgress(retryAfterSeconds)
+	}
+	if !bytes.Equal(rec.Fingerprint, fp) {
+		s.count("postgres", "mismatch")
+		return Outcome{}, ErrMismatch
+	}
+	s.count("postgres", "replay")
+	s.l1.Set(recordKey(userID, key), rec)
+	return Outcome{Replay: &rec.Response}, nil
+}
+
+// retryAfterSeconds is what a 409 request-in-progress suggests.
+const retryAfterSeconds = 1
+
+func newOwner() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// redisUsable reports whether Redis is configured, answering, and not
+// held off by the circuit breaker.
+func (s *Store) redisUsable() bool {
+	return s.opts.Redis.Client != nil && s.opts.Redis.Available() && s.breaker.State() != gobreaker.StateOpen
+}

@@ -1,0 +1,121 @@
+// Package inventory reserves dish stock for orders inside the caller's
+// transaction: conditional decrements (never below zero) taken in dish-id
+// order so that concurrent orders cannot deadlock, plus one reservation row
+// per (order, dish) that is released exactly once when an order ends
+// unfulfilled.
+package inventory
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/problem"
+)
+
+// Line is one dish of an order at its quoted unit price.
+type Line struct {
+	DishID       int64
+	Qty          int32
+	UnitPriceFen int64
+}
+
+// ShortDish is a dish that lacks stock, for the out-of-stock problem.
+type ShortDish struct {
+	DishID    string `json:"dish_id"`
+	Name      string `json:"name"`
+	Requested int32  `json:"requested"`
+	Available int32  `json:"available"`
+}
+
+// ErrOutOfStock is the out-of-stock problem; its "dishes" member names
+// every short dish.
+func ErrOutOfStock(short []ShortDish) error {
+	names := make([]string, len(short))
+	for i, s := range short {
+		names[i] = s.Name
+	}
+	return problem.New(problem.OutOfStock, "not enough stock of %v; nothing was reserved", names).With("dishes", short)
+}
+
+// ErrQuoteChanged is the quote-changed problem.
+func ErrQuoteChanged(dishIDs []int64) error {
+	ids := make([]string, len(dishIDs))
+	for i, id := range dishIDs {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	return problem.New(problem.QuoteChanged, "the price or sale status of dishes %v changed since confirm; confirm again", ids).With("dish_ids", ids)
+}
+
+// Reserve takes the lines' stock for orderID in tx, in dish-id order. When
+// any dish is short, or no longer sold at the quoted price, it returns the
+// problem naming every such dish; the caller rolls the transaction back,
+// so nothing is reserved.
+func Reserve(ctx context.Context, tx dbsqlc.DBTX, merchantID, orderID int64, lines []Line) error {
+	q := dbsqlc.New()
+	sorted := slices.Clone(lines)
+	slices.SortFunc(sorted, func(a, b Line) int { return cmp.Compare(a.DishID, b.DishID) })
+	var failed []Line
+	for _, l := range sorted {
+		_, err := q.DishReserveStock(ctx, tx, dbsqlc.DishReserveStockParams{
+			ID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen, Qty: l.Qty,
+		})
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			failed = append(failed, l)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reserve dish %d: %w", l.DishID, err)
+		}
+	}
+	if len(failed) > 0 {
+		return explain(ctx, tx, merchantID, failed)
+	}
+	for _, l := range sorted {
+		if err := q.ReservationInsert(ctx, tx, dbsqlc.ReservationInsertParams{OrderID: orderID, DishID: l.DishID, Qty: l.Qty}); err != nil {
+			return fmt.Errorf("insert reservation: %w", err)
+		}
+	}
+	return nil
+}
+
+// explain tells why the failed lines could not be reserved: a changed
+// quote wins over short stock, since confirming again is the fix for both.
+func explain(ctx context.Context, tx dbsqlc.DBTX, merchantID int64, failed []Line) error {
+	ids := make([]int64, len(failed))
+	for i, l := range failed {
+		ids[i] = l.DishID
+	}
+	rows, err := dbsqlc.New().DishesForQuote(ctx, tx, dbsqlc.DishesForQuoteParams{MerchantID: merchantID, Ids: ids})
+	if err != nil {
+		return fmt.Errorf("explain reservation failure: %w", err)
+	}
+	byID := map[int64]dbsqlc.DishesForQuoteRow{}
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	var changed []int64
+	var short []ShortDish
+	for _, l := range failed {
+		d, ok := byID[l.DishID]
+		switch {
+		case !ok || !d.OnSale || d.PriceFen != l.UnitPriceFen:
+			changed = append(changed, l.DishID)
+		case d.Stock < l.Qty:
+			short = append(short, ShortDish{DishID: strconv.FormatInt(d.ID, 10), Name: d.Name, Requested: l.Qty, Available: d.Stock})
+		default:
+			// Stock came back between the decrement and this read; report
+			// it as short anyway: the whole order is rolled back.
+			short = append(short, ShortDish{DishID: strconv.FormatInt(d.ID, 10), Name: d.Name, Requested: l.Qty, Available: d.Stock})
+		}
+	}
+	if len(changed) > 0 {
+		return ErrQuoteChanged(changed)
+	}
+	return ErrOutOfStock(short)
+}

@@ -1,0 +1,114 @@
+package order
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/web"
+)
+
+// HandleConfirm serves POST /v1/orders/confirm.
+func HandleConfirm(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userID, _ := auth.UserID(r.Context())
+		req, err := web.Decode[ConfirmRequest](r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		resp, err := s.Confirm(r.Context(), userID, req)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, resp)
+	})
+}
+
+// HandleSubmit serves POST /v1/orders: the Idempotency-Key is required,
+// and a replayed answer is the original, byte for byte, marked with
+// Idempotent-Replayed: true.
+func HandleSubmit(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userID, _ := auth.UserID(r.Context())
+		key, err := idempotency.ParseKey(r.Header.Get("Idempotency-Key"))
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		req, err := web.Decode[SubmitRequest](r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		out, err := s.Submit(r.Context(), userID, key, req.ConfirmToken)
+		if err != nil {
+			if p, ok := problem.As(err); ok && p.Type == problem.RequestInProgress {
+				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(p)))
+			}
+			web.Error(w, r, err)
+			return
+		}
+		for k, v := range out.Response.Headers {
+			w.Header().Set(k, v)
+		}
+		if out.Replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(out.Response.Body)))
+		w.WriteHeader(out.Response.Status)
+		_, _ = w.Write(out.Response.Body)
+	})
+}
+
+func retryAfter(p *problem.Error) int {
+	if n, ok := p.Extra["retry_after"].(int); ok {
+		return n
+	}
+	return 1
+}
+
+// HandleGet serves GET /v1/orders/{id}.
+func HandleGet(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userID, _ := auth.UserID(r.Context())
+		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+		if err != nil || id <= 0 {
+			web.Error(w, r, ErrOrderNotFound)
+			return
+		}
+		o, err := s.Get(r.Context(), userID, id)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, o)
+	})
+}
+
+// HandleList serves GET /v1/orders?cursor=&limit=.
+func HandleList(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userID, _ := auth.UserID(r.Context())
+		limit := 20
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100 {
+				web.Error(w, r, problem.Field("limit", "must be between 1 and 100"))
+				return
+			}
+			limit = n
+		}
+		page, err := s.List(r.Context(), userID, r.URL.Query().Get("cursor"), limit)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, page)
+	})
+}

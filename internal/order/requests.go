@@ -1,0 +1,115 @@
+package order
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/takeout/takeout/internal/problem"
+)
+
+// Limits of a cart.
+const (
+	maxItems       = 50
+	maxQty         = 99
+	maxRemarkRunes = 200
+)
+
+// ConfirmRequest is the body of POST /v1/orders/confirm.
+type ConfirmRequest struct {
+	MerchantID string        `json:"merchant_id"`
+	Items      []ConfirmItem `json:"items"`
+	Address    *Address      `json:"address"`
+	Remark     string        `json:"remark"`
+	// Repeat asks for a new order even when the same cart was placed
+	// within the dedup window.
+	Repeat bool `json:"repeat"`
+}
+
+// ConfirmItem is a dish and how many.
+type ConfirmItem struct {
+	DishID string `json:"dish_id"`
+	Qty    int32  `json:"qty"`
+}
+
+func parseID(field, s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, problem.Field(field, "must be an id (a string of digits), got %q", s)
+	}
+	return id, nil
+}
+
+// Validate checks the cart's shape; prices and stock are checked against
+// the database by Confirm.
+func (r *ConfirmRequest) Validate() error {
+	if r.MerchantID == "" {
+		return problem.Field("merchant_id", "required")
+	}
+	if _, err := parseID("merchant_id", r.MerchantID); err != nil {
+		return err
+	}
+	if len(r.Items) == 0 {
+		return problem.Field("items", "required: at least one dish")
+	}
+	if len(r.Items) > maxItems {
+		return problem.Field("items", "at most %d dishes", maxItems)
+	}
+	seen := make(map[int64]bool, len(r.Items))
+	for i, it := range r.Items {
+		f := fmt.Sprintf("items[%d]", i)
+		id, err := parseID(f+".dish_id", it.DishID)
+		if err != nil {
+			return err
+		}
+		if seen[id] {
+			return problem.Field(f+".dish_id", "dish %s is listed twice; send its total qty once", it.DishID)
+		}
+		seen[id] = true
+		if it.Qty < 1 || it.Qty > maxQty {
+			return problem.Field(f+".qty", "must be between 1 and %d", maxQty)
+		}
+	}
+	if r.Address == nil {
+		return problem.Field("address", "required")
+	}
+	a := r.Address.Normalize()
+	switch n := utf8.RuneCountInString(a.Name); {
+	case n == 0:
+		return problem.Field("address.name", "required")
+	case n > 50:
+		return problem.Field("address.name", "at most 50 characters")
+	}
+	if len(a.Phone) < 5 || len(a.Phone) > 20 || strings.Trim(a.Phone, "+0123456789") != "" {
+		return problem.Field("address.phone", "must be 5 to 20 digits, optionally with a leading +")
+	}
+	switch n := utf8.RuneCountInString(a.Detail); {
+	case n == 0:
+		return problem.Field("address.detail", "required")
+	case n > 200:
+		return problem.Field("address.detail", "at most 200 characters")
+	}
+	if utf8.RuneCountInString(r.Remark) > maxRemarkRunes {
+		return problem.Field("remark", "at most %d characters", maxRemarkRunes)
+	}
+	for _, s := range []string{a.Name, a.Detail, r.Remark} {
+		if !utf8.ValidString(s) {
+			return problem.New(problem.InvalidRequest, "text must be valid UTF-8")
+		}
+	}
+	return nil
+}
+
+// SubmitRequest is the body of POST /v1/orders.
+type SubmitRequest struct {
+	ConfirmToken string `json:"confirm_token"`
+}
+
+// Validate checks the token is present.
+func (r *SubmitRequest) Validate() error {
+	if r.ConfirmToken == "" {
+		return problem.Field("confirm_token", "required: the token from POST /v1/orders/confirm")
+	}
+	return nil
+}

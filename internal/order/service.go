@@ -1,0 +1,496 @@
+package order
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/inventory"
+	"github.com/takeout/takeout/internal/orderid"
+	"github.com/takeout/takeout/internal/problem"
+)
+
+// JobInserter inserts background jobs inside a transaction (a River
+// client).
+type JobInserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// PaymentTimeoutArgs is the job that cancels an order still unpaid at its
+// pay deadline. It is unique per order.
+type PaymentTimeoutArgs struct {
+	OrderID int64 `json:"order_id,string"`
+}
+
+// Kind names the job.
+func (PaymentTimeoutArgs) Kind() string { return "order.payment_timeout" }
+
+// Options configure a Service.
+type Options struct {
+	Pool        *pgxpool.Pool
+	IDs         *orderid.Generator
+	Signer      *Signer
+	Idempotency *idempotency.Store
+	Jobs        JobInserter
+	Logger      *slog.Logger
+	Now         func() time.Time
+	// TokenTTL is how long a confirm token may be submitted.
+	TokenTTL time.Duration
+	// DedupWindow is how long after placing an order the same cart is
+	// answered as a duplicate unless the client asks to repeat it.
+	DedupWindow time.Duration
+	// PayWindow is the time from placement to the pay deadline.
+	PayWindow  time.Duration
+	Registerer prometheus.Registerer
+}
+
+// Service confirms, places and reads orders.
+type Service struct {
+	opts Options
+	q    *dbsqlc.Queries
+
+	stockConflicts prometheus.Counter
+	placed         *prometheus.CounterVec
+}
+
+// NewService returns an order service.
+func NewService(opts Options) (*Service, error) {
+	s := &Service{
+		opts: opts,
+		q:    dbsqlc.New(),
+		stockConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "takeout_order_stock_conflicts_total",
+			Help: "Submits refused because a dish was short of stock.",
+		}),
+		placed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_order_submits_total",
+			Help: "Submits that reached PostgreSQL, by result (placed, duplicate, replay, refused).",
+		}, []string{"result"}),
+	}
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.stockConflicts, s.placed} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register order metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Microsecond) }
+
+// ConfirmResponse is the answer of POST /v1/orders/confirm.
+type ConfirmResponse struct {
+	ConfirmToken   string    `json:"confirm_token"`
+	OrderID        string    `json:"order_id"`
+	Digest         string    `json:"digest"`
+	Items          []Item    `json:"items"`
+	ItemsTotalFen  int64     `json:"items_total_fen"`
+	DeliveryFeeFen int64     `json:"delivery_fee_fen"`
+	TotalFen       int64     `json:"total_fen"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	Duplicate      bool      `json:"duplicate"`
+}
+
+// Errors of confirm.
+var (
+	ErrMerchantNotFound = problem.New(problem.NotFound, "no such merchant")
+	ErrMerchantClosed   = problem.New(problem.MerchantClosed, "the merchant is closed")
+	ErrOrderNotFound    = problem.New(problem.NotFound, "no such order")
+)
+
+// Confirm prices the cart from the database and returns a signed token for
+// it. It writes nothing.
+func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest) (ConfirmResponse, error) {
+	merchantID, _ := strconv.ParseInt(req.MerchantID, 10, 64) // validated
+	m, err := s.q.MerchantGetByID(ctx, s.opts.Pool, merchantID)
+	if err != nil {
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			return ConfirmResponse{}, ErrMerchantNotFound
+		}
+		return ConfirmResponse{}, fmt.Errorf("confirm: merchant: %w", err)
+	}
+	if m.Status != "open" {
+		return ConfirmResponse{}, ErrMerchantClosed
+	}
+	ids := make([]int64, len(req.Items))
+	for i, it := range req.Items {
+		ids[i], _ = strconv.ParseInt(it.DishID, 10, 64) // validated
+	}
+	rows, err := s.q.DishesForQuote(ctx, s.opts.Pool, dbsqlc.DishesForQuoteParams{MerchantID: merchantID, Ids: ids})
+	if err != nil {
+		return ConfirmResponse{}, fmt.Errorf("confirm: dishes: %w", err)
+	}
+	byID := make(map[int64]dbsqlc.DishesForQuoteRow, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+
+	in := Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: m.DeliveryFeeFen, Address: *req.Address, Remark: req.Remark}
+	tokItems := make([]TokenItem, 0, len(req.Items))
+	var unavailable []string
+	var short []inventory.ShortDish
+	for i, it := range req.Items {
+		d, ok := byID[ids[i]]
+		if !ok {
+			return ConfirmResponse{}, problem.Field(fmt.Sprintf("items[%d].dish_id", i), "merchant %s has no dish %s", req.MerchantID, it.DishID)
+		}
+		switch {
+		case !d.OnSale:
+			unavailable = append(unavailable, d.Name)
+		case d.Stock < it.Qty:
+			short = append(short, inventory.ShortDish{DishID: it.DishID, Name: d.Name, Requested: it.Qty, Available: d.Stock})
+		}
+		in.Items = append(in.Items, IntentItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen})
+		in.ItemsTotalFen += d.PriceFen * int64(it.Qty)
+		tokItems = append(tokItems, TokenItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen, Version: d.Version, Name: d.Name})
+	}
+	if len(unavailable) > 0 {
+		return ConfirmResponse{}, problem.New(problem.DishUnavailable, "not for sale now: %s", strings.Join(unavailable, ", ")).With("dishes", unavailable)
+	}
+	if len(short) > 0 {
+		return ConfirmResponse{}, inventory.ErrOutOfStock(short)
+	}
+	in.TotalFen = in.ItemsTotalFen + in.DeliveryFeeFen
+	in.Normalize()
+	sortTokenItems(tokItems)
+
+	// The intent sequence merges duplicates but not deliberate repeats.
+	now := s.now()
+	seq, orderID, duplicate := 1, int64(0), false
+	latest, err := s.q.OrderLatestByContent(ctx, s.opts.Pool, dbsqlc.OrderLatestByContentParams{UserID: userID, ContentDigest: digestBytes(in.ContentDigest())})
+	switch {
+	case errors.Is(db.NoRows(err), db.ErrNotFound):
+	case err != nil:
+		return ConfirmResponse{}, fmt.Errorf("confirm: latest order: %w", err)
+	case latest.Status != StatusCancelled && now.Sub(latest.CreatedAt) < s.opts.DedupWindow && !req.Repeat:
+		seq, orderID, duplicate = int(latest.IntentSeq), latest.ID, true
+	default:
+		seq = int(latest.IntentSeq) + 1
+	}
+	if orderID == 0 {
+		if orderID, err = s.opts.IDs.Next(ctx); err != nil {
+			return ConfirmResponse{}, problem.Wrap(problem.Unavailable, err, "cannot assign an order id right now; retry")
+		}
+	}
+	digest := in.IntentDigest(seq)
+	exp := now.Add(s.opts.TokenTTL).Truncate(time.Second)
+	tok, err := s.opts.Signer.Sign(Token{
+		UserID: userID, MerchantID: merchantID, OrderID: orderID, Seq: seq, Digest: digest.String(),
+		ExpiresAt: exp.Unix(), Items: tokItems, FeeFen: in.DeliveryFeeFen, Address: in.Address, Remark: in.Remark,
+	})
+	if err != nil {
+		return ConfirmResponse{}, err
+	}
+	resp := ConfirmResponse{
+		ConfirmToken: tok, OrderID: strconv.FormatInt(orderID, 10), Digest: digest.String(),
+		ItemsTotalFen: in.ItemsTotalFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
+		ExpiresAt: exp, Duplicate: duplicate,
+	}
+	for _, it := range tokItems {
+		resp.Items = append(resp.Items, Item{DishID: strconv.FormatInt(it.DishID, 10), Name: it.Name, Qty: it.Qty,
+			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty)})
+	}
+	return resp, nil
+}
+
+func sortTokenItems(items []TokenItem) {
+	slices.SortFunc(items, func(a, b TokenItem) int { return cmp.Compare(a.DishID, b.DishID) })
+}
+
+func digestBytes(d Digest) []byte { return d[:] }
+
+// Errors of submit.
+var (
+	ErrTokenInvalid = problem.New(problem.TokenInvalid, "the confirm token is not one we issued, or it was altered; confirm again")
+	ErrTokenExpired = problem.New(problem.TokenExpired, "the confirm token expired; confirm again")
+	ErrTokenNotYour = problem.New(problem.TokenNotYours, "this confirm token was issued to another user")
+	errRecorded     = errors.New("key already recorded")
+)
+
+// Fingerprint identifies a submit request for its Idempotency-Key: the
+// same key with another token is a different request.
+func Fingerprint(token string) []byte {
+	sum := sm3.Sum([]byte("POST /v1/orders\n" + token))
+	return sum[:]
+}
+
+// Submitted is the outcome of Submit: the response to send, and whether it
+// is a replay of an earlier answer to the same key.
+type Submitted struct {
+	Response idempotency.Response
+	Replayed bool
+}
+
+// Submit places the order of a confirm token exactly once.
+func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string) (Submitted, error) {
+	// Signature and ownership first: a forged token touches nothing.
+	tok, err := s.opts.Signer.Verify(rawToken)
+	if err != nil {
+		return Submitted{}, problem.Wrap(problem.TokenInvalid, err, "%s", ErrTokenInvalid.Detail)
+	}
+	if tok.UserID != userID {
+		return Submitted{}, ErrTokenNotYour
+	}
+	in := tok.Intent()
+	in.Normalize()
+	if in.IntentDigest(tok.Seq).String() != tok.Digest {
+		return Submitted{}, ErrTokenInvalid
+	}
+
+	out, err := s.opts.Idempotency.Begin(ctx, userID, key, Fingerprint(rawToken))
+	if err != nil {
+		return Submitted{}, err
+	}
+	if out.Replay != nil {
+		return Submitted{Response: *out.Replay, Replayed: true}, nil
+	}
+	claim := out.Claim
+	// Expiry is checked after the replay layers: a retry of a placed order
+	// gets its answer even after the token expired.
+	if tok.Expired(s.now()) {
+		if rec, ok, err := s.opts.Idempotency.Lookup(ctx, s.opts.Pool, userID, key); err == nil && ok && string(rec.Fingerprint) == string(claim.Fingerprint()) {
+			claim.Finalize(ctx, rec)
+			return Submitted{Response: rec.Response, Replayed: true}, nil
+		}
+		claim.Release(ctx)
+		return Submitted{}, ErrTokenExpired
+	}
+	rec, replayed, err := s.place(ctx, claim, tok, in)
+	if err != nil {
+		claim.Release(ctx)
+		return Submitted{}, err
+	}
+	claim.Finalize(ctx, rec)
+	return Submitted{Response: rec.Response, Replayed: replayed}, nil
+}
+
+// place runs the one transaction of a submit. It returns the record to
+// answer with, and whether that record was already stored for this key
+// (a replay).
+func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token, in Intent) (idempotency.Record, bool, error) {
+	digest := in.IntentDigest(tok.Seq)
+	addr, err := json.Marshal(in.Address)
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	var rec idempotency.Record
+	err = db.WithTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
+		now := s.now()
+		row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
+			ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID,
+			IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()), IntentSeq: int32(tok.Seq),
+			DigestAlg: DigestAlg, ItemsTotalFen: in.ItemsTotalFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
+			Address: addr, Remark: in.Remark, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now,
+		})
+		var placed Placed
+		status := 201
+		switch {
+		case errors.Is(db.NoRows(err), db.ErrNotFound):
+			// Already placed (same token, another key, or a retry after
+			// Redis forgot): answer with the order that exists.
+			existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: tok.UserID, IntentDigest: digest[:]})
+			if err != nil {
+				return fmt.Errorf("read placed order: %w", err)
+			}
+			if placed.Order, err = s.load(ctx, tx, existing); err != nil {
+				return err
+			}
+			placed.Duplicate, status = true, 200
+		case err != nil:
+			return fmt.Errorf("insert order: %w", err)
+		default:
+			if placed.Order, err = s.create(ctx, tx, row, tok); err != nil {
+				return err
+			}
+		}
+		body, err := json.Marshal(placed)
+		if err != nil {
+			return err
+		}
+		id, _ := strconv.ParseInt(placed.ID, 10, 64)
+		rec = idempotency.Record{
+			Fingerprint: claim.Fingerprint(),
+			OrderID:     id,
+			Response: idempotency.Response{Status: status, Body: body, Headers: map[string]string{
+				"Content-Type": "application/json", "Location": "/v1/orders/" + placed.ID,
+			}},
+		}
+		ok, err := s.opts.Idempotency.InsertTx(ctx, tx, claim, rec)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errRecorded
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errRecorded):
+		// A request with this key committed first: replay its answer.
+		s.placed.WithLabelValues("replay").Inc()
+		rec, err := s.opts.Idempotency.Resolve(ctx, claim)
+		return rec, err == nil, err
+	case err != nil:
+		var p *problem.Error
+		if errors.As(err, &p) && p.Type == problem.OutOfStock {
+			s.stockConflicts.Inc()
+		}
+		s.placed.WithLabelValues("refused").Inc()
+		return idempotency.Record{}, false, err
+	}
+	if rec.Response.Status == 201 {
+		s.placed.WithLabelValues("placed").Inc()
+	} else {
+		s.placed.WithLabelValues("duplicate").Inc()
+	}
+	return rec, false, nil
+}
+
+// create completes a newly inserted order in tx: stock, items, history and
+// its payment-timeout job.
+func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token) (Order, error) {
+	lines := make([]inventory.Line, len(tok.Items))
+	for i, it := range tok.Items {
+		lines[i] = inventory.Line{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen}
+	}
+	if err := inventory.Reserve(ctx, tx, row.MerchantID, row.ID, lines); err != nil {
+		return Order{}, err
+	}
+	items := make([]dbsqlc.OrderItem, len(tok.Items))
+	for i, it := range tok.Items {
+		items[i] = dbsqlc.OrderItem{OrderID: row.ID, DishID: it.DishID, Name: it.Name, Qty: it.Qty,
+			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty)}
+		if err := s.q.OrderItemInsert(ctx, tx, dbsqlc.OrderItemInsertParams(items[i])); err != nil {
+			return Order{}, fmt.Errorf("insert order item: %w", err)
+		}
+	}
+	if err := s.q.OrderHistoryInsert(ctx, tx, dbsqlc.OrderHistoryInsertParams{
+		OrderID: row.ID, ToStatus: row.Status, Version: row.Version, Actor: "user:" + strconv.FormatInt(row.UserID, 10), Reason: "placed",
+	}); err != nil {
+		return Order{}, fmt.Errorf("insert order history: %w", err)
+	}
+	if _, err := s.opts.Jobs.InsertTx(ctx, tx, PaymentTimeoutArgs{OrderID: row.ID}, &river.InsertOpts{
+		ScheduledAt: row.PayDeadline,
+		UniqueOpts:  river.UniqueOpts{ByArgs: true},
+	}); err != nil {
+		return Order{}, fmt.Errorf("insert payment timeout job: %w", err)
+	}
+	var addr Address
+	if err := json.Unmarshal(row.Address, &addr); err != nil {
+		return Order{}, fmt.Errorf("decode address: %w", err)
+	}
+	return orderFromRow(row, items, addr), nil
+}
+
+// load reads an order's items and renders it.
+func (s *Service) load(ctx context.Context, q dbsqlc.DBTX, o dbsqlc.Order) (Order, error) {
+	items, err := s.q.OrderItemsByOrder(ctx, q, o.ID)
+	if err != nil {
+		return Order{}, fmt.Errorf("read order items: %w", err)
+	}
+	var addr Address
+	if err := json.Unmarshal(o.Address, &addr); err != nil {
+		return Order{}, fmt.Errorf("decode address: %w", err)
+	}
+	return orderFromRow(o, items, addr), nil
+}
+
+// Get returns the user's order; another user's order does not exist for
+// them.
+func (s *Service) Get(ctx context.Context, userID, orderID int64) (Order, error) {
+	o, err := s.q.OrderGetByID(ctx, s.opts.Pool, orderID)
+	if errors.Is(db.NoRows(err), db.ErrNotFound) || (err == nil && o.UserID != userID) {
+		return Order{}, ErrOrderNotFound
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("read order: %w", err)
+	}
+	return s.load(ctx, s.opts.Pool, o)
+}
+
+// OrderPage is a page of a user's orders, newest first.
+type OrderPage struct {
+	Orders     []Order `json:"orders"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// List returns a page of the user's orders after cursor ("" for the
+// first page).
+func (s *Service) List(ctx context.Context, userID int64, cursor string, limit int) (OrderPage, error) {
+	var before *int64
+	if cursor != "" {
+		id, err := decodeCursor(cursor)
+		if err != nil {
+			return OrderPage{}, problem.Field("cursor", "not a cursor this API returned")
+		}
+		before = &id
+	}
+	rows, err := s.q.OrderListByUser(ctx, s.opts.Pool, dbsqlc.OrderListByUserParams{UserID: userID, BeforeID: before, MaxRows: int32(limit + 1)})
+	if err != nil {
+		return OrderPage{}, fmt.Errorf("list orders: %w", err)
+	}
+	page := OrderPage{Orders: []Order{}}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		c := encodeCursor(rows[limit-1].ID)
+		page.NextCursor = &c
+	}
+	if len(rows) == 0 {
+		return page, nil
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	items, err := s.q.OrderItemsByOrders(ctx, s.opts.Pool, ids)
+	if err != nil {
+		return OrderPage{}, fmt.Errorf("list order items: %w", err)
+	}
+	byOrder := map[int64][]dbsqlc.OrderItem{}
+	for _, it := range items {
+		byOrder[it.OrderID] = append(byOrder[it.OrderID], it)
+	}
+	for _, r := range rows {
+		var addr Address
+		if err := json.Unmarshal(r.Address, &addr); err != nil {
+			return OrderPage{}, fmt.Errorf("decode address: %w", err)
+		}
+		page.Orders = append(page.Orders, orderFromRow(r, byOrder[r.ID], addr))
+	}
+	return page, nil
+}
+
+func encodeCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.FormatInt(id, 10)))
+}
+
+func decodeCursor(c string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, err
+	}
+	rest, ok := strings.CutPrefix(string(b), "o:")
+	if !ok {
+		return 0, errors.New("bad cursor")
+	}
+	return strconv.ParseInt(rest, 10, 64)
+}

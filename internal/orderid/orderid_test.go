@@ -1,0 +1,186 @@
+package orderid_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/takeout/takeout/internal/orderid"
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+// Two instances lease worker ids from one database and generate 1M ids
+// between them concurrently: no id repeats.
+func TestTwoLeasedGeneratorsNeverRepeat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+	logger := slog.New(slog.DiscardHandler)
+	var gens []*orderid.Generator
+	for _, holder := range []string{"instance-a", "instance-b"} {
+		lease, err := orderid.AcquireLease(ctx, pool, holder, time.Minute, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := orderid.New(orderid.Options{Worker: lease.Worker(), LeaseValidUntil: lease.ValidUntil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, g)
+	}
+	if gens[0].Worker() == gens[1].Worker() {
+		t.Fatalf("both instances leased worker %d", gens[0].Worker())
+	}
+
+	const perGen = 500_000
+	out := make([][]int64, len(gens))
+	var wg sync.WaitGroup
+	for i, g := range gens {
+		wg.Go(func() {
+			ids := make([]int64, 0, perGen)
+			for range perGen {
+				id, err := g.Next(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids = append(ids, id)
+			}
+			out[i] = ids
+		})
+	}
+	wg.Wait()
+	seen := make(map[int64]struct{}, 2*perGen)
+	for i, ids := range out {
+		for j, id := range ids {
+			if _, dup := seen[id]; dup {
+				t.Fatalf("id %d repeated", id)
+			}
+			seen[id] = struct{}{}
+			if j > 0 && id <= ids[j-1] {
+				t.Fatalf("generator %d: id %d not above %d", i, id, ids[j-1])
+			}
+			if _, w, _ := orderid.Parts(id); w != gens[i].Worker() {
+				t.Fatalf("id %d carries worker %d, want %d", id, w, gens[i].Worker())
+			}
+		}
+	}
+	if len(seen) != 2*perGen {
+		t.Fatalf("%d ids, want %d", len(seen), 2*perGen)
+	}
+}
+
+// A live lease is never handed out twice; an expired one is.
+func TestLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+	logger := slog.New(slog.DiscardHandler)
+	a, err := orderid.AcquireLease(ctx, pool, "a", 3*time.Second, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := orderid.AcquireLease(ctx, pool, "b", time.Minute, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Worker() == b.Worker() {
+		t.Fatal("two live leases share a worker id")
+	}
+	if _, err := pool.Exec(ctx, "UPDATE worker_leases SET expires_at = now() - interval '1s' WHERE holder = 'a'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Renew(ctx); err == nil {
+		t.Error("renewed an expired lease")
+	}
+	c, err := orderid.AcquireLease(ctx, pool, "c", time.Minute, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Worker() != a.Worker() {
+		t.Errorf("expired worker id %d not reused (got %d)", a.Worker(), c.Worker())
+	}
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+func TestClockStepsBackwards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := &fakeClock{t: start}
+	g, err := orderid.New(orderid.Options{Worker: 7, Now: clock.now, MaxBackwardStep: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := g.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A small step back: Next waits until the clock catches up (the fake
+	// clock is moved forward while it waits), and the id still grows.
+	clock.set(start.Add(-200 * time.Millisecond))
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		clock.set(start.Add(time.Millisecond))
+	}()
+	second, err := g.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second <= first {
+		t.Fatalf("after a small step back: %d not above %d", second, first)
+	}
+
+	// A big step back: refuse.
+	clock.set(start.Add(-time.Hour))
+	if _, err := g.Next(ctx); !errors.Is(err, orderid.ErrClockBackwards) {
+		t.Fatalf("big step back: %v, want ErrClockBackwards", err)
+	}
+	clock.set(start.Add(2 * time.Millisecond))
+	third, err := g.Next(ctx)
+	if err != nil || third <= second {
+		t.Fatalf("after recovery: %d, %v", third, err)
+	}
+}
+
+func TestRefusesWithoutLease(t *testing.T) {
+	t.Parallel()
+	expired := time.Now().Add(-time.Second)
+	g, err := orderid.New(orderid.Options{Worker: 1, LeaseValidUntil: func() time.Time { return expired }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Next(context.Background()); !errors.Is(err, orderid.ErrLeaseLost) {
+		t.Fatalf("Next = %v, want ErrLeaseLost", err)
+	}
+}
+
+func TestSequenceExhaustionWaitsForNextMillisecond(t *testing.T) {
+	t.Parallel()
+	g, err := orderid.New(orderid.Options{Worker: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for range 3 * 4096 {
+		id, err := g.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[id] {
+			t.Fatalf("repeat %d", id)
+		}
+		seen[id] = true
+	}
+}
