@@ -69,6 +69,8 @@ func TestAdminAuthorizationMatrix(t *testing.T) {
 		{"PATCH", "/admin/v1/dishes/" + dishA.ID, staleDish, map[string]int{"merchant B staff": 403, "merchant A staff": 409, "admin": 409}},
 		{"PUT", "/admin/v1/dishes/" + dishA.ID + "/stock", staleStock, map[string]int{"merchant B staff": 403, "merchant A staff": 409, "admin": 409}},
 		{"PATCH", "/admin/v1/dishes/" + dishB.ID, staleDish, map[string]int{"merchant B staff": 409, "merchant A staff": 403, "admin": 409}},
+		{"GET", "/admin/v1/idempotency-keys/1/nokey", nil, map[string]int{"merchant B staff": 403, "merchant A staff": 403, "admin": 404}},
+		{"DELETE", "/admin/v1/idempotency-keys/1/nokey", nil, map[string]int{"merchant B staff": 403, "merchant A staff": 403, "admin": 404}},
 	}
 	before := snapshot(t, s)
 	for _, rt := range routes {

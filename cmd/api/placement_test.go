@@ -619,3 +619,56 @@ func TestOrderReads(t *testing.T) {
 	}
 	_ = json.Valid
 }
+
+// An operator inspects a key, then purges it everywhere: the other
+// instance's L1 forgets it too, so the next submit with the key runs
+// afresh (and, the order existing, answers 200 duplicate).
+func TestInspectAndPurgeIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 2, nil, 10)
+	user := sh.login(t, "purge")
+	c := sh.confirm(t, sh.apis[0], user, sh.cart(1))
+	first := sh.submit(t, sh.apis[0], user, "purge/me", c.ConfirmToken)
+	if first.status != 201 {
+		t.Fatalf("%d %s", first.status, first.body)
+	}
+	// Warm instance 2's L1 with the replay.
+	if r := sh.submit(t, sh.apis[1], user, "purge/me", c.ConfirmToken); r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("not a replay: %d", r.status)
+	}
+	uid := placedOrder(t, first).UserID
+	path := "/admin/v1/idempotency-keys/" + uid + "/purge%2Fme"
+	var in struct {
+		State          string `json:"state"`
+		OrderID        string `json:"order_id"`
+		ResponseStatus int    `json:"response_status"`
+		DigestAlg      string `json:"digest_alg"`
+		InRedis        bool   `json:"in_redis"`
+	}
+	r := sh.do(t, sh.apis[0], "GET", path, sh.admin, nil)
+	r.json(t, &in)
+	if r.status != 200 || in.State != "completed" || in.OrderID != c.OrderID || in.ResponseStatus != 201 || in.DigestAlg != "sm3/v1" || !in.InRedis {
+		t.Fatalf("inspect: %d %s", r.status, r.body)
+	}
+	if r := sh.do(t, sh.apis[0], "DELETE", path, sh.admin, nil); r.status != 204 {
+		t.Fatalf("purge: %d %s", r.status, r.body)
+	}
+	if r := sh.do(t, sh.apis[0], "GET", path, sh.admin, nil); r.status != 404 {
+		t.Errorf("inspect after purge: %d", r.status)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := sh.submit(t, sh.apis[1], user, "purge/me", c.ConfirmToken)
+		if r.status == 200 && placedOrder(t, r).Duplicate && r.header.Get("Idempotent-Replayed") == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance 2 still replays the purged answer: %d %s", r.status, r.body)
+		}
+		sh.do(t, sh.apis[0], "DELETE", path, sh.admin, nil) // our probe above re-recorded it
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := sh.count(t, "SELECT count(*) FROM orders"); n != 1 {
+		t.Errorf("%d orders", n)
+	}
+}

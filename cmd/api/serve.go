@@ -120,7 +120,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 
 	handler, err := httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, WeChat: wx,
-		Catalog: cat, Orders: orders, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Catalog: cat, Orders: orders, Idempotency: idem, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	if err != nil {
 		return err
@@ -134,6 +134,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	workers.Go(func() { cat.RunInvalidations(workCtx, nil) })
 	defer cat.Close()
 	workers.Go(func() { lease.Run(workCtx) })
+	workers.Go(func() { idem.RunPurges(workCtx, nil) })
 	workers.Go(func() { pruneIdempotency(workCtx, idem, cfg.IdemPruneInterval, logger) })
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

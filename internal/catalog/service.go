@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/db"
@@ -30,12 +29,10 @@ var (
 )
 
 const (
-	keyMerchants   = "merchants"
-	keyMenuPrefix  = "menu:"
-	invalidateAll  = "*"
-	channelSuffix  = "catalog:invalidate"
-	resubscribeMin = 100 * time.Millisecond
-	resubscribeMax = 5 * time.Second
+	keyMerchants  = "merchants"
+	keyMenuPrefix = "menu:"
+	invalidateAll = "*"
+	channelSuffix = "catalog:invalidate"
 )
 
 // Service reads and changes the catalog. Reads of the public catalog come
@@ -198,51 +195,16 @@ func (s *Service) flush() {
 // whole cache is flushed on every (re)subscription. ready, if not nil, is
 // closed after the first subscription.
 func (s *Service) RunInvalidations(ctx context.Context, ready chan<- struct{}) {
-	if s.redis.Client == nil {
-		if ready != nil {
-			close(ready)
-		}
-		return
-	}
-	ps := s.redis.Client.Subscribe(ctx, s.channel)
-	// Receive blocks in a read that ignores ctx; closing ends it.
-	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	defer func() {
-		stop()
-		_ = ps.Close()
-	}()
-	backoff := resubscribeMin
-	for {
-		msg, err := ps.Receive(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.logger.Debug("catalog invalidation subscription interrupted", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, resubscribeMax)
-			continue
-		}
-		backoff = resubscribeMin
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				s.flush()
-				s.invalidations.WithLabelValues("resubscribe").Inc()
-				if ready != nil {
-					close(ready)
-					ready = nil
-				}
-			}
-		case *redis.Message:
-			s.invalidateLocal(strings.TrimSpace(m.Payload))
+	s.redis.Subscribe(ctx, s.channel, redisconn.Subscription{
+		OnMessage: func(payload string) {
+			s.invalidateLocal(strings.TrimSpace(payload))
 			s.invalidations.WithLabelValues("remote").Inc()
-		}
-	}
+		},
+		OnSubscribe: func() {
+			s.flush()
+			s.invalidations.WithLabelValues("resubscribe").Inc()
+		},
+	}, ready)
 }
 
 // CreateMerchant creates a merchant (admins only).

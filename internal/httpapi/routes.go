@@ -8,6 +8,7 @@ import (
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/order"
 )
 
@@ -51,6 +52,8 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 		r.Method(http.MethodGet, "/dishes/{id}", catalog.HandleGetDish(d.Catalog))
 		r.Method(http.MethodPatch, "/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
 		r.Method(http.MethodPut, "/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
+		r.With(auth.RequireAdmin).Method(http.MethodGet, "/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))
+		r.With(auth.RequireAdmin).Method(http.MethodDelete, "/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 	})
 	return r
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/redisconn"
 )
@@ -28,6 +29,7 @@ type Deps struct {
 	WeChat       *auth.WeChat
 	Catalog      *catalog.Service
 	Orders       *order.Service
+	Idempotency  *idempotency.Store
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 }

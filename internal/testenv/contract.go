@@ -79,6 +79,13 @@ func (c *contractTransport) RoundTrip(req *http.Request) (*http.Response, error)
 }
 
 func (c *contractTransport) check(req *http.Request, resp *http.Response, body []byte) error {
+	if req.URL.RawPath != "" {
+		// Route on the encoded path: an escaped "/" is part of a parameter.
+		u := *req.URL
+		u.Path = u.RawPath
+		req = req.Clone(req.Context())
+		req.URL = &u
+	}
 	route, params, err := c.router.FindRoute(req)
 	if err != nil {
 		// Not in the contract: only a not-found or method-not-allowed problem may answer.
