@@ -672,3 +672,32 @@ func TestInspectAndPurgeIdempotencyKey(t *testing.T) {
 		t.Errorf("%d orders", n)
 	}
 }
+
+// The idempotency layers and stock conflicts show in the metrics.
+func TestPlacementMetrics(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 1)
+	api := sh.apis[0]
+	user := sh.login(t, "metrics")
+	other := sh.login(t, "metrics-2")
+	c := sh.confirm(t, api, user, sh.cart(1))
+	late := sh.confirm(t, api, other, sh.cart(1)) // the last unit, quoted twice
+	sh.submit(t, api, user, "m1", c.ConfirmToken)
+	sh.submit(t, api, user, "m1", c.ConfirmToken)     // L1 hit
+	sh.submit(t, api, user, "m2", c.ConfirmToken)     // placed already: duplicate
+	sh.submit(t, api, other, "m3", late.ConfirmToken) // out of stock at submit
+	m := string(sh.do(t, api, "GET", "/metrics", "", nil).body)
+	for _, want := range []string{
+		`takeout_idempotency_outcomes_total{layer="l1",outcome="hit"} 1`,
+		`takeout_idempotency_outcomes_total{layer="redis",outcome="claimed"} 3`,
+		`takeout_order_submits_total{result="placed"} 1`,
+		`takeout_order_submits_total{result="duplicate"} 1`,
+		`takeout_order_stock_conflicts_total 1`,
+		`takeout_idempotency_redis_breaker_open 0`,
+		`takeout_redis_degraded 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

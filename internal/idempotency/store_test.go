@@ -1,0 +1,252 @@
+package idempotency_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+func newStore(t *testing.T, rds *redisconn.Conn, reg prometheus.Registerer) *idempotency.Store {
+	t.Helper()
+	s, err := idempotency.NewStore(idempotency.Options{
+		DB: testenv.NewDB(t), Redis: rds, Logger: slog.New(slog.DiscardHandler), Registerer: reg,
+		Retention: 72 * time.Hour, InflightTTL: time.Minute, CoalesceWait: 200 * time.Millisecond,
+		L1Bytes: 1 << 20, L1TTL: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func record(fp string) idempotency.Record {
+	return idempotency.Record{Fingerprint: []byte(fp), Response: idempotency.Response{Status: 201, Body: []byte(`{"ok":true}`), Headers: map[string]string{"Content-Type": "application/json"}}}
+}
+
+// The Redis layer: a second request with the key waits while the first
+// runs, then replays its answer; another fingerprint is a mismatch; a
+// released claim lets the next request run.
+func TestRedisClaimLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(ctx)
+	s := newStore(t, rds, nil)
+
+	first, err := s.Begin(ctx, 1, "k", []byte("fp"))
+	if err != nil || first.Claim == nil {
+		t.Fatalf("first Begin: %+v, %v", first, err)
+	}
+	// While in flight: wait, then 409.
+	start := time.Now()
+	_, err = s.Begin(ctx, 1, "k", []byte("fp"))
+	if slug(err) != "request-in-progress" || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("in-flight Begin: %v after %v", err, time.Since(start))
+	}
+	if _, err := s.Begin(ctx, 1, "k", []byte("other")); slug(err) != "idempotency-key-mismatch" {
+		t.Fatalf("mismatch: %v", err)
+	}
+	// A waiting duplicate gets the answer as soon as the first finalizes.
+	var waited idempotency.Outcome
+	var wg sync.WaitGroup
+	wg.Go(func() { waited, err = s.Begin(ctx, 1, "k", []byte("fp")) })
+	time.Sleep(50 * time.Millisecond)
+	first.Claim.Finalize(ctx, record("fp"))
+	wg.Wait()
+	if err != nil || waited.Replay == nil || waited.Replay.Status != 201 {
+		t.Fatalf("coalesced Begin: %+v, %v", waited, err)
+	}
+
+	// Release gives the key back.
+	c, err := s.Begin(ctx, 1, "k2", []byte("fp"))
+	if err != nil || c.Claim == nil {
+		t.Fatal(err)
+	}
+	c.Claim.Release(ctx)
+	again, err := s.Begin(ctx, 1, "k2", []byte("fp"))
+	if err != nil || again.Claim == nil {
+		t.Fatalf("after release: %+v, %v", again, err)
+	}
+	// A stale owner's release (its claim expired and was retaken) leaves
+	// the new owner's claim alone.
+	c.Claim.Release(ctx)
+	if _, err := s.Begin(ctx, 1, "k2", []byte("fp")); slug(err) != "request-in-progress" {
+		t.Fatalf("after a stale release: %v, want the claim still held", err)
+	}
+}
+
+func slug(err error) string {
+	if p, ok := problem.As(err); ok {
+		return p.Type.Slug
+	}
+	return ""
+}
+
+// Expired records are pruned; live ones stay.
+func TestPrune(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+	rds, _ := redisconn.New(redisconn.Options{Logger: slog.New(slog.DiscardHandler)})
+	s, err := idempotency.NewStore(idempotency.Options{DB: pool, Redis: rds, Logger: slog.New(slog.DiscardHandler),
+		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: 1 << 20, L1TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, key := range []string{"a", "b", "c"} {
+		out, err := s.Begin(ctx, 1, key, []byte("fp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.InsertTx(ctx, tx, out.Claim, record("fp")); !ok || err != nil {
+			t.Fatalf("insert %s: %v %v", key, ok, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "UPDATE idempotency_records SET expires_at = now() - interval '1 minute' WHERE key IN ('a', 'b')"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Prune(ctx, time.Now())
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want 2", n, err)
+	}
+	var left []string
+	rows, _ := pool.Query(ctx, "SELECT key FROM idempotency_records ORDER BY key")
+	for rows.Next() {
+		var k string
+		_ = rows.Scan(&k)
+		left = append(left, k)
+	}
+	if len(left) != 1 || left[0] != "c" {
+		t.Errorf("left %v, want [c]", left)
+	}
+}
+
+// proxy forwards TCP to target until blackholed: then it accepts and
+// reads but never answers, like a Redis that hangs.
+type proxy struct {
+	ln        net.Listener
+	target    string
+	blackhole atomic.Bool
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *proxy) serve(c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if !p.blackhole.Load() {
+				if _, err := up.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	_, _ = io.Copy(c, up)
+}
+
+// A hanging Redis trips the breaker: requests then skip Redis at once
+// (PostgreSQL guards them), and the breaker closes again once Redis
+// answers.
+func TestBreakerSkipsHangingRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	real := testenv.NewRedis(t)
+	u, err := url.Parse(real.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, u.Host)
+	rds, err := redisconn.New(redisconn.Options{URL: "redis://" + px.ln.Addr().String() + "/0", Prefix: real.Prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rds.Close()
+	rds.Check(ctx)
+	reg := prometheus.NewRegistry()
+	s := newStore(t, rds, reg)
+	open := func() float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "takeout_idempotency_redis_breaker_open" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+
+	px.blackhole.Store(true)
+	for i := range 3 {
+		out, err := s.Begin(ctx, 1, "k"+string(rune('a'+i)), []byte("fp"))
+		if err != nil || out.Claim == nil {
+			t.Fatalf("Begin with hanging redis: %+v, %v", out, err)
+		}
+	}
+	if open() != 1 {
+		t.Fatalf("breaker gauge %v after 3 timeouts, want 1", open())
+	}
+	start := time.Now()
+	if out, err := s.Begin(ctx, 1, "fast", []byte("fp")); err != nil || out.Claim == nil || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("Begin with open breaker took %v: %v", time.Since(start), err)
+	}
+
+	px.blackhole.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for open() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("breaker did not close after redis recovered")
+		}
+		_, _ = s.Begin(ctx, 1, "probe-"+time.Now().String(), []byte("fp"))
+		time.Sleep(100 * time.Millisecond)
+	}
+}
