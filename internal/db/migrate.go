@@ -2,8 +2,11 @@ package db
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -111,4 +114,34 @@ func (m *Migrator) Versions(ctx context.Context) (current, target int64, err err
 		return 0, 0, fmt.Errorf("migration versions: %w", err)
 	}
 	return current, target, nil
+}
+
+// SchemaHash identifies the full schema this binary migrates to: our
+// migration files and River's. Test templates are named by it, so a
+// changed migration (ours or a River upgrade) builds a new one.
+func SchemaHash() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash migrations: %w", err)
+	}
+	rm, err := rivermigrate.New(riverpgxv5.New(nil), nil)
+	if err != nil {
+		return "", fmt.Errorf("river migrations: %w", err)
+	}
+	for _, m := range rm.AllVersions() {
+		fmt.Fprintf(h, "river/%d\x00%s\x00", m.Version, m.SQLUp)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }

@@ -145,6 +145,23 @@ type Claim struct {
 	inRedis bool
 }
 
+// Cached answers from L1 alone: the stored response when this exact
+// request (same fingerprint) completed here before, ErrMismatch when the
+// key answered another request, or ok false on a miss. It touches
+// nothing outside the process.
+func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, error) {
+	rec, ok := s.l1.GetIfPresent(recordKey(userID, key))
+	if !ok {
+		return nil, false, nil
+	}
+	if !bytes.Equal(rec.Fingerprint, fp) {
+		s.count("l1", "mismatch")
+		return nil, false, ErrMismatch
+	}
+	s.count("l1", "hit")
+	return &rec.Response, true, nil
+}
+
 // Begin looks the key up in L1, then claims it in Redis. A hit with the
 // same fingerprint replays; another fingerprint is ErrMismatch; a running
 // duplicate is waited for up to CoalesceWait, then InProgress.

@@ -3,10 +3,8 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"strings"
 	"sync"
@@ -16,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/takeout/takeout/db/migrations"
 	"github.com/takeout/takeout/internal/db"
 )
 
@@ -31,32 +28,14 @@ var template = sync.OnceValues(func() (string, error) {
 	return ensureTemplate(ctx, admin)
 })
 
-// migrationsHash names the template, so a changed migration gets a new one.
-func migrationsHash() (string, error) {
-	h := sha256.New()
-	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS, path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil))[:16], err
-}
-
 // ensureTemplate builds the template database once across all test
 // binaries running at the same time: under an advisory lock, migrate a
 // scratch database and rename it, so a half-built template never exists
 // under the real name.
 func ensureTemplate(ctx context.Context, adminURL string) (string, error) {
-	hash, err := migrationsHash()
+	hash, err := db.SchemaHash()
 	if err != nil {
-		return "", fmt.Errorf("hash migrations: %w", err)
+		return "", err
 	}
 	name := "takeout_tpl_" + hash
 	conn, err := pgx.Connect(ctx, adminURL)
