@@ -26,6 +26,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		Ready       bool     `json:"ready"`
 		Postgres    string   `json:"postgres"`
 		Redis       string   `json:"redis"`
+		Breaker     string   `json:"redis_breaker"`
 		Constraints []string `json:"constraints"`
 		Migrations  struct{ Current, Target int64 }
 	}
@@ -42,7 +43,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !ready.Ready || ready.Postgres != "up" || ready.Redis != "up" || len(ready.Constraints) != 0 ||
+	if !ready.Ready || ready.Postgres != "up" || ready.Redis != "up" || ready.Breaker != "closed" || len(ready.Constraints) != 0 ||
 		ready.Migrations.Current == 0 || ready.Migrations.Current != ready.Migrations.Target {
 		t.Errorf("readyz = %+v", ready)
 	}

@@ -25,6 +25,9 @@ type Readiness struct {
 	Constraints []string `json:"constraints"`
 	// Redis is up, down or disabled; takeout is ready without it.
 	Redis string `json:"redis"`
+	// RedisBreaker is the idempotency layer's circuit breaker: closed
+	// (using Redis), open (PostgreSQL alone) or half-open (probing).
+	RedisBreaker string `json:"redis_breaker"`
 }
 
 // MigrationStatus compares the database's schema with the binary's.
@@ -40,7 +43,7 @@ func handleReadyz(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		res := Readiness{Postgres: "up", Redis: string(d.Redis.State()), Constraints: []string{}}
+		res := Readiness{Postgres: "up", Redis: string(d.Redis.State()), RedisBreaker: d.Idempotency.BreakerState(), Constraints: []string{}}
 		ready := true
 		if err := d.Pool.Ping(ctx); err != nil {
 			res.Postgres, ready = "down", false

@@ -246,6 +246,10 @@ func newOwner() string {
 	return hex.EncodeToString(b[:])
 }
 
+// BreakerState reports the Redis circuit breaker: closed, open or
+// half-open.
+func (s *Store) BreakerState() string { return s.breaker.State().String() }
+
 // redisUsable reports whether Redis is configured, answering, and not
 // held off by the circuit breaker.
 func (s *Store) redisUsable() bool {
