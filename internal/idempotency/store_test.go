@@ -71,6 +71,18 @@ func TestRedisClaimLifecycle(t *testing.T) {
 		t.Fatalf("coalesced Begin: %+v, %v", waited, err)
 	}
 
+	// Scripts run by SHA; after a SCRIPT FLUSH (or a Redis restart) the
+	// NOSCRIPT answer falls back to EVAL and the claim still works.
+	if err := rds.Client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if replay, err := s.Begin(ctx, 2, "k", []byte("fp")); err != nil || replay.Claim == nil || replay.Claim.UserID() != 2 {
+		t.Fatalf("claim after SCRIPT FLUSH: %+v, %v", replay, err)
+	}
+	if n, err := rds.Client.Exists(ctx, rds.Key("idem:{2:k}")).Result(); err != nil || n != 1 {
+		t.Fatalf("the claim is not in redis after SCRIPT FLUSH: %d, %v", n, err)
+	}
+
 	// Release gives the key back.
 	c, err := s.Begin(ctx, 1, "k2", []byte("fp"))
 	if err != nil || c.Claim == nil {
