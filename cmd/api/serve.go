@@ -13,10 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
@@ -24,9 +25,11 @@ import (
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/httpapi"
 	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/webhook"
 )
 
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
@@ -102,16 +105,31 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	defer idem.Close()
-	// Insert-only for now: jobs are inserted in the transactions that
-	// cause them; the workers that run them come with the lifecycle.
-	jobs, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
-	if err != nil {
-		return fmt.Errorf("river client: %w", err)
-	}
+	// The order service inserts jobs through the client that also works
+	// them; the client needs the workers first, so it is built through a
+	// forward reference.
+	var jobClient *jobs.Client
 	orders, err := order.NewService(order.Options{
-		Pool: pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem, Jobs: jobs,
-		Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL, DedupWindow: cfg.OrderDedupWindow,
-		PayWindow: cfg.OrderPayWindow, Registerer: reg,
+		Pool: pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem,
+		Jobs: jobInserter{&jobClient}, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
+		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter,
+		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	workers := river.NewWorkers()
+	orders.AddWorkers(workers)
+	river.AddWorker(workers, &webhook.Worker{
+		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: &http.Client{Timeout: cfg.WebhookTimeout},
+		RetryBase: cfg.WebhookRetryBase, Now: time.Now,
+	})
+	river.AddWorker(workers, &idempotency.PruneWorker{Store: idem})
+	jobClient, jobMetrics, err := jobs.New(jobs.Options{
+		Pool: pool, Logger: logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
+		PollInterval: cfg.JobPollInterval, Registerer: reg,
+		Periodic: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil)},
 	})
 	if err != nil {
 		return err
@@ -120,22 +138,33 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 
 	handler, err := httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, WeChat: wx,
-		Catalog: cat, Orders: orders, Idempotency: idem, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	if err != nil {
 		return err
 	}
 
-	// Background workers stop when serve returns, after the HTTP server.
+	// Background work stops when serve returns, after the HTTP server.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	var workers sync.WaitGroup
-	defer func() { stopWork(); workers.Wait() }()
-	workers.Go(func() { rds.Run(workCtx, time.Second) })
-	workers.Go(func() { cat.RunInvalidations(workCtx, nil) })
+	var background sync.WaitGroup
+	defer func() { stopWork(); background.Wait() }()
+	background.Go(func() { rds.Run(workCtx, time.Second) })
+	background.Go(func() { cat.RunInvalidations(workCtx, nil) })
 	defer cat.Close()
-	workers.Go(func() { lease.Run(workCtx) })
-	workers.Go(func() { idem.RunPurges(workCtx, nil) })
-	workers.Go(func() { pruneIdempotency(workCtx, idem, cfg.IdemPruneInterval, logger) })
+	background.Go(func() { lease.Run(workCtx) })
+	background.Go(func() { idem.RunPurges(workCtx, nil) })
+	background.Go(func() { jobMetrics.Run(workCtx, jobClient) })
+	if err := jobClient.Start(workCtx); err != nil {
+		return fmt.Errorf("start job workers: %w", err)
+	}
+	defer func() {
+		// Let running jobs finish (their transactions commit or roll back).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := jobClient.Stop(sctx); err != nil {
+			logger.Warn("stop job workers", "err", err)
+		}
+	}()
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -181,22 +210,11 @@ func instanceName() string {
 	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
 }
 
-// pruneIdempotency deletes expired idempotency records every interval.
-// Every instance runs it; deleting expired rows twice is harmless.
-func pruneIdempotency(ctx context.Context, idem *idempotency.Store, interval time.Duration, logger *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := idem.Prune(ctx, time.Now())
-			if err != nil && ctx.Err() == nil {
-				logger.Error("prune idempotency records", "err", err)
-			} else if n > 0 {
-				logger.Info("pruned expired idempotency records", "count", n)
-			}
-		}
-	}
+// jobInserter inserts through the job client once it exists (the client
+// is built after the services that insert jobs, since it needs their
+// workers).
+type jobInserter struct{ c **jobs.Client }
+
+func (j jobInserter) InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	return (*j.c).InsertTx(ctx, tx, args, opts)
 }

@@ -41,3 +41,24 @@ SELECT * FROM order_items WHERE order_id = ANY(@order_ids::bigint[]) ORDER BY or
 -- name: OrderHistoryInsert :exec
 INSERT INTO order_status_history (order_id, from_status, to_status, version, actor, reason)
 VALUES (@order_id, sqlc.narg('from_status'), @to_status, @version, @actor, @reason);
+
+-- name: OrderTransition :one
+-- Compare-and-set: only from the status and version the caller read.
+UPDATE orders SET status = @to_status, version = version + 1, updated_at = now()
+WHERE id = @id AND status = @from_status AND version = @version
+RETURNING *;
+
+-- name: OrderSearch :many
+-- Admin search, newest first; every filter is optional.
+SELECT * FROM orders
+WHERE (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+  AND (sqlc.narg('merchant_id')::bigint IS NULL OR merchant_id = sqlc.narg('merchant_id'))
+  AND (sqlc.narg('user_id')::bigint IS NULL OR user_id = sqlc.narg('user_id'))
+  AND (sqlc.narg('created_from')::timestamptz IS NULL OR created_at >= sqlc.narg('created_from'))
+  AND (sqlc.narg('created_to')::timestamptz IS NULL OR created_at < sqlc.narg('created_to'))
+  AND (sqlc.narg('before_id')::bigint IS NULL OR id < sqlc.narg('before_id'))
+ORDER BY id DESC
+LIMIT @max_rows;
+
+-- name: OrderHistoryByOrder :many
+SELECT * FROM order_status_history WHERE order_id = @order_id ORDER BY version;

@@ -60,6 +60,16 @@ type Config struct {
 	IdemL1Bytes       uint64        `env:"TAKEOUT_IDEMPOTENCY_L1_BYTES" envDefault:"134217728"`
 	IdemL1TTL         time.Duration `env:"TAKEOUT_IDEMPOTENCY_L1_TTL" envDefault:"10m"`
 	IdemPruneInterval time.Duration `env:"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
+
+	AutoCompleteAfter  time.Duration `env:"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER" envDefault:"3h"`
+	JobWorkers         int           `env:"TAKEOUT_JOB_WORKERS" envDefault:"20"`
+	JobMaxAttempts     int           `env:"TAKEOUT_JOB_MAX_ATTEMPTS" envDefault:"25"`
+	JobPollInterval    time.Duration `env:"TAKEOUT_JOB_POLL_INTERVAL" envDefault:"1s"`
+	WebhookURL         string        `env:"TAKEOUT_WEBHOOK_URL"`
+	WebhookSecret      Secret        `env:"TAKEOUT_WEBHOOK_SECRET"`
+	WebhookMaxAttempts int           `env:"TAKEOUT_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
+	WebhookRetryBase   time.Duration `env:"TAKEOUT_WEBHOOK_RETRY_BASE" envDefault:"10s"`
+	WebhookTimeout     time.Duration `env:"TAKEOUT_WEBHOOK_TIMEOUT" envDefault:"5s"`
 }
 
 // Secret is a configuration value that must never be printed or logged.
@@ -208,6 +218,15 @@ func (c Config) validate() error {
 	check(c.IdemL1Bytes >= 1<<20, "TAKEOUT_IDEMPOTENCY_L1_BYTES: want at least 1048576")
 	check(c.IdemL1TTL > 0, "TAKEOUT_IDEMPOTENCY_L1_TTL: want a positive duration")
 	check(c.IdemPruneInterval > 0, "TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL: want a positive duration")
+	check(c.AutoCompleteAfter >= time.Second, "TAKEOUT_ORDER_AUTO_COMPLETE_AFTER: want at least 1s")
+	check(c.JobWorkers >= 1, "TAKEOUT_JOB_WORKERS: want at least 1")
+	check(c.JobMaxAttempts >= 1, "TAKEOUT_JOB_MAX_ATTEMPTS: want at least 1")
+	check(c.JobPollInterval >= 10*time.Millisecond, "TAKEOUT_JOB_POLL_INTERVAL: want at least 10ms")
+	check(c.WebhookURL == "" || validURL(c.WebhookURL, "http", "https"), "TAKEOUT_WEBHOOK_URL: want an http(s) URL or empty for no webhook")
+	check(c.WebhookURL == "" || len(c.WebhookSecret) >= 16, "TAKEOUT_WEBHOOK_SECRET (or _FILE): required with TAKEOUT_WEBHOOK_URL, at least 16 bytes")
+	check(c.WebhookMaxAttempts >= 1, "TAKEOUT_WEBHOOK_MAX_ATTEMPTS: want at least 1")
+	check(c.WebhookRetryBase > 0, "TAKEOUT_WEBHOOK_RETRY_BASE: want a positive duration")
+	check(c.WebhookTimeout > 0, "TAKEOUT_WEBHOOK_TIMEOUT: want a positive duration")
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}

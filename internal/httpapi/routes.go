@@ -9,7 +9,9 @@ import (
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/statemachine"
 )
 
 // routes is the whole API: every route of api/openapi.yaml is here.
@@ -40,6 +42,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 			r.Method(http.MethodPost, "/orders", order.HandleSubmit(d.Orders))
 			r.Method(http.MethodGet, "/orders", order.HandleList(d.Orders))
 			r.Method(http.MethodGet, "/orders/{id}", order.HandleGet(d.Orders))
+			r.Method(http.MethodPost, "/orders/{id}/cancel", order.HandleCancel(d.Orders))
 		})
 	})
 
@@ -52,6 +55,14 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 		r.Method(http.MethodGet, "/dishes/{id}", catalog.HandleGetDish(d.Catalog))
 		r.Method(http.MethodPatch, "/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
 		r.Method(http.MethodPut, "/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
+		r.Method(http.MethodGet, "/orders", order.HandleSearch(d.Orders))
+		r.Method(http.MethodPost, "/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
+		r.Method(http.MethodPost, "/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
+		r.Method(http.MethodPost, "/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
+		r.Method(http.MethodPost, "/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
+		r.Method(http.MethodPost, "/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
+		r.With(auth.RequireAdmin).Method(http.MethodGet, "/jobs/dead", jobs.HandleDead(d.Jobs))
+		r.With(auth.RequireAdmin).Method(http.MethodPost, "/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
 		r.With(auth.RequireAdmin).Method(http.MethodGet, "/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))
 		r.With(auth.RequireAdmin).Method(http.MethodDelete, "/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/redisconn"
 )
@@ -30,6 +31,7 @@ type Deps struct {
 	Catalog      *catalog.Service
 	Orders       *order.Service
 	Idempotency  *idempotency.Store
+	Jobs         *jobs.Client
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 }

@@ -119,3 +119,23 @@ func explain(ctx context.Context, tx dbsqlc.DBTX, merchantID int64, failed []Lin
 	}
 	return ErrOutOfStock(short)
 }
+
+// Release returns the stock an order holds, in tx. Each reservation is
+// released once however often Release runs; dishes are updated in id
+// order, like Reserve, so the two cannot deadlock.
+func Release(ctx context.Context, tx dbsqlc.DBTX, orderID int64) (int32, error) {
+	q := dbsqlc.New()
+	rows, err := q.ReservationRelease(ctx, tx, orderID)
+	if err != nil {
+		return 0, fmt.Errorf("release reservations: %w", err)
+	}
+	slices.SortFunc(rows, func(a, b dbsqlc.ReservationReleaseRow) int { return cmp.Compare(a.DishID, b.DishID) })
+	var units int32
+	for _, r := range rows {
+		if err := q.DishReturnStock(ctx, tx, dbsqlc.DishReturnStockParams{ID: r.DishID, Qty: r.Qty}); err != nil {
+			return 0, fmt.Errorf("return stock of dish %d: %w", r.DishID, err)
+		}
+		units += r.Qty
+	}
+	return units, nil
+}

@@ -58,8 +58,18 @@ type Options struct {
 	// answered as a duplicate unless the client asks to repeat it.
 	DedupWindow time.Duration
 	// PayWindow is the time from placement to the pay deadline.
-	PayWindow  time.Duration
-	Registerer prometheus.Registerer
+	PayWindow time.Duration
+	// AutoCompleteAfter is how long an order may be delivering before it
+	// is completed without the merchant.
+	AutoCompleteAfter time.Duration
+	// WebhookEnabled turns order events to the merchant webhook on;
+	// WebhookMaxAttempts bounds their delivery attempts.
+	WebhookEnabled     bool
+	WebhookMaxAttempts int
+	// RequestRefund, when set, starts the refund of an order's payment in
+	// tx (the payments capability provides it).
+	RequestRefund func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error
+	Registerer    prometheus.Registerer
 }
 
 // Service confirms, places and reads orders.
@@ -69,6 +79,7 @@ type Service struct {
 
 	stockConflicts prometheus.Counter
 	placed         *prometheus.CounterVec
+	transitions    *prometheus.CounterVec
 }
 
 // NewService returns an order service.
@@ -84,9 +95,13 @@ func NewService(opts Options) (*Service, error) {
 			Name: "takeout_order_submits_total",
 			Help: "Submits that reached PostgreSQL, by result (placed, duplicate, replay, refused).",
 		}, []string{"result"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_order_transitions_total",
+			Help: "Order status transitions by from and to status.",
+		}, []string{"from", "to"}),
 	}
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.stockConflicts, s.placed} {
+		for _, c := range []prometheus.Collector{s.stockConflicts, s.placed, s.transitions} {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register order metrics: %w", err)
 			}
@@ -457,6 +472,12 @@ func (s *Service) List(ctx context.Context, userID int64, cursor string, limit i
 	if err != nil {
 		return OrderPage{}, fmt.Errorf("list orders: %w", err)
 	}
+	return s.page(ctx, rows, limit)
+}
+
+// page renders up to limit rows (one more was fetched to know whether a
+// next page exists) with their items.
+func (s *Service) page(ctx context.Context, rows []dbsqlc.Order, limit int) (OrderPage, error) {
 	page := OrderPage{Orders: []Order{}}
 	if len(rows) > limit {
 		rows = rows[:limit]
@@ -502,4 +523,14 @@ func decodeCursor(c string) (int64, error) {
 		return 0, errors.New("bad cursor")
 	}
 	return strconv.ParseInt(rest, 10, 64)
+}
+
+// Search returns a page of orders matching p, newest first.
+func (s *Service) Search(ctx context.Context, p dbsqlc.OrderSearchParams, limit int) (OrderPage, error) {
+	p.MaxRows = int32(limit + 1)
+	rows, err := s.q.OrderSearch(ctx, s.opts.Pool, p)
+	if err != nil {
+		return OrderPage{}, fmt.Errorf("search orders: %w", err)
+	}
+	return s.page(ctx, rows, limit)
 }

@@ -45,6 +45,7 @@ var (
 	TokenInvalid           = Type{"confirm-token-invalid", http.StatusUnauthorized, "The confirm token is invalid"}
 	TokenExpired           = Type{"confirm-token-expired", http.StatusGone, "The confirm token expired: confirm again"}
 	TokenNotYours          = Type{"confirm-token-forbidden", http.StatusForbidden, "The confirm token belongs to another user"}
+	OrderStatusConflict    = Type{"order-status-conflict", http.StatusConflict, "The order's status does not allow this"}
 )
 
 // All lists every Type, for documentation checks.
@@ -54,7 +55,7 @@ func All() []Type {
 		Forbidden, NotFound, MethodNotAllowed, VersionConflict, AlreadyExists,
 		UpstreamUnavailable, Unavailable, Internal,
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, QuoteChanged,
-		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours,
+		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict,
 	}
 }
 

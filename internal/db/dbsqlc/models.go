@@ -6,8 +6,6 @@ package dbsqlc
 
 import (
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type Dish struct {
@@ -90,7 +88,7 @@ type StockReservation struct {
 	DishID     int64
 	Qty        int32
 	CreatedAt  time.Time
-	ReleasedAt pgtype.Timestamptz
+	ReleasedAt *time.Time
 }
 
 type User struct {

@@ -73,6 +73,39 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 	return i, err
 }
 
+const orderHistoryByOrder = `-- name: OrderHistoryByOrder :many
+SELECT id, order_id, from_status, to_status, version, actor, reason, created_at FROM order_status_history WHERE order_id = $1 ORDER BY version
+`
+
+func (q *Queries) OrderHistoryByOrder(ctx context.Context, db DBTX, orderID int64) ([]OrderStatusHistory, error) {
+	rows, err := db.Query(ctx, orderHistoryByOrder, orderID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OrderStatusHistory{}
+	for rows.Next() {
+		var i OrderStatusHistory
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrderID,
+			&i.FromStatus,
+			&i.ToStatus,
+			&i.Version,
+			&i.Actor,
+			&i.Reason,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const orderHistoryInsert = `-- name: OrderHistoryInsert :exec
 INSERT INTO order_status_history (order_id, from_status, to_status, version, actor, reason)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -337,4 +370,117 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 		return nil, err
 	}
 	return items, nil
+}
+
+const orderSearch = `-- name: OrderSearch :many
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at FROM orders
+WHERE ($1::text IS NULL OR status = $1)
+  AND ($2::bigint IS NULL OR merchant_id = $2)
+  AND ($3::bigint IS NULL OR user_id = $3)
+  AND ($4::timestamptz IS NULL OR created_at >= $4)
+  AND ($5::timestamptz IS NULL OR created_at < $5)
+  AND ($6::bigint IS NULL OR id < $6)
+ORDER BY id DESC
+LIMIT $7
+`
+
+type OrderSearchParams struct {
+	Status      *string
+	MerchantID  *int64
+	UserID      *int64
+	CreatedFrom *time.Time
+	CreatedTo   *time.Time
+	BeforeID    *int64
+	MaxRows     int32
+}
+
+// Admin search, newest first; every filter is optional.
+func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParams) ([]Order, error) {
+	rows, err := db.Query(ctx, orderSearch,
+		arg.Status,
+		arg.MerchantID,
+		arg.UserID,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Order{}
+	for rows.Next() {
+		var i Order
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.MerchantID,
+			&i.IntentDigest,
+			&i.ContentDigest,
+			&i.IntentSeq,
+			&i.DigestAlg,
+			&i.Status,
+			&i.ItemsTotalFen,
+			&i.DeliveryFeeFen,
+			&i.TotalFen,
+			&i.Address,
+			&i.Remark,
+			&i.Version,
+			&i.PayDeadline,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const orderTransition = `-- name: OrderTransition :one
+UPDATE orders SET status = $1, version = version + 1, updated_at = now()
+WHERE id = $2 AND status = $3 AND version = $4
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at
+`
+
+type OrderTransitionParams struct {
+	ToStatus   string
+	ID         int64
+	FromStatus string
+	Version    int64
+}
+
+// Compare-and-set: only from the status and version the caller read.
+func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransitionParams) (Order, error) {
+	row := db.QueryRow(ctx, orderTransition,
+		arg.ToStatus,
+		arg.ID,
+		arg.FromStatus,
+		arg.Version,
+	)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.MerchantID,
+		&i.IntentDigest,
+		&i.ContentDigest,
+		&i.IntentSeq,
+		&i.DigestAlg,
+		&i.Status,
+		&i.ItemsTotalFen,
+		&i.DeliveryFeeFen,
+		&i.TotalFen,
+		&i.Address,
+		&i.Remark,
+		&i.Version,
+		&i.PayDeadline,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }

@@ -41,6 +41,20 @@ func (q *Queries) DishReserveStock(ctx context.Context, db DBTX, arg DishReserve
 	return i, err
 }
 
+const dishReturnStock = `-- name: DishReturnStock :exec
+UPDATE dishes SET stock = stock + $1 WHERE id = $2
+`
+
+type DishReturnStockParams struct {
+	Qty int32
+	ID  int64
+}
+
+func (q *Queries) DishReturnStock(ctx context.Context, db DBTX, arg DishReturnStockParams) error {
+	_, err := db.Exec(ctx, dishReturnStock, arg.Qty, arg.ID)
+	return err
+}
+
 const dishesForQuote = `-- name: DishesForQuote :many
 SELECT id, merchant_id, name, price_fen, stock, on_sale, version FROM dishes
 WHERE merchant_id = $1 AND id = ANY($2::bigint[])
@@ -103,4 +117,37 @@ type ReservationInsertParams struct {
 func (q *Queries) ReservationInsert(ctx context.Context, db DBTX, arg ReservationInsertParams) error {
 	_, err := db.Exec(ctx, reservationInsert, arg.OrderID, arg.DishID, arg.Qty)
 	return err
+}
+
+const reservationRelease = `-- name: ReservationRelease :many
+UPDATE stock_reservations SET released_at = now()
+WHERE order_id = $1 AND released_at IS NULL
+RETURNING dish_id, qty
+`
+
+type ReservationReleaseRow struct {
+	DishID int64
+	Qty    int32
+}
+
+// Marks an order's unreleased reservations released; each is released
+// once, however often this runs.
+func (q *Queries) ReservationRelease(ctx context.Context, db DBTX, orderID int64) ([]ReservationReleaseRow, error) {
+	rows, err := db.Query(ctx, reservationRelease, orderID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReservationReleaseRow{}
+	for rows.Next() {
+		var i ReservationReleaseRow
+		if err := rows.Scan(&i.DishID, &i.Qty); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

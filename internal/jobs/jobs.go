@@ -1,0 +1,98 @@
+// Package jobs runs takeout's background jobs on River: jobs are inserted
+// in the transaction that causes them, retried with backoff, and discarded
+// after their last attempt. Discarded jobs are the dead letters: admins
+// list them and retry one through the API.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// Client is the River client of this instance.
+type Client = river.Client[pgx.Tx]
+
+// Options configure New.
+type Options struct {
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	// Workers registers every job kind's worker.
+	Workers *river.Workers
+	// Periodic jobs run on the elected leader only.
+	Periodic    []*river.PeriodicJob
+	MaxWorkers  int
+	MaxAttempts int
+	// PollInterval is how often workers look for due jobs besides
+	// LISTEN/NOTIFY (and for retries, which are not notified).
+	PollInterval time.Duration
+	Registerer   prometheus.Registerer
+}
+
+// New returns a River client that inserts and works jobs.
+func New(opts Options) (*Client, *Metrics, error) {
+	c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{
+		Logger:            opts.Logger,
+		Workers:           opts.Workers,
+		PeriodicJobs:      opts.Periodic,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opts.MaxWorkers}},
+		MaxAttempts:       opts.MaxAttempts,
+		FetchPollInterval: opts.PollInterval,
+		FetchCooldown:     min(opts.PollInterval, 100*time.Millisecond),
+		// Keep dead letters for an operator to look at.
+		DiscardedJobRetentionPeriod: 30 * 24 * time.Hour,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("river client: %w", err)
+	}
+	m := &Metrics{
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_job_failures_total", Help: "Job attempts that failed, by kind.",
+		}, []string{"kind"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_jobs_dead_total", Help: "Jobs discarded after their last attempt (dead letters), by kind.",
+		}, []string{"kind"}),
+	}
+	if opts.Registerer != nil {
+		for _, col := range []prometheus.Collector{m.failures, m.dead} {
+			if err := opts.Registerer.Register(col); err != nil {
+				return nil, nil, fmt.Errorf("register job metrics: %w", err)
+			}
+		}
+	}
+	return c, m, nil
+}
+
+// Metrics counts job failures and dead letters.
+type Metrics struct {
+	failures *prometheus.CounterVec
+	dead     *prometheus.CounterVec
+}
+
+// Run counts the client's failed and discarded jobs until ctx ends. Start
+// it before the client starts working.
+func (m *Metrics) Run(ctx context.Context, c *Client) {
+	events, cancel := c.Subscribe(river.EventKindJobFailed)
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			m.failures.WithLabelValues(ev.Job.Kind).Inc()
+			if ev.Job.FinalizedAt != nil {
+				m.dead.WithLabelValues(ev.Job.Kind).Inc()
+			}
+		}
+	}
+}

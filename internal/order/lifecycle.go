@@ -1,0 +1,239 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/inventory"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/webhook"
+)
+
+// Actor is who asks for a transition: its kind in the state table, and
+// whose it is (a user's own orders, a merchant's orders).
+type Actor struct {
+	Kind       statemachine.Actor
+	UserID     int64  // for users
+	MerchantID int64  // for merchant staff
+	Name       string // for the history row
+}
+
+func (a Actor) String() string {
+	switch a.Kind {
+	case statemachine.User:
+		return "user:" + strconv.FormatInt(a.UserID, 10)
+	case statemachine.Merchant:
+		return "merchant:" + strconv.FormatInt(a.MerchantID, 10) + ":" + a.Name
+	default:
+		if a.Name != "" {
+			return string(a.Kind) + ":" + a.Name
+		}
+		return string(a.Kind)
+	}
+}
+
+// Applied is the outcome of a transition request.
+type Applied struct {
+	Order Order
+	// Replayed is true when the event had already happened: nothing
+	// changed.
+	Replayed bool
+}
+
+// Apply runs event on an order in its own transaction.
+func (s *Service) Apply(ctx context.Context, orderID int64, event statemachine.Event, actor Actor, reason string) (Applied, error) {
+	return db.WithTxV(ctx, s.opts.Pool, func(tx pgx.Tx) (Applied, error) {
+		return s.ApplyTx(ctx, tx, orderID, event, actor, reason)
+	})
+}
+
+// ApplyTx runs event on an order in the caller's transaction: it decides
+// with the state table, updates the order only from the status and
+// version it read (re-reading after losing a race), writes the history
+// row, and runs the transition's effects, all in tx.
+func (s *Service) ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event statemachine.Event, actor Actor, reason string) (Applied, error) {
+	for attempt := 0; ; attempt++ {
+		o, err := s.q.OrderGetByID(ctx, tx, orderID)
+		if errors.Is(db.NoRows(err), db.ErrNotFound) || (err == nil && !owns(actor, o)) {
+			return Applied{}, ErrOrderNotFound
+		}
+		if err != nil {
+			return Applied{}, fmt.Errorf("read order: %w", err)
+		}
+		d, err := statemachine.Decide(statemachine.Status(o.Status), event, actor.Kind)
+		var conflict *statemachine.ConflictError
+		var forbidden *statemachine.ForbiddenError
+		switch {
+		case errors.As(err, &conflict):
+			return Applied{}, problem.New(problem.OrderStatusConflict, "cannot %s this order: it is %s", event, o.Status).
+				With("current_status", o.Status)
+		case errors.As(err, &forbidden):
+			return Applied{}, problem.New(problem.Forbidden, "%s", forbidden.Error())
+		case err != nil:
+			return Applied{}, err
+		}
+		if d.Replay {
+			out, err := s.load(ctx, tx, o)
+			return Applied{Order: out, Replayed: true}, err
+		}
+		t := d.Transition
+		row, err := s.q.OrderTransition(ctx, tx, dbsqlc.OrderTransitionParams{
+			ID: o.ID, FromStatus: string(t.From), ToStatus: string(t.To), Version: o.Version,
+		})
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			if attempt < 5 {
+				continue // someone else moved it: decide again on what it is now
+			}
+			return Applied{}, problem.New(problem.OrderStatusConflict, "the order keeps changing; retry").With("current_status", o.Status)
+		}
+		if err != nil {
+			return Applied{}, fmt.Errorf("transition order: %w", err)
+		}
+		from := o.Status
+		if err := s.q.OrderHistoryInsert(ctx, tx, dbsqlc.OrderHistoryInsertParams{
+			OrderID: row.ID, FromStatus: &from, ToStatus: row.Status, Version: row.Version, Actor: actor.String(), Reason: reason,
+		}); err != nil {
+			return Applied{}, fmt.Errorf("insert order history: %w", err)
+		}
+		out, err := s.load(ctx, tx, row)
+		if err != nil {
+			return Applied{}, err
+		}
+		if err := s.runEffects(ctx, tx, t, row, out); err != nil {
+			return Applied{}, err
+		}
+		s.transitions.WithLabelValues(string(t.From), string(t.To)).Inc()
+		return Applied{Order: out}, nil
+	}
+}
+
+// owns reports whether actor may see the order at all; others get 404,
+// so that order ids reveal nothing.
+func owns(a Actor, o dbsqlc.Order) bool {
+	switch a.Kind {
+	case statemachine.User:
+		return o.UserID == a.UserID
+	case statemachine.Merchant:
+		return o.MerchantID == a.MerchantID
+	default:
+		return true
+	}
+}
+
+func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Transition, row dbsqlc.Order, out Order) error {
+	for _, e := range t.Effects {
+		switch e {
+		case statemachine.ReleaseStock:
+			if _, err := inventory.Release(ctx, tx, row.ID); err != nil {
+				return err
+			}
+		case statemachine.ScheduleAutoComplete:
+			if _, err := s.opts.Jobs.InsertTx(ctx, tx, AutoCompleteArgs{OrderID: row.ID}, &river.InsertOpts{
+				ScheduledAt: time.Now().Add(s.opts.AutoCompleteAfter),
+				UniqueOpts:  river.UniqueOpts{ByArgs: true},
+			}); err != nil {
+				return fmt.Errorf("insert auto-complete job: %w", err)
+			}
+		case statemachine.Notify:
+			if err := s.notify(ctx, tx, t, row, out); err != nil {
+				return err
+			}
+		case statemachine.RequestRefund:
+			// The refund job belongs to the payments capability; until it
+			// is wired, REFUNDING orders wait for it (see the README).
+			if s.opts.RequestRefund != nil {
+				if err := s.opts.RequestRefund(ctx, tx, row); err != nil {
+					return fmt.Errorf("request refund: %w", err)
+				}
+			}
+		default:
+			return fmt.Errorf("unknown effect %q", e)
+		}
+	}
+	return nil
+}
+
+// eventType names the webhook event of a transition's target status:
+// order.paid, order.accepted, order.delivering, ...
+func eventType(to statemachine.Status) string {
+	return "order." + strings.ToLower(string(to))
+}
+
+func (s *Service) notify(ctx context.Context, tx pgx.Tx, t *statemachine.Transition, row dbsqlc.Order, out Order) error {
+	if !s.opts.WebhookEnabled {
+		return nil
+	}
+	typ := eventType(t.To)
+	body, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	ev := webhook.Event{
+		ID: webhook.EventID(row.ID, typ, row.Version), Type: typ, OrderID: out.ID, MerchantID: out.MerchantID,
+		Status: row.Status, Version: row.Version, OccurredAt: row.UpdatedAt.UTC(), Order: body,
+	}
+	if _, err := s.opts.Jobs.InsertTx(ctx, tx, webhook.Args{Event: ev}, &river.InsertOpts{
+		MaxAttempts: s.opts.WebhookMaxAttempts,
+	}); err != nil {
+		return fmt.Errorf("insert webhook job: %w", err)
+	}
+	return nil
+}
+
+// AutoCompleteArgs is the job that completes a delivery nobody marked
+// delivered.
+type AutoCompleteArgs struct {
+	OrderID int64 `json:"order_id,string"`
+}
+
+// Kind names the job.
+func (AutoCompleteArgs) Kind() string { return "order.auto_complete" }
+
+// timeoutWorker cancels an order still unpaid at its pay deadline.
+type timeoutWorker struct {
+	river.WorkerDefaults[PaymentTimeoutArgs]
+	s *Service
+}
+
+// Work applies the timeout. Running twice, or after the order was paid or
+// cancelled, changes nothing.
+func (w *timeoutWorker) Work(ctx context.Context, job *river.Job[PaymentTimeoutArgs]) error {
+	return ignoreSettled(w.s.Apply(ctx, job.Args.OrderID, statemachine.Timeout, Actor{Kind: statemachine.System, Name: "payment-timeout"}, "pay deadline passed"))
+}
+
+// autoCompleteWorker completes a delivery after the configured time.
+type autoCompleteWorker struct {
+	river.WorkerDefaults[AutoCompleteArgs]
+	s *Service
+}
+
+// Work applies auto-complete; harmless when already completed.
+func (w *autoCompleteWorker) Work(ctx context.Context, job *river.Job[AutoCompleteArgs]) error {
+	return ignoreSettled(w.s.Apply(ctx, job.Args.OrderID, statemachine.AutoComplete, Actor{Kind: statemachine.System, Name: "auto-complete"}, "delivering too long"))
+}
+
+// ignoreSettled treats "the order moved on" as done: a timeout for a paid
+// order, an auto-complete for a completed one.
+func ignoreSettled(_ Applied, err error) error {
+	if p, ok := problem.As(err); ok && (p.Type == problem.OrderStatusConflict || p.Type == problem.NotFound) {
+		return nil
+	}
+	return err
+}
+
+// AddWorkers registers the order's job workers.
+func (s *Service) AddWorkers(w *river.Workers) {
+	river.AddWorker(w, &timeoutWorker{s: s})
+	river.AddWorker(w, &autoCompleteWorker{s: s})
+}

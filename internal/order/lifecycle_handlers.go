@@ -1,0 +1,173 @@
+package order
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/web"
+)
+
+func orderID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, ErrOrderNotFound
+	}
+	return id, nil
+}
+
+func writeApplied(w http.ResponseWriter, a Applied) {
+	if a.Replayed {
+		// The event had happened already: the answer is the order as it is.
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	web.JSON(w, http.StatusOK, a.Order)
+}
+
+// HandleCancel serves POST /v1/orders/{id}/cancel: an unpaid order is
+// cancelled and its stock released; a paid one not yet accepted moves to
+// REFUNDING. Cancelling again answers with the order as it is.
+func HandleCancel(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userID, _ := auth.UserID(r.Context())
+		id, err := orderID(r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		a, err := s.Apply(r.Context(), id, statemachine.Cancel, Actor{Kind: statemachine.User, UserID: userID}, "cancelled by the user")
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		writeApplied(w, a)
+	})
+}
+
+// staffActor maps a staff member to the state table's actor.
+func staffActor(st auth.Staff) Actor {
+	if st.Role.Admin {
+		return Actor{Kind: statemachine.Admin, Name: st.Subject}
+	}
+	return Actor{Kind: statemachine.Merchant, MerchantID: st.Role.MerchantID, Name: st.Subject}
+}
+
+// HandleStaffAction serves POST /admin/v1/orders/{id}/{accept,reject,
+// dispatch,complete,refund} for event. Merchant staff act on their own
+// merchant's orders (others are 404); admins on any.
+func HandleStaffAction(s *Service, event statemachine.Event) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, _ := auth.StaffFrom(r.Context())
+		id, err := orderID(r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		a, err := s.Apply(r.Context(), id, event, staffActor(st), string(event)+" by "+st.Subject)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		writeApplied(w, a)
+	})
+}
+
+// HandleSearch serves GET /admin/v1/orders?status=&merchant_id=&user_id=
+// &from=&to=&cursor=&limit=: orders newest first. Merchant staff see only
+// their merchant's.
+func HandleSearch(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, _ := auth.StaffFrom(r.Context())
+		q := r.URL.Query()
+		var p dbsqlc.OrderSearchParams
+		var err error
+		if v := q.Get("status"); v != "" {
+			if !validStatus(v) {
+				web.Error(w, r, problem.Field("status", "unknown status %q", v))
+				return
+			}
+			p.Status = &v
+		}
+		if p.MerchantID, err = optionalID(q.Get("merchant_id"), "merchant_id"); err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		if !st.Role.Admin {
+			if p.MerchantID != nil && *p.MerchantID != st.Role.MerchantID {
+				web.Error(w, r, auth.ErrOtherMerchant)
+				return
+			}
+			p.MerchantID = &st.Role.MerchantID
+		}
+		if p.UserID, err = optionalID(q.Get("user_id"), "user_id"); err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		if p.CreatedFrom, err = optionalTime(q.Get("from"), "from"); err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		if p.CreatedTo, err = optionalTime(q.Get("to"), "to"); err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		limit := 50
+		if v := q.Get("limit"); v != "" {
+			if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 200 {
+				web.Error(w, r, problem.Field("limit", "must be between 1 and 200"))
+				return
+			}
+		}
+		if c := q.Get("cursor"); c != "" {
+			id, err := decodeCursor(c)
+			if err != nil {
+				web.Error(w, r, problem.Field("cursor", "not a cursor this API returned"))
+				return
+			}
+			p.BeforeID = &id
+		}
+		page, err := s.Search(r.Context(), p, limit)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, page)
+	})
+}
+
+func validStatus(s string) bool {
+	for _, t := range statemachine.Table() {
+		if string(t.From) == s || string(t.To) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func optionalID(v, field string) (*int64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	id, err := parseID(field, v)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
+func optionalTime(v, field string) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil, problem.Field(field, "must be an RFC 3339 time, e.g. 2026-11-30T08:00:00Z")
+	}
+	return &t, nil
+}

@@ -1,0 +1,3 @@
+package statemachine
+
+//go:generate go run ./gendiagram ../../README.md

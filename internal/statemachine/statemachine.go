@@ -1,0 +1,175 @@
+// Package statemachine is the one place the order lifecycle is defined:
+// a declarative table of transitions (from, event, to, who may trigger it,
+// side effects) and Decide, which says what an event means for an order in
+// a given status. It is a leaf: the order package applies decisions in
+// SQL (compare-and-set on status and version, history row, effects and
+// jobs in one transaction).
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Status is an order status.
+type Status string
+
+// The statuses.
+const (
+	PendingPayment Status = "PENDING_PAYMENT"
+	Paid           Status = "PAID"
+	Accepted       Status = "ACCEPTED"
+	Delivering     Status = "DELIVERING"
+	Completed      Status = "COMPLETED"
+	Cancelled      Status = "CANCELLED"
+	Refunding      Status = "REFUNDING"
+	Refunded       Status = "REFUNDED"
+)
+
+// Event is what happens to an order.
+type Event string
+
+// The events.
+const (
+	Pay          Event = "pay"           // payment confirmed (callback or active query)
+	Cancel       Event = "cancel"        // the user (or an admin for them) cancels
+	Timeout      Event = "timeout"       // unpaid at the pay deadline
+	Accept       Event = "accept"        // the merchant takes the order
+	Reject       Event = "reject"        // the merchant refuses a paid order
+	Refund       Event = "refund"        // the merchant cancels an accepted order (e.g. sold out)
+	Dispatch     Event = "dispatch"      // the merchant hands it to delivery
+	Complete     Event = "complete"      // delivered
+	AutoComplete Event = "auto_complete" // delivering for too long: taken as delivered
+	RefundDone   Event = "refunded"      // the refund succeeded
+)
+
+// Actor kinds: who triggers an event.
+type Actor string
+
+// The actors.
+const (
+	User     Actor = "user"
+	Merchant Actor = "merchant"
+	Admin    Actor = "admin"
+	System   Actor = "system"  // jobs: timeouts, auto-complete
+	Payment  Actor = "payment" // payment callbacks and queries
+)
+
+// Effect is a side effect of a transition, run in its transaction.
+type Effect string
+
+// The effects.
+const (
+	ReleaseStock         Effect = "release_stock"          // return reserved stock, exactly once
+	RequestRefund        Effect = "request_refund"         // start the refund of the payment
+	ScheduleAutoComplete Effect = "schedule_auto_complete" // job that completes a forgotten delivery
+	Notify               Effect = "notify"                 // order event to the merchant webhook
+)
+
+// Transition is one row of the table.
+type Transition struct {
+	From    Status
+	Event   Event
+	To      Status
+	Actors  []Actor
+	Effects []Effect
+	// Why, for the diagram.
+	Why string
+}
+
+// Table returns the lifecycle. Nothing outside it is a transition.
+func Table() []Transition {
+	return []Transition{
+		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{Notify}, "payment callback or active query"},
+		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, Notify}, "user cancels"},
+		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, Notify}, "pay deadline passed"},
+		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
+		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant rejects"},
+		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "user cancels before acceptance"},
+		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ScheduleAutoComplete, Notify}, "merchant dispatches"},
+		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
+		{Delivering, Complete, Completed, []Actor{Merchant, Admin}, []Effect{Notify}, "delivered"},
+		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},
+		{Refunding, RefundDone, Refunded, []Actor{Payment}, []Effect{Notify}, "refund callback or query"},
+	}
+}
+
+// Decision is what an event means for an order in some status.
+type Decision struct {
+	// Transition is the row to apply; nil when nothing changes.
+	Transition *Transition
+	// Replay is true when the event already happened: the order is where
+	// the event would have taken it, and the caller answers with it as is.
+	Replay bool
+}
+
+// ConflictError is an event the table does not allow in the current
+// status (409 order-status-conflict).
+type ConflictError struct {
+	Current Status
+	Event   Event
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("cannot %s an order that is %s", e.Event, e.Current)
+}
+
+// ForbiddenError is an actor the table does not allow for the event.
+type ForbiddenError struct {
+	Actor Actor
+	Event Event
+}
+
+func (e *ForbiddenError) Error() string { return fmt.Sprintf("%s may not %s orders", e.Actor, e.Event) }
+
+// Decide says what event by actor means for an order in status current.
+// Repeating an event that already happened is a replay, not an error.
+func Decide(current Status, event Event, actor Actor) (Decision, error) {
+	allowed := false
+	for _, t := range Table() {
+		if t.Event == event && slices.Contains(t.Actors, actor) {
+			allowed = true
+			if t.From == current {
+				return Decision{Transition: &t}, nil
+			}
+		}
+	}
+	if !allowed {
+		return Decision{}, &ForbiddenError{Actor: actor, Event: event}
+	}
+	for _, t := range Table() {
+		if t.Event == event && t.To == current {
+			return Decision{Replay: true}, nil
+		}
+	}
+	return Decision{}, &ConflictError{Current: current, Event: event}
+}
+
+// Terminal reports whether no transition leaves s.
+func Terminal(s Status) bool {
+	for _, t := range Table() {
+		if t.From == s {
+			return false
+		}
+	}
+	return true
+}
+
+// Mermaid renders the table as a mermaid state diagram (the README's).
+func Mermaid() string {
+	var b strings.Builder
+	b.WriteString("stateDiagram-v2\n")
+	b.WriteString("    [*] --> PENDING_PAYMENT: submit\n")
+	for _, t := range Table() {
+		actors := make([]string, len(t.Actors))
+		for i, a := range t.Actors {
+			actors[i] = string(a)
+		}
+		fmt.Fprintf(&b, "    %s --> %s: %s (%s)\n", t.From, t.To, t.Event, strings.Join(actors, ", "))
+	}
+	for _, s := range []Status{Completed, Cancelled, Refunded} {
+		fmt.Fprintf(&b, "    %s --> [*]\n", s)
+	}
+	return b.String()
+}
