@@ -210,7 +210,7 @@ func (c Config) validate() error {
 		"TAKEOUT_CONFIRM_SECRET: must differ from the session and staff secrets")
 	check(c.ConfirmTokenTTL >= time.Minute, "TAKEOUT_CONFIRM_TOKEN_TTL: want at least 1m")
 	check(c.OrderDedupWindow >= 0, "TAKEOUT_ORDER_DEDUP_WINDOW: must not be negative")
-	check(c.OrderPayWindow >= time.Minute, "TAKEOUT_ORDER_PAY_WINDOW: want at least 1m")
+	check(c.OrderPayWindow >= time.Second, "TAKEOUT_ORDER_PAY_WINDOW: want at least 1s")
 	check(c.WorkerLeaseTTL >= 10*time.Second, "TAKEOUT_WORKER_LEASE_TTL: want at least 10s")
 	check(c.IdemRetention >= time.Hour, "TAKEOUT_IDEMPOTENCY_RETENTION: want at least 1h (72h or more in production)")
 	check(c.IdemInflightTTL > c.WriteTimeout, "TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL: must exceed TAKEOUT_HTTP_WRITE_TIMEOUT, the longest a request runs")

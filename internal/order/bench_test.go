@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -20,17 +21,19 @@ import (
 )
 
 type benchEnv struct {
-	svc    *order.Service
-	signer *order.Signer
-	ids    *orderid.Generator
-	user   int64
-	base   order.Token
-	dishes []int64
+	svc      *order.Service
+	signer   *order.Signer
+	ids      *orderid.Generator
+	pool     *pgxpool.Pool
+	user     int64
+	merchant int64
+	base     order.Token
+	dishes   []int64
 }
 
 // newBenchEnv builds the order service on a fresh database and Redis
-// prefix, with one user and one dish with plenty of stock.
-func newBenchEnv(b *testing.B) benchEnv {
+// prefix, with one user and 64 dishes with plenty of stock.
+func newBenchEnv(b testing.TB) benchEnv {
 	b.Helper()
 	ctx := context.Background()
 	pool := testenv.NewDB(b)
@@ -76,11 +79,11 @@ func newBenchEnv(b *testing.B) benchEnv {
 	}
 	base := order.Token{UserID: user.ID, MerchantID: m.ID,
 		FeeFen: 300, Address: order.Address{Name: "Bench", Phone: "13800000000", Detail: "Lab"}, ExpiresAt: time.Now().Add(time.Hour).Unix()}
-	return benchEnv{svc: svc, signer: signer, ids: ids, user: user.ID, base: base, dishes: dishes}
+	return benchEnv{svc: svc, signer: signer, ids: ids, pool: pool, user: user.ID, merchant: m.ID, base: base, dishes: dishes}
 }
 
 // token signs a one-dish cart as its seq-th intent: a distinct order.
-func (e benchEnv) token(b *testing.B, seq int, dish int64) string {
+func (e benchEnv) token(b testing.TB, seq int, dish int64) string {
 	t := e.base
 	t.Items = []order.TokenItem{{DishID: dish, Qty: 1, UnitPriceFen: 1000, Version: 1, Name: "Dish"}}
 	t.Seq = seq
