@@ -121,7 +121,24 @@ func TestLifecycleProperty(t *testing.T) {
 		if got := e.stock(t, e.dishes[0]); got+live != initial {
 			rt.Fatalf("stock %d + reserved %d != initial %d", got, live, initial)
 		}
+		checkReservations(t, e)
 	})
+}
+
+// checkReservations asserts that orders that ended unfulfilled hold no
+// stock and every other order holds all of its items' stock.
+func checkReservations(t testing.TB, e benchEnv) {
+	t.Helper()
+	var wrong int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM orders o WHERE
+		(SELECT coalesce(sum(qty), 0) FROM stock_reservations r WHERE r.order_id = o.id AND r.released_at IS NULL) <>
+		CASE WHEN o.status IN ('CANCELLED', 'REFUNDING', 'REFUNDED') THEN 0
+		     ELSE (SELECT sum(qty) FROM order_items i WHERE i.order_id = o.id) END`).Scan(&wrong); err != nil {
+		t.Fatal(err)
+	}
+	if wrong != 0 {
+		t.Fatalf("%d orders hold the wrong stock for their status", wrong)
+	}
 }
 
 // checkHistories asserts every order's history is a path of the table.
@@ -205,6 +222,7 @@ func TestAcceptRacesCancel(t *testing.T) {
 	}
 	t.Logf("winners: %v", wins)
 	checkHistories(t, e)
+	checkReservations(t, e)
 }
 
 // The payment timeout racing a payment: exactly one wins; stock is
