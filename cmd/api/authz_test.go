@@ -70,6 +70,12 @@ func TestAdminAuthorizationMatrix(t *testing.T) {
 		{"PUT", "/admin/v1/dishes/" + dishA.ID + "/stock", staleStock, map[string]int{"merchant B staff": 403, "merchant A staff": 409, "admin": 409}},
 		{"PATCH", "/admin/v1/dishes/" + dishB.ID, staleDish, map[string]int{"merchant B staff": 409, "merchant A staff": 403, "admin": 409}},
 		{"GET", "/admin/v1/idempotency-keys/1/nokey", nil, map[string]int{"merchant B staff": 403, "merchant A staff": 403, "admin": 404}},
+		{"GET", "/admin/v1/orders", nil, map[string]int{"merchant B staff": 200, "merchant A staff": 200, "admin": 200}},
+		{"GET", "/admin/v1/orders?merchant_id=" + midA, nil, map[string]int{"merchant B staff": 403, "merchant A staff": 200, "admin": 200}},
+		{"POST", "/admin/v1/orders/999999/accept", nil, map[string]int{"merchant B staff": 404, "merchant A staff": 404, "admin": 404}},
+		{"POST", "/admin/v1/orders/999999/refund", nil, map[string]int{"merchant B staff": 404, "merchant A staff": 404, "admin": 404}},
+		{"GET", "/admin/v1/jobs/dead", nil, map[string]int{"merchant B staff": 403, "merchant A staff": 403, "admin": 200}},
+		{"POST", "/admin/v1/jobs/999999/retry", nil, map[string]int{"merchant B staff": 403, "merchant A staff": 403, "admin": 404}},
 		{"DELETE", "/admin/v1/idempotency-keys/1/nokey", nil, map[string]int{"merchant B staff": 403, "merchant A staff": 403, "admin": 404}},
 	}
 	before := snapshot(t, s)

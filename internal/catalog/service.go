@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +47,9 @@ type Service struct {
 	logger  *slog.Logger
 	cache   *otter.Cache[string, []byte]
 	channel string
+	// origin tags this instance's invalidations, so that it skips its own
+	// echo (it invalidated locally already).
+	origin string
 
 	cacheLookups  *prometheus.CounterVec
 	invalidations *prometheus.CounterVec
@@ -76,6 +81,7 @@ func NewService(opts Options) (*Service, error) {
 		logger:  opts.Logger,
 		cache:   cache,
 		channel: opts.Redis.Key(channelSuffix),
+		origin:  newOrigin(),
 		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_catalog_cache_lookups_total",
 			Help: "Catalog L1 cache lookups by result (hit, miss).",
@@ -168,7 +174,7 @@ func (s *Service) invalidate(ctx context.Context, merchantID int64) {
 	if s.redis.Client == nil {
 		return
 	}
-	if err := s.redis.Client.Publish(context.WithoutCancel(ctx), s.channel, id).Err(); err != nil {
+	if err := s.redis.Client.Publish(context.WithoutCancel(ctx), s.channel, s.origin+" "+id).Err(); err != nil {
 		s.logger.WarnContext(ctx, "publish catalog invalidation failed; other instances catch up on cache expiry", "merchant_id", id, "err", err)
 	}
 }
@@ -197,7 +203,13 @@ func (s *Service) flush() {
 func (s *Service) RunInvalidations(ctx context.Context, ready chan<- struct{}) {
 	s.redis.Subscribe(ctx, s.channel, redisconn.Subscription{
 		OnMessage: func(payload string) {
-			s.invalidateLocal(strings.TrimSpace(payload))
+			origin, id, ok := strings.Cut(payload, " ")
+			if !ok {
+				id = origin // a bare id: from an older or foreign publisher
+			} else if origin == s.origin {
+				return
+			}
+			s.invalidateLocal(strings.TrimSpace(id))
 			s.invalidations.WithLabelValues("remote").Inc()
 		},
 		OnSubscribe: func() {
@@ -351,4 +363,10 @@ func notFoundOr(err error, notFound error) error {
 func versionConflict(current, sent int64) error {
 	return problem.New(problem.VersionConflict, "version %d is stale: the current version is %d; read it again and reapply your change", sent, current).
 		With("current_version", current)
+}
+
+func newOrigin() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
