@@ -333,3 +333,23 @@ func TestWebhookDeadLetterAndRetry(t *testing.T) {
 		t.Errorf("retry of an unknown job: %d", r.status)
 	}
 }
+
+// A delivery nobody marks delivered is completed by its job.
+func TestAutoCompleteJob(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, map[string]string{"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER": "1s", "TAKEOUT_JOB_POLL_INTERVAL": "100ms"}, 5)
+	user := sh.login(t, "forgetful")
+	o := sh.place(t, user, "auto-1", 1)
+	sh.markPaid(t, o.ID)
+	for _, action := range []string{"accept", "dispatch"} {
+		if r := sh.do(t, sh.apis[0], "POST", "/admin/v1/orders/"+o.ID+"/"+action, sh.admin, nil); r.status != 200 {
+			t.Fatalf("%s: %d %s", action, r.status, r.body)
+		}
+	}
+	waitUntil(t, "auto-complete", func() bool {
+		return sh.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'COMPLETED'", o.ID) == 1
+	})
+	if n := sh.count(t, "SELECT count(*) FROM order_status_history WHERE order_id = $1 AND actor = 'system:auto-complete'", o.ID); n != 1 {
+		t.Errorf("%d auto-complete history rows", n)
+	}
+}
