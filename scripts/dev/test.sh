@@ -29,5 +29,11 @@ step "sqlc generated code is up to date"
 go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 diff
 go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 vet
 
+# The published WeChat Pay vectors, read in place when shared/ is beside us.
+if [ -z "${TAKEOUT_WXPAY_VECTORS:-}" ] && [ -d "$root/../shared/wechatpay-vectors" ]; then
+	export TAKEOUT_WXPAY_VECTORS="$root/../shared/wechatpay-vectors"
+fi
+echo "WeChat Pay vectors: ${TAKEOUT_WXPAY_VECTORS:-none (the vector test will skip and say why)}"
+
 step "tests (-race)"
 go run gotest.tools/gotestsum@v1.13.0 --format testname -- -race -count=1 -timeout 20m ./...
