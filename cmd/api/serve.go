@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
@@ -23,11 +25,14 @@ import (
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/config"
 	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/httpapi"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderid"
+	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/redisconn"
 	"github.com/takeout/takeout/internal/webhook"
 )
@@ -109,8 +114,16 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	// them; the client needs the workers first, so it is built through a
 	// forward reference.
 	var jobClient *jobs.Client
+	var payments *payment.Service
+	var requestRefund func(context.Context, pgx.Tx, dbsqlc.Order) error
+	if cfg.PaymentsEnabled() {
+		requestRefund = func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
+			return payments.RequestRefundTx(ctx, tx, o)
+		}
+	}
 	orders, err := order.NewService(order.Options{
-		Pool: pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem,
+		RequestRefund: requestRefund,
+		Pool:          pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem,
 		Jobs: jobInserter{&jobClient}, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter,
 		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: reg,
@@ -118,8 +131,16 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if cfg.PaymentsEnabled() {
+		if payments, err = newPayments(cfg, pool, orders, idem, jobInserter{&jobClient}, logger, reg); err != nil {
+			return err
+		}
+	}
 	workers := river.NewWorkers()
 	orders.AddWorkers(workers)
+	if payments != nil {
+		payments.AddWorkers(workers)
+	}
 	river.AddWorker(workers, &webhook.Worker{
 		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: &http.Client{Timeout: cfg.WebhookTimeout},
 		RetryBase: cfg.WebhookRetryBase, Now: time.Now,
@@ -138,7 +159,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 
 	handler, err := httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, WeChat: wx,
-		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Payments: payments, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 	})
 	if err != nil {
 		return err
@@ -217,4 +238,37 @@ type jobInserter struct{ c **jobs.Client }
 
 func (j jobInserter) InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
 	return (*j.c).InsertTx(ctx, tx, args, opts)
+}
+
+// newPayments builds the WeChat Pay side from the configuration.
+func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, idem *idempotency.Store, jobs order.JobInserter, logger *slog.Logger, reg prometheus.Registerer) (*payment.Service, error) {
+	key, err := wxpay.ParsePrivateKey(cfg.WxPayMerchantKey.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
+	}
+	var keys []wxpay.PublicKey
+	for _, entry := range strings.Split(cfg.WxPayPlatformKeys, ",") {
+		serial, path, ok := strings.Cut(strings.TrimSpace(entry), "=")
+		if !ok {
+			return nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: want SERIAL=path, got %q", entry)
+		}
+		pemBytes, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: %w", err)
+		}
+		k, err := wxpay.ParsePublicKey(pemBytes, serial)
+		if err != nil {
+			return nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS %s: %w", serial, err)
+		}
+		keys = append(keys, k)
+	}
+	platform := wxpay.NewKeyring(keys...)
+	client := payment.NewClient(payment.ClientOptions{
+		Base: cfg.WxPayAPIBase, Merchant: wxpay.Merchant{MchID: cfg.WxPayMchID, Serial: cfg.WxPayMerchantSerial, Key: key},
+		Platform: platform, AppID: cfg.WeChatAppID, NotifyURL: cfg.WxPayNotifyURL, HTTP: &http.Client{Timeout: cfg.WeChatTimeout}, Now: time.Now,
+	})
+	return payment.NewService(payment.Options{
+		Pool: pool, Client: client, Orders: orders, Idempotency: idem, Jobs: jobs, Logger: logger, Now: time.Now,
+		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), Registerer: reg,
+	})
 }

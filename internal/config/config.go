@@ -70,7 +70,21 @@ type Config struct {
 	WebhookMaxAttempts int           `env:"TAKEOUT_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
 	WebhookRetryBase   time.Duration `env:"TAKEOUT_WEBHOOK_RETRY_BASE" envDefault:"10s"`
 	WebhookTimeout     time.Duration `env:"TAKEOUT_WEBHOOK_TIMEOUT" envDefault:"5s"`
+
+	// WeChat Pay: payments are enabled when the merchant key is set.
+	WxPayAPIBase        string `env:"TAKEOUT_WXPAY_API_BASE" envDefault:"http://127.0.0.1:8090"`
+	WxPayMchID          string `env:"TAKEOUT_WXPAY_MCHID" envDefault:"1900000109"`
+	WxPayMerchantSerial string `env:"TAKEOUT_WXPAY_MERCHANT_SERIAL"`
+	WxPayMerchantKey    Secret `env:"TAKEOUT_WXPAY_MERCHANT_KEY"`
+	// WxPayPlatformKeys is "SERIAL=path,SERIAL=path": platform
+	// certificates or public keys (several during a rotation).
+	WxPayPlatformKeys string `env:"TAKEOUT_WXPAY_PLATFORM_KEYS"`
+	WxPayAPIv3Key     Secret `env:"TAKEOUT_WXPAY_APIV3_KEY"`
+	WxPayNotifyURL    string `env:"TAKEOUT_WXPAY_NOTIFY_URL" envDefault:"http://127.0.0.1:8080/v1/payments/wechat/notify"`
 }
+
+// PaymentsEnabled reports whether WeChat Pay is configured.
+func (c Config) PaymentsEnabled() bool { return c.WxPayMerchantKey != "" }
 
 // Secret is a configuration value that must never be printed or logged.
 type Secret string
@@ -227,6 +241,14 @@ func (c Config) validate() error {
 	check(c.WebhookMaxAttempts >= 1, "TAKEOUT_WEBHOOK_MAX_ATTEMPTS: want at least 1")
 	check(c.WebhookRetryBase > 0, "TAKEOUT_WEBHOOK_RETRY_BASE: want a positive duration")
 	check(c.WebhookTimeout > 0, "TAKEOUT_WEBHOOK_TIMEOUT: want a positive duration")
+	if c.PaymentsEnabled() {
+		check(validURL(c.WxPayAPIBase, "http", "https"), "TAKEOUT_WXPAY_API_BASE: want an http(s) URL")
+		check(c.WxPayMchID != "", "TAKEOUT_WXPAY_MCHID: required with payments")
+		check(c.WxPayMerchantSerial != "", "TAKEOUT_WXPAY_MERCHANT_SERIAL: required with payments")
+		check(c.WxPayPlatformKeys != "", "TAKEOUT_WXPAY_PLATFORM_KEYS: required with payments (SERIAL=path,...)")
+		check(len(c.WxPayAPIv3Key) == 32, "TAKEOUT_WXPAY_APIV3_KEY (or _FILE): required with payments, 32 bytes")
+		check(validURL(c.WxPayNotifyURL, "http", "https"), "TAKEOUT_WXPAY_NOTIFY_URL: want an http(s) URL")
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}

@@ -15,13 +15,18 @@ import (
 // reports them.
 func RequiredUniqueIndexes() []string {
 	return []string{
-		"users_openid_key",                  // one user per WeChat openid
-		"dishes_merchant_name_key",          // a retried dish create makes no second dish
-		"orders_user_intent_key",            // one order per (user, intent digest)
-		"orders_user_content_seq_key",       // one intent sequence number per content
-		"stock_reservations_order_dish_key", // one reservation per (order, dish)
-		"idempotency_records_user_key_key",  // one completed response per (user, key)
-		"worker_leases_pkey",                // one holder per Snowflake worker id
+		"users_openid_key",                                // one user per WeChat openid
+		"dishes_merchant_name_key",                        // a retried dish create makes no second dish
+		"orders_user_intent_key",                          // one order per (user, intent digest)
+		"orders_user_content_seq_key",                     // one intent sequence number per content
+		"stock_reservations_order_dish_key",               // one reservation per (order, dish)
+		"idempotency_records_user_key_key",                // one completed response per (user, key)
+		"worker_leases_pkey",                              // one holder per Snowflake worker id
+		"payments_channel_mchid_out_trade_no_key",         // one payment row per (channel, mchid, out_trade_no)
+		"payment_notifications_channel_id_key",            // one processed notification per id
+		"payment_notifications_channel_txn_event_key",     // ... and per (transaction, event type)
+		"refunds_out_refund_no_key",                       // one refund per out_refund_no
+		"payment_anomalies_channel_notification_kind_key", // one anomaly record per notification and kind
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/statemachine"
 )
 
@@ -43,7 +44,10 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 			r.Method(http.MethodGet, "/orders", order.HandleList(d.Orders))
 			r.Method(http.MethodGet, "/orders/{id}", order.HandleGet(d.Orders))
 			r.Method(http.MethodPost, "/orders/{id}/cancel", order.HandleCancel(d.Orders))
+			r.Method(http.MethodPost, "/orders/{id}/pay", payment.HandlePay(d.Payments))
 		})
+		// Callbacks authenticate by their signature, not a token.
+		r.Method(http.MethodPost, "/payments/wechat/notify", payment.HandleNotifyV3(d.Payments))
 	})
 
 	r.Route("/admin/v1", func(r chi.Router) {

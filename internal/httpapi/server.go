@@ -17,6 +17,7 @@ import (
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/redisconn"
 )
 
@@ -32,6 +33,8 @@ type Deps struct {
 	Orders       *order.Service
 	Idempotency  *idempotency.Store
 	Jobs         *jobs.Client
+	// Payments is nil when WeChat Pay is not configured.
+	Payments *payment.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 }

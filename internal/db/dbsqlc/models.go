@@ -83,6 +83,59 @@ type OrderStatusHistory struct {
 	CreatedAt  time.Time
 }
 
+type Payment struct {
+	ID              int64
+	OrderID         int64
+	Channel         string
+	Mchid           string
+	Appid           string
+	OutTradeNo      string
+	AmountFen       int64
+	Currency        string
+	PrepayID        *string
+	PrepayExpiresAt *time.Time
+	Status          string
+	TransactionID   *string
+	PaidAt          *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+type PaymentAnomaly struct {
+	ID             int64
+	Channel        string
+	NotificationID string
+	OutTradeNo     string
+	Kind           string
+	Detail         string
+	Payload        []byte
+	CreatedAt      time.Time
+}
+
+type PaymentNotification struct {
+	ID             int64
+	Channel        string
+	NotificationID string
+	TransactionID  string
+	EventType      string
+	OrderID        *int64
+	Outcome        string
+	ReceivedAt     time.Time
+}
+
+type Refund struct {
+	ID          int64
+	PaymentID   int64
+	OrderID     int64
+	OutRefundNo string
+	AmountFen   int64
+	Reason      string
+	Status      string
+	RefundID    *string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type StockReservation struct {
 	OrderID    int64
 	DishID     int64

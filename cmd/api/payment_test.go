@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/payment/wxpay"
+	"github.com/takeout/takeout/internal/wxsim"
+)
+
+// payShop is a shop whose instances take payments through a wxsim that
+// plays WeChat Pay with keys made for this test.
+type payShop struct {
+	*shop
+	sim      *httptest.Server
+	merchant *rsa.PrivateKey
+	platform *rsa.PrivateKey
+	apiKey   []byte
+}
+
+const testMchID = "1900000109"
+
+func newPayShop(t *testing.T, stocks ...int32) *payShop {
+	t.Helper()
+	merchant, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	platform, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := &payShop{merchant: merchant, platform: platform, apiKey: []byte("0123456789abcdef0123456789abcdef")}
+	der, _ := x509.MarshalPKCS8PrivateKey(merchant)
+	merchantPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	pub, _ := x509.MarshalPKIXPublicKey(&platform.PublicKey)
+	platformFile := filepath.Join(t.TempDir(), "platform.pem")
+	if err := os.WriteFile(platformFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The API's address is known only once it listens: callbacks go
+	// through a forwarder that learns it.
+	var target atomic.Pointer[url.URL]
+	forward := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httputil.NewSingleHostReverseProxy(target.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(forward.Close)
+	ps.sim = httptest.NewServer(wxsim.New(testAppID, testAppSecret).WithPayments(wxsim.PayOptions{
+		MchID: testMchID, MerchantKey: &merchant.PublicKey, PlatformKey: platform, PlatformSerial: "PUB_KEY_ID_SIM",
+		APIv3Key: ps.apiKey, Client: &http.Client{Timeout: 10 * time.Second}, Now: time.Now,
+	}))
+	t.Cleanup(ps.sim.Close)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	t.Cleanup(hook.Close)
+	ps.shop = newShop(t, 1, map[string]string{
+		"TAKEOUT_WECHAT_API_BASE":       ps.sim.URL,
+		"TAKEOUT_WXPAY_API_BASE":        ps.sim.URL,
+		"TAKEOUT_WXPAY_MCHID":           testMchID,
+		"TAKEOUT_WXPAY_MERCHANT_SERIAL": "MERCHANT-SERIAL-1",
+		"TAKEOUT_WXPAY_MERCHANT_KEY":    string(merchantPEM),
+		"TAKEOUT_WXPAY_PLATFORM_KEYS":   "PUB_KEY_ID_SIM=" + platformFile,
+		"TAKEOUT_WXPAY_APIV3_KEY":       string(ps.apiKey),
+		"TAKEOUT_WXPAY_NOTIFY_URL":      forward.URL + "/v1/payments/wechat/notify",
+		"TAKEOUT_WEBHOOK_URL":           hook.URL,
+		"TAKEOUT_WEBHOOK_SECRET":        "webhook-secret-0123456789",
+		"TAKEOUT_JOB_POLL_INTERVAL":     "50ms",
+	}, stocks...)
+	u, _ := url.Parse(ps.apis[0].url)
+	target.Store(u)
+	return ps
+}
+
+func (ps *payShop) pay(t *testing.T, user, orderID string) payment.RequestPayment {
+	t.Helper()
+	r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+orderID+"/pay", user, nil)
+	if r.status != 200 {
+		t.Fatalf("pay: %d %s", r.status, r.body)
+	}
+	var rp payment.RequestPayment
+	r.json(t, &rp)
+	return rp
+}
+
+// simPay tells wxsim the user paid, with delivery knobs.
+func (ps *payShop) simPay(t *testing.T, req wxsim.PayRequest) wxsim.PayResult {
+	t.Helper()
+	b, _ := json.Marshal(req)
+	resp, err := http.Post(ps.sim.URL+"/sim/pay", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("sim pay: %d", resp.StatusCode)
+	}
+	var res wxsim.PayResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// End to end: confirm, submit, pay, a callback delivered 5 times at once
+// and 3 more times later: one PAID transition, one payment row, one
+// order.paid event.
+func TestPaymentCallbackExactlyOnce(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, 10)
+	user := ps.login(t, "payer")
+	o := ps.place(t, user, "pay-1", 2)
+
+	rp := ps.pay(t, user, o.ID)
+	msg := rp.AppID + "\n" + rp.TimeStamp + "\n" + rp.NonceStr + "\n" + rp.Package + "\n"
+	if err := wxpay.VerifySHA256WithRSA(&ps.merchant.PublicKey, []byte(msg), rp.PaySign); err != nil || rp.SignType != "RSA" || rp.AppID != testAppID {
+		t.Fatalf("requestPayment %+v: %v", rp, err)
+	}
+	if again := ps.pay(t, user, o.ID); again.Package != rp.Package {
+		t.Errorf("pay again: prepay %s, want the live %s", again.Package, rp.Package)
+	}
+	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+o.ID+"/pay", ps.login(t, "stranger"), nil); r.status != 404 {
+		t.Errorf("another user's pay: %d", r.status)
+	}
+
+	first := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Copies: 5, Concurrent: true, Retries: 20, RetryMS: 20})
+	later := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Copies: 3, Retries: 20, RetryMS: 20})
+	for _, a := range append(first.Answers, later.Answers...) {
+		if a != 204 {
+			t.Errorf("a delivery was finally answered %d (all %v %v)", a, first.Answers, later.Answers)
+		}
+	}
+	checks := map[string]struct {
+		query string
+		want  int
+	}{
+		"paid order":          {"SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", 1},
+		"PAID transitions":    {"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'", 1},
+		"payment rows":        {"SELECT count(*) FROM payments WHERE order_id = $1", 1},
+		"successful payments": {"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'", 1},
+		"notifications":       {"SELECT count(*) FROM payment_notifications WHERE order_id = $1", 1},
+		"order.paid events":   {"SELECT count(*) FROM river_job WHERE kind = 'webhook.deliver' AND args->'event'->>'type' = 'order.paid' AND args->'event'->>'order_id' = $1::text", 1},
+		"refunds":             {"SELECT count(*) FROM refunds WHERE order_id = $1", 0},
+	}
+	for name, c := range checks {
+		if n := ps.count(t, c.query, o.ID); n != c.want {
+			t.Errorf("%s: %d, want %d", name, n, c.want)
+		}
+	}
+	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+o.ID+"/pay", user, nil); r.status != 409 {
+		t.Errorf("pay a paid order: %d", r.status)
+	}
+	m := string(ps.do(t, ps.apis[0], "GET", "/metrics", "", nil).body)
+	if !strings.Contains(m, `takeout_payment_callbacks_total{outcome="applied",source="v3"} 1`) ||
+		!strings.Contains(m, `takeout_payment_callbacks_total{outcome="duplicate",source="v3"}`) {
+		t.Errorf("callback metrics:\n%s", grepLines(m, "takeout_payment_callbacks_total"))
+	}
+}
+
+func grepLines(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A payment that arrives after the order was cancelled is refunded
+// automatically; a second payment of a paid order too.
+func TestLateAndDoublePaymentsAreRefunded(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, 10)
+	user := ps.login(t, "late-payer")
+
+	late := ps.place(t, user, "late", 1)
+	ps.pay(t, user, late.ID)
+	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+late.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel: %d", r.status)
+	}
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, late.ID), 1), Retries: 10, RetryMS: 20})
+	waitUntil(t, "the late payment's refund", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", late.ID) == 1
+	})
+	if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'CANCELLED'", late.ID); n != 1 {
+		t.Error("the late payment changed the cancelled order")
+	}
+	if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'REFUNDED'", late.ID); n != 1 {
+		t.Error("the late payment is not marked refunded")
+	}
+
+	double := ps.place(t, user, "double", 2)
+	ps.pay(t, user, double.ID)
+	// The first prepay lapses unpaid; the user pays again with a new one,
+	// and then both go through.
+	ps.count(t, "UPDATE payments SET prepay_expires_at = now() - interval '1 second' WHERE order_id = $1 RETURNING 1", double.ID)
+	ps.pay(t, user, double.ID)
+	for attempt := 1; attempt <= 2; attempt++ {
+		ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, double.ID), attempt), Retries: 10, RetryMS: 20})
+	}
+	waitUntil(t, "the second payment's refund", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", double.ID) == 1
+	})
+	if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", double.ID); n != 1 {
+		t.Error("the doubly paid order is not PAID")
+	}
+	if n := ps.count(t, "SELECT count(*) FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE r.order_id = $1 AND p.out_trade_no = $2", double.ID, payment.OutTradeNo(mustID(t, double.ID), 2)); n != 1 {
+		t.Error("the refund is not of the second payment")
+	}
+
+	// A merchant rejecting a paid order refunds it and ends REFUNDED.
+	rejected := ps.place(t, user, "rejected", 3)
+	ps.pay(t, user, rejected.ID)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, rejected.ID), 1), Retries: 10, RetryMS: 20})
+	if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+rejected.ID+"/reject", ps.admin, nil); r.status != 200 {
+		t.Fatalf("reject: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "REFUNDED", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", rejected.ID) == 1
+	})
+}
+
+// notification builds a callback the way the platform does, with knobs to
+// break it.
+func (ps *payShop) notification(t *testing.T, plain any, key []byte, signer *rsa.PrivateKey, serial string, at time.Time) (http.Header, []byte) {
+	t.Helper()
+	raw, _ := json.Marshal(plain)
+	ct, err := wxpay.EncryptAEAD(key, "0123456789ab", "transaction", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(wxpay.Notification{ID: "EV-" + strconv.FormatInt(at.UnixNano(), 10), CreateTime: at.Format(time.RFC3339), EventType: "TRANSACTION.SUCCESS",
+		ResourceType: "encrypt-resource", Resource: wxpay.Resource{OriginalType: "transaction", Algorithm: "AEAD_AES_256_GCM", Ciphertext: ct, AssociatedData: "transaction", Nonce: "0123456789ab"}})
+	ts := strconv.FormatInt(at.Unix(), 10)
+	sig, _ := wxpay.SignSHA256WithRSA(signer, []byte(ts+"\nn1\n"+string(body)+"\n"))
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Wechatpay-Timestamp", ts)
+	h.Set("Wechatpay-Nonce", "n1")
+	h.Set("Wechatpay-Serial", serial)
+	h.Set("Wechatpay-Signature", sig)
+	return h, body
+}
+
+// Bad callbacks are refused with the platform's failure answer and change
+// nothing.
+func TestBadCallbacksAreRefused(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, 10)
+	user := ps.login(t, "victim")
+	o := ps.place(t, user, "bad-cb", 1)
+	ps.pay(t, user, o.ID)
+	outTradeNo := payment.OutTradeNo(mustID(t, o.ID), 1)
+	txn := func(total int64, mchid, appid, no string) map[string]any {
+		return map[string]any{"appid": appid, "mchid": mchid, "out_trade_no": no, "transaction_id": "4200000000000000001",
+			"trade_state": "SUCCESS", "success_time": time.Now().Format(time.RFC3339), "amount": map[string]any{"total": total, "currency": "CNY"}}
+	}
+	good := txn(o.TotalFen, testMchID, testAppID, outTradeNo)
+	mallory, _ := rsa.GenerateKey(rand.Reader, 2048)
+	now := time.Now()
+	cases := []struct {
+		name   string
+		build  func() (http.Header, []byte)
+		status int
+	}{
+		{"bad signature", func() (http.Header, []byte) { return ps.notification(t, good, ps.apiKey, mallory, "PUB_KEY_ID_SIM", now) }, 401},
+		{"unknown serial", func() (http.Header, []byte) { return ps.notification(t, good, ps.apiKey, ps.platform, "OTHER", now) }, 401},
+		{"stale timestamp", func() (http.Header, []byte) {
+			return ps.notification(t, good, ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now.Add(-6*time.Minute))
+		}, 401},
+		{"signature probe", func() (http.Header, []byte) {
+			h, b := ps.notification(t, good, ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now)
+			h.Set("Wechatpay-Signature", "WECHATPAY/SIGNTEST/"+h.Get("Wechatpay-Signature"))
+			return h, b
+		}, 401},
+		{"wrong APIv3 key", func() (http.Header, []byte) {
+			return ps.notification(t, good, []byte("ffffffffffffffffffffffffffffffff"), ps.platform, "PUB_KEY_ID_SIM", now)
+		}, 400},
+		{"tampered ciphertext", func() (http.Header, []byte) {
+			_, b := ps.notification(t, good, ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now)
+			var n wxpay.Notification
+			_ = json.Unmarshal(b, &n)
+			c := []byte(n.Resource.Ciphertext)
+			c[5] ^= 1
+			n.Resource.Ciphertext = string(c)
+			raw, _ := json.Marshal(n)
+			ts := strconv.FormatInt(now.Unix(), 10)
+			sig, _ := wxpay.SignSHA256WithRSA(ps.platform, []byte(ts+"\nn1\n"+string(raw)+"\n"))
+			h := http.Header{}
+			h.Set("Wechatpay-Timestamp", ts)
+			h.Set("Wechatpay-Nonce", "n1")
+			h.Set("Wechatpay-Serial", "PUB_KEY_ID_SIM")
+			h.Set("Wechatpay-Signature", sig)
+			return h, raw
+		}, 400},
+		{"amount mismatch", func() (http.Header, []byte) {
+			return ps.notification(t, txn(1, testMchID, testAppID, outTradeNo), ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now)
+		}, 400},
+		{"mchid mismatch", func() (http.Header, []byte) {
+			return ps.notification(t, txn(o.TotalFen, "1999999999", testAppID, outTradeNo), ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now)
+		}, 400},
+		{"appid mismatch", func() (http.Header, []byte) {
+			return ps.notification(t, txn(o.TotalFen, testMchID, "wxother", outTradeNo), ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now)
+		}, 400},
+		{"unknown order", func() (http.Header, []byte) {
+			return ps.notification(t, txn(o.TotalFen, testMchID, testAppID, "T999-1"), ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now)
+		}, 404},
+		{"malformed JSON", func() (http.Header, []byte) {
+			body := []byte(`{"id":`)
+			ts := strconv.FormatInt(now.Unix(), 10)
+			sig, _ := wxpay.SignSHA256WithRSA(ps.platform, []byte(ts+"\nn1\n"+string(body)+"\n"))
+			h := http.Header{}
+			h.Set("Wechatpay-Timestamp", ts)
+			h.Set("Wechatpay-Nonce", "n1")
+			h.Set("Wechatpay-Serial", "PUB_KEY_ID_SIM")
+			h.Set("Wechatpay-Signature", sig)
+			return h, body
+		}, 400},
+	}
+	for _, c := range cases {
+		h, body := c.build()
+		req, _ := http.NewRequest("POST", ps.apis[0].url+"/v1/payments/wechat/notify", bytes.NewReader(body))
+		req.Header = h
+		r := ps.send(t, req)
+		var fail struct{ Code, Message string }
+		_ = json.Unmarshal(r.body, &fail)
+		if r.status != c.status || fail.Code != "FAIL" || fail.Message == "" {
+			t.Errorf("%s: %d %s, want %d FAIL", c.name, r.status, r.body, c.status)
+		}
+	}
+	for name, q := range map[string]string{
+		"order still pending": "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PENDING_PAYMENT'",
+		"no notification":     "SELECT 1 - count(*) FROM payment_notifications WHERE order_id = $1",
+		"payment not paid":    "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CREATED'",
+	} {
+		if n := ps.count(t, q, o.ID); n != 1 {
+			t.Errorf("%s: %d", name, n)
+		}
+	}
+	if n := ps.count(t, "SELECT count(DISTINCT kind) FROM payment_anomalies WHERE out_trade_no = $1", outTradeNo); n != 3 {
+		t.Errorf("%d anomaly kinds recorded, want 3 (amount, mchid, appid)", n)
+	}
+	m := string(ps.do(t, ps.apis[0], "GET", "/metrics", "", nil).body)
+	if !strings.Contains(m, `takeout_payment_anomalies_total{kind="amount"} 1`) {
+		t.Error("anomaly metric missing")
+	}
+}
+
+func mustID(t *testing.T, s string) int64 {
+	t.Helper()
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(fmt.Errorf("id %q: %w", s, err))
+	}
+	return id
+}

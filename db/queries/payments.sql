@@ -1,0 +1,54 @@
+-- name: PaymentInsert :one
+INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, currency)
+VALUES (@order_id, @channel, @mchid, @appid, @out_trade_no, @amount_fen, @currency)
+ON CONFLICT (channel, mchid, out_trade_no) DO UPDATE SET updated_at = payments.updated_at
+RETURNING *;
+
+-- name: PaymentSetPrepay :one
+UPDATE payments SET prepay_id = @prepay_id, prepay_expires_at = @prepay_expires_at, updated_at = now()
+WHERE id = @id
+RETURNING *;
+
+-- name: PaymentGetByOutTradeNo :one
+SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade_no = @out_trade_no;
+
+-- name: PaymentGetByOutTradeNoForUpdate :one
+SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade_no = @out_trade_no FOR UPDATE;
+
+-- name: PaymentsByOrder :many
+SELECT * FROM payments WHERE order_id = @order_id ORDER BY id;
+
+-- name: PaymentMarkPaid :one
+UPDATE payments SET status = 'SUCCESS', transaction_id = @transaction_id, paid_at = @paid_at, updated_at = now()
+WHERE id = @id AND status IN ('CREATED', 'CLOSED')
+RETURNING *;
+
+-- name: PaymentMarkRefunded :exec
+UPDATE payments SET status = 'REFUNDED', updated_at = now() WHERE id = @id;
+
+-- name: NotificationInsert :one
+-- ON CONFLICT DO NOTHING on both unique keys: a duplicate notification is
+-- recognised by its id or by (transaction, event), and changes nothing.
+INSERT INTO payment_notifications (channel, notification_id, transaction_id, event_type, order_id, outcome)
+VALUES (@channel, @notification_id, @transaction_id, @event_type, @order_id, @outcome)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: AnomalyInsert :exec
+INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload)
+VALUES (@channel, @notification_id, @out_trade_no, @kind, @detail, @payload)
+ON CONFLICT DO NOTHING;
+
+-- name: RefundInsert :one
+INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason)
+VALUES (@payment_id, @order_id, @out_refund_no, @amount_fen, @reason)
+ON CONFLICT (out_refund_no) DO NOTHING
+RETURNING *;
+
+-- name: RefundGetByOutRefundNo :one
+SELECT * FROM refunds WHERE out_refund_no = @out_refund_no;
+
+-- name: RefundSetStatus :one
+UPDATE refunds SET status = @status, refund_id = coalesce(sqlc.narg('refund_id'), refund_id), updated_at = now()
+WHERE out_refund_no = @out_refund_no AND status <> 'SUCCESS'
+RETURNING *;

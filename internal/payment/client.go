@@ -1,0 +1,217 @@
+// Package payment takes orders' payments through WeChat Pay (API v3 on
+// the standard library, see package wxpay): JSAPI prepay and the
+// wx.requestPayment parameters, signed callbacks handled exactly once
+// (duplicates and concurrent deliveries change nothing), refunds with
+// deterministic out_refund_no, and automatic refunds of payments that
+// arrive for orders that cannot take them.
+package payment
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/takeout/takeout/internal/payment/wxpay"
+)
+
+// Client calls the WeChat Pay v3 merchant API.
+type Client struct {
+	base   string
+	mch    wxpay.Merchant
+	keys   wxpay.Keyring
+	http   *http.Client
+	now    func() time.Time
+	appID  string
+	notify string
+}
+
+// ClientOptions configure NewClient.
+type ClientOptions struct {
+	Base      string
+	Merchant  wxpay.Merchant
+	Platform  wxpay.Keyring
+	AppID     string
+	NotifyURL string
+	HTTP      *http.Client
+	Now       func() time.Time
+}
+
+// NewClient returns a v3 client.
+func NewClient(o ClientOptions) *Client {
+	return &Client{base: o.Base, mch: o.Merchant, keys: o.Platform, http: o.HTTP, now: o.Now, appID: o.AppID, notify: o.NotifyURL}
+}
+
+// APIError is a non-2xx answer of the platform.
+type APIError struct {
+	Status  int
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("wechat pay: HTTP %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+func nonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// do sends a signed request and verifies the response's signature before
+// trusting any of it.
+func (c *Client) do(ctx context.Context, method, pathAndQuery string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	auth, err := c.mch.Authorization(method, pathAndQuery, c.now().Unix(), nonce(), body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+pathAndQuery, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("wechat pay %s %s: %w", method, pathAndQuery, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("wechat pay: read answer: %w", err)
+	}
+	h := wxpay.SignedHeaders{
+		Timestamp: resp.Header.Get("Wechatpay-Timestamp"), Nonce: resp.Header.Get("Wechatpay-Nonce"),
+		Serial: resp.Header.Get("Wechatpay-Serial"), Signature: resp.Header.Get("Wechatpay-Signature"),
+	}
+	if err := c.keys.VerifyMessage(h, raw, c.now()); err != nil {
+		return fmt.Errorf("wechat pay answer not authentic: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		e := &APIError{Status: resp.StatusCode}
+		_ = json.Unmarshal(raw, e)
+		return e
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("wechat pay: decode answer: %w", err)
+		}
+	}
+	return nil
+}
+
+// Amount is a payment amount in fen.
+type Amount struct {
+	Total    int64  `json:"total"`
+	Currency string `json:"currency"`
+}
+
+// PrepayRequest is a JSAPI prepay.
+type PrepayRequest struct {
+	Description string
+	OutTradeNo  string
+	TimeExpire  time.Time
+	AmountFen   int64
+	OpenID      string
+}
+
+// Prepay asks for a JSAPI prepay id.
+func (c *Client) Prepay(ctx context.Context, p PrepayRequest) (string, error) {
+	in := map[string]any{
+		"appid": c.appID, "mchid": c.mch.MchID, "description": p.Description, "out_trade_no": p.OutTradeNo,
+		"time_expire": p.TimeExpire.Format(time.RFC3339), "notify_url": c.notify,
+		"amount": Amount{Total: p.AmountFen, Currency: "CNY"}, "payer": map[string]string{"openid": p.OpenID},
+	}
+	var out struct {
+		PrepayID string `json:"prepay_id"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v3/pay/transactions/jsapi", in, &out); err != nil {
+		return "", err
+	}
+	if out.PrepayID == "" {
+		return "", fmt.Errorf("wechat pay: prepay answered no prepay_id")
+	}
+	return out.PrepayID, nil
+}
+
+// Transaction is a payment as the platform reports it (query answers and
+// decrypted TRANSACTION.* notifications).
+type Transaction struct {
+	AppID         string `json:"appid"`
+	MchID         string `json:"mchid"`
+	OutTradeNo    string `json:"out_trade_no"`
+	TransactionID string `json:"transaction_id"`
+	TradeState    string `json:"trade_state"`
+	SuccessTime   string `json:"success_time"`
+	Amount        struct {
+		Total      int64  `json:"total"`
+		PayerTotal int64  `json:"payer_total"`
+		Currency   string `json:"currency"`
+	} `json:"amount"`
+	Payer struct {
+		OpenID string `json:"openid"`
+	} `json:"payer"`
+}
+
+// Query reads a payment by out_trade_no.
+func (c *Client) Query(ctx context.Context, outTradeNo string) (Transaction, error) {
+	var t Transaction
+	err := c.do(ctx, http.MethodGet, "/v3/pay/transactions/out-trade-no/"+url.PathEscape(outTradeNo)+"?mchid="+url.QueryEscape(c.mch.MchID), nil, &t)
+	return t, err
+}
+
+// Close closes an unpaid payment so that it can no longer be paid.
+func (c *Client) Close(ctx context.Context, outTradeNo string) error {
+	return c.do(ctx, http.MethodPost, "/v3/pay/transactions/out-trade-no/"+url.PathEscape(outTradeNo)+"/close", map[string]string{"mchid": c.mch.MchID}, nil)
+}
+
+// RefundResult is a refund as the platform reports it.
+type RefundResult struct {
+	RefundID      string `json:"refund_id"`
+	OutRefundNo   string `json:"out_refund_no"`
+	OutTradeNo    string `json:"out_trade_no"`
+	TransactionID string `json:"transaction_id"`
+	Status        string `json:"status"`
+	RefundStatus  string `json:"refund_status"` // in notifications
+	Amount        struct {
+		Refund int64  `json:"refund"`
+		Total  int64  `json:"total"`
+		Curr   string `json:"currency"`
+	} `json:"amount"`
+}
+
+// Refund asks for a domestic refund; out_refund_no makes it idempotent at
+// the platform too.
+func (c *Client) Refund(ctx context.Context, outTradeNo, outRefundNo, reason string, refundFen, totalFen int64) (RefundResult, error) {
+	in := map[string]any{
+		"out_trade_no": outTradeNo, "out_refund_no": outRefundNo, "reason": reason, "notify_url": c.notify,
+		"amount": map[string]any{"refund": refundFen, "total": totalFen, "currency": "CNY"},
+	}
+	var out RefundResult
+	err := c.do(ctx, http.MethodPost, "/v3/refund/domestic/refunds", in, &out)
+	return out, err
+}
+
+// QueryRefund reads a refund by out_refund_no.
+func (c *Client) QueryRefund(ctx context.Context, outRefundNo string) (RefundResult, error) {
+	var out RefundResult
+	err := c.do(ctx, http.MethodGet, "/v3/refund/domestic/refunds/"+url.PathEscape(outRefundNo), nil, &out)
+	return out, err
+}

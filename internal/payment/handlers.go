@@ -1,0 +1,134 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/payment/wxpay"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/web"
+)
+
+// ErrDisabled answers payment routes when WeChat Pay is not configured.
+var ErrDisabled = problem.New(problem.Unavailable, "payments are not configured on this server")
+
+// HandlePay serves POST /v1/orders/{id}/pay.
+func HandlePay(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s == nil {
+			web.Error(w, r, ErrDisabled)
+			return
+		}
+		userID, _ := auth.UserID(r.Context())
+		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+		if err != nil || id <= 0 {
+			web.Error(w, r, problem.New(problem.NotFound, "no such order"))
+			return
+		}
+		rp, err := s.Pay(r.Context(), userID, id)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, rp)
+	})
+}
+
+// notifyFail answers a v3 notification with the platform's failure shape;
+// the platform retries.
+func notifyFail(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": "FAIL", "message": msg})
+}
+
+// HandleNotifyV3 serves POST /v1/payments/wechat/notify: signature first
+// (timestamp window, serial, RSA-SHA256), then decryption and the
+// idempotent core. Success (204) is answered only after the effect
+// committed; a delivery racing another of the same notification gets 503
+// so the platform retries it.
+func HandleNotifyV3(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s == nil {
+			notifyFail(w, http.StatusServiceUnavailable, "payments are not configured")
+			return
+		}
+		logger := web.Logger(r.Context())
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			notifyFail(w, http.StatusRequestEntityTooLarge, "body too large")
+			return
+		}
+		h := wxpay.SignedHeaders{
+			Timestamp: r.Header.Get("Wechatpay-Timestamp"), Nonce: r.Header.Get("Wechatpay-Nonce"),
+			Serial: r.Header.Get("Wechatpay-Serial"), Signature: r.Header.Get("Wechatpay-Signature"),
+		}
+		if err := s.o.Platform.VerifyMessage(h, body, s.o.Now()); err != nil {
+			s.callbacks.WithLabelValues("v3", "rejected").Inc()
+			logger.WarnContext(r.Context(), "payment notification refused", "err", err)
+			notifyFail(w, http.StatusUnauthorized, "signature verification failed")
+			return
+		}
+		n, err := wxpay.ParseNotification(body)
+		if err != nil {
+			s.callbacks.WithLabelValues("v3", "rejected").Inc()
+			notifyFail(w, http.StatusBadRequest, "malformed notification")
+			return
+		}
+		plain, err := wxpay.DecryptAEAD(s.o.APIv3Key, n.Resource.Nonce, n.Resource.AssociatedData, n.Resource.Ciphertext)
+		if err != nil {
+			s.callbacks.WithLabelValues("v3", "rejected").Inc()
+			logger.WarnContext(r.Context(), "payment notification does not decrypt", "id", n.ID, "err", err)
+			notifyFail(w, http.StatusBadRequest, "resource does not decrypt")
+			return
+		}
+		// The platform waits 5 s; answer before it gives up.
+		ctx, cancel := context.WithTimeout(r.Context(), 4*time.Second)
+		defer cancel()
+		src := Source{Kind: "v3", NotificationID: n.ID, EventType: n.EventType}
+		switch {
+		case n.EventType == "TRANSACTION.SUCCESS":
+			var t Transaction
+			if err := json.Unmarshal(plain, &t); err != nil {
+				notifyFail(w, http.StatusBadRequest, "malformed transaction")
+				return
+			}
+			err = s.HandleTransaction(ctx, src, t)
+		case len(n.EventType) > 7 && n.EventType[:7] == "REFUND.":
+			var rr RefundResult
+			if err := json.Unmarshal(plain, &rr); err != nil {
+				notifyFail(w, http.StatusBadRequest, "malformed refund")
+				return
+			}
+			_, err = s.HandleRefund(ctx, src, rr)
+		default:
+			logger.InfoContext(r.Context(), "payment notification ignored", "event_type", n.EventType)
+		}
+		if err != nil {
+			answerError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func answerError(w http.ResponseWriter, r *http.Request, err error) {
+	p, ok := problem.As(err)
+	switch {
+	case errors.Is(err, ErrInFlight):
+		notifyFail(w, http.StatusServiceUnavailable, "processing; retry")
+	case ok && p.Type.Status < 500:
+		notifyFail(w, p.Type.Status, p.Detail)
+	default:
+		web.Logger(r.Context()).ErrorContext(r.Context(), "payment notification failed", "err", err)
+		notifyFail(w, http.StatusInternalServerError, "temporary failure; retry")
+	}
+}

@@ -1,0 +1,442 @@
+package payment
+
+import (
+	"context"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/payment/wxpay"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/statemachine"
+)
+
+// Channel names WeChat Pay in the payment tables.
+const Channel = "wechatpay"
+
+// Options configure a Service.
+type Options struct {
+	Pool        *pgxpool.Pool
+	Client      *Client
+	Orders      *order.Service
+	Idempotency *idempotency.Store
+	Jobs        order.JobInserter
+	Logger      *slog.Logger
+	Now         func() time.Time
+
+	MchID       string
+	AppID       string
+	MerchantKey *rsa.PrivateKey // signs paySign
+	Platform    wxpay.Keyring   // verifies callbacks
+	APIv3Key    []byte
+	V2Key       string
+	Registerer  prometheus.Registerer
+}
+
+// Service takes payments and refunds.
+type Service struct {
+	o Options
+	q *dbsqlc.Queries
+
+	callbacks *prometheus.CounterVec
+	anomalies *prometheus.CounterVec
+}
+
+// NewService returns a payment service.
+func NewService(o Options) (*Service, error) {
+	s := &Service{o: o, q: dbsqlc.New(),
+		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_payment_callbacks_total",
+			Help: "Payment callbacks by source (v3, v2, query) and outcome (applied, duplicate, in_flight, refunded_late, refunded_double, anomaly, rejected).",
+		}, []string{"source", "outcome"}),
+		anomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_payment_anomalies_total",
+			Help: "Payment callbacks that did not match their payment, by kind.",
+		}, []string{"kind"}),
+	}
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.callbacks, s.anomalies} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register payment metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// RequestPayment is what wx.requestPayment takes.
+type RequestPayment struct {
+	AppID     string `json:"appId"`
+	TimeStamp string `json:"timeStamp"`
+	NonceStr  string `json:"nonceStr"`
+	Package   string `json:"package"`
+	SignType  string `json:"signType"`
+	PaySign   string `json:"paySign"`
+}
+
+// prepayValidity is how long a prepay id lives at the platform (2h); we
+// stop reusing one a little earlier.
+const prepayValidity = 2*time.Hour - 5*time.Minute
+
+// Pay returns the wx.requestPayment parameters of the user's pending
+// order, creating its prepay or reusing the live one.
+func (s *Service) Pay(ctx context.Context, userID, orderID int64) (RequestPayment, error) {
+	o, err := s.o.Orders.Get(ctx, userID, orderID)
+	if err != nil {
+		return RequestPayment{}, err
+	}
+	if o.Status != string(statemachine.PendingPayment) {
+		return RequestPayment{}, problem.New(problem.OrderStatusConflict, "only an order waiting for payment can be paid; it is %s", o.Status).With("current_status", o.Status)
+	}
+	user, err := s.q.UserGetByID(ctx, s.o.Pool, userID)
+	if err != nil {
+		return RequestPayment{}, fmt.Errorf("read user: %w", err)
+	}
+	prepayID, err := db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (string, error) {
+		// One live prepay per order: the payment row is locked while we ask.
+		pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
+		if err != nil {
+			return "", err
+		}
+		now := s.o.Now()
+		var p dbsqlc.Payment
+		if n := len(pays); n > 0 && pays[n-1].Status == "CREATED" && (pays[n-1].PrepayExpiresAt == nil || pays[n-1].PrepayExpiresAt.After(now)) {
+			p = pays[n-1]
+		} else {
+			p, err = s.q.PaymentInsert(ctx, tx, dbsqlc.PaymentInsertParams{
+				OrderID: orderID, Channel: Channel, Mchid: s.o.MchID, Appid: s.o.AppID,
+				OutTradeNo: OutTradeNo(orderID, len(pays)+1), AmountFen: o.TotalFen, Currency: "CNY",
+			})
+			if err != nil {
+				return "", err
+			}
+		}
+		if _, err := s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: p.OutTradeNo}); err != nil {
+			return "", err
+		}
+		if p.PrepayID != nil && p.PrepayExpiresAt != nil && p.PrepayExpiresAt.After(now) {
+			return *p.PrepayID, nil
+		}
+		id, err := s.o.Client.Prepay(ctx, PrepayRequest{Description: "takeout order " + o.ID, OutTradeNo: p.OutTradeNo,
+			TimeExpire: o.PayDeadline, AmountFen: o.TotalFen, OpenID: user.Openid})
+		if err != nil {
+			return "", problem.Wrap(problem.UpstreamUnavailable, err, "WeChat Pay did not take the payment; try again")
+		}
+		exp := now.Add(prepayValidity)
+		if _, err := s.q.PaymentSetPrepay(ctx, tx, dbsqlc.PaymentSetPrepayParams{ID: p.ID, PrepayID: &id, PrepayExpiresAt: &exp}); err != nil {
+			return "", err
+		}
+		return id, nil
+	})
+	if err != nil {
+		return RequestPayment{}, err
+	}
+	rp := RequestPayment{AppID: s.o.AppID, TimeStamp: strconv.FormatInt(s.o.Now().Unix(), 10), NonceStr: nonce(), Package: "prepay_id=" + prepayID, SignType: "RSA"}
+	if rp.PaySign, err = wxpay.PaySign(s.o.MerchantKey, rp.AppID, rp.TimeStamp, rp.NonceStr, rp.Package); err != nil {
+		return RequestPayment{}, err
+	}
+	return rp, nil
+}
+
+// OutTradeNo is the n-th payment attempt's number of an order.
+func OutTradeNo(orderID int64, attempt int) string {
+	return "T" + strconv.FormatInt(orderID, 10) + "-" + strconv.Itoa(attempt)
+}
+
+// OutRefundNo is the refund number of a payment: deterministic, so a
+// retried refund is the same refund.
+func OutRefundNo(outTradeNo string) string { return "R" + outTradeNo[1:] }
+
+// Source says where a payment result came from.
+type Source struct {
+	Kind           string // v3, v2, query
+	NotificationID string
+	EventType      string
+}
+
+// Errors of callback handling; their Type decides the answer.
+var (
+	ErrInFlight = problem.New(problem.Unavailable, "this notification is being processed; retry")
+	ErrAnomaly  = problem.New(problem.InvalidRequest, "the payment does not match the order (recorded as an anomaly)")
+)
+
+// HandleTransaction applies a payment result exactly once: duplicates
+// (by notification id or by transaction and event) and concurrent
+// deliveries change nothing. A result that does not match its payment is
+// stored as an anomaly and changes no order; a payment for an order that
+// can no longer take it is refunded automatically.
+func (s *Service) HandleTransaction(ctx context.Context, src Source, t Transaction) error {
+	if t.TransactionID == "" || t.OutTradeNo == "" {
+		return problem.New(problem.InvalidRequest, "transaction without transaction_id or out_trade_no")
+	}
+	// A storm of deliveries of one transaction: one runs, the others are
+	// told to retry (the platform will), so no one waits on a lock.
+	key := "wx:" + t.TransactionID + ":" + src.EventType
+	fp := sm3.Sum([]byte(key))
+	out, err := s.o.Idempotency.Begin(ctx, 0, key, fp[:])
+	if err != nil {
+		if p, ok := problem.As(err); ok && p.Type == problem.RequestInProgress {
+			s.callbacks.WithLabelValues(src.Kind, "in_flight").Inc()
+			return ErrInFlight
+		}
+		return err
+	}
+	if out.Replay != nil {
+		s.callbacks.WithLabelValues(src.Kind, "duplicate").Inc()
+		return nil
+	}
+	outcome, err := s.applyTransaction(ctx, src, t)
+	if err != nil {
+		out.Claim.Release(ctx)
+		return err
+	}
+	if outcome == "anomaly" {
+		// Recorded, and refused: every redelivery is refused the same way.
+		out.Claim.Release(ctx)
+		s.callbacks.WithLabelValues(src.Kind, outcome).Inc()
+		return ErrAnomaly
+	}
+	out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: fp[:], Response: idempotency.Response{Status: 200, Body: []byte(outcome)}})
+	s.callbacks.WithLabelValues(src.Kind, outcome).Inc()
+	return nil
+}
+
+func (s *Service) applyTransaction(ctx context.Context, src Source, t Transaction) (string, error) {
+	var outcome string
+	err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
+		p, err := s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo})
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			return problem.New(problem.NotFound, "unknown out_trade_no %q", t.OutTradeNo)
+		}
+		if err != nil {
+			return err
+		}
+		if kind, detail := mismatch(t, p); kind != "" {
+			outcome = "anomaly"
+			payload, _ := json.Marshal(t)
+			if err := s.q.AnomalyInsert(ctx, tx, dbsqlc.AnomalyInsertParams{Channel: Channel, NotificationID: src.NotificationID + "/" + t.TransactionID,
+				OutTradeNo: t.OutTradeNo, Kind: kind, Detail: detail, Payload: payload}); err != nil {
+				return err
+			}
+			s.anomalies.WithLabelValues(kind).Inc()
+			return nil
+		}
+		nid := src.NotificationID
+		if nid == "" {
+			nid = src.Kind + ":" + t.TransactionID
+		}
+		if _, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: nid,
+			TransactionID: t.TransactionID, EventType: "TRANSACTION.SUCCESS", OrderID: &p.OrderID, Outcome: t.TradeState}); err != nil {
+			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+				outcome = "duplicate"
+				return nil
+			}
+			return err
+		}
+		if t.TradeState != "SUCCESS" {
+			outcome = "ignored"
+			return nil
+		}
+		paidAt := s.o.Now()
+		if ts, err := time.Parse(time.RFC3339, t.SuccessTime); err == nil {
+			paidAt = ts
+		}
+		if _, err := s.q.PaymentMarkPaid(ctx, tx, dbsqlc.PaymentMarkPaidParams{ID: p.ID, TransactionID: &t.TransactionID, PaidAt: &paidAt}); err != nil {
+			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+				outcome = "duplicate" // already SUCCESS (e.g. the query got there first)
+				return nil
+			}
+			return err
+		}
+		a, err := s.o.Orders.ApplyTx(ctx, tx, p.OrderID, statemachine.Pay, order.Actor{Kind: statemachine.Payment, Name: src.Kind}, "paid "+t.TransactionID)
+		switch pe, _ := problem.As(err); {
+		case err == nil && !a.Replayed:
+			outcome = "applied"
+			return nil
+		case err == nil && a.Replayed, pe != nil && pe.Type == problem.OrderStatusConflict:
+			// Paid by another payment already, or too late (cancelled,
+			// refunding, ...): give this money back.
+			outcome = "refunded_late"
+			if err == nil {
+				outcome = "refunded_double"
+			}
+			return s.refundTx(ctx, tx, p, "payment for an order that could not take it")
+		default:
+			return err
+		}
+	})
+	return outcome, err
+}
+
+// mismatch compares a reported transaction with the payment we asked for.
+func mismatch(t Transaction, p dbsqlc.Payment) (kind, detail string) {
+	switch {
+	case t.MchID != p.Mchid:
+		return "mchid", fmt.Sprintf("mchid %q, want %q", t.MchID, p.Mchid)
+	case t.AppID != p.Appid:
+		return "appid", fmt.Sprintf("appid %q, want %q", t.AppID, p.Appid)
+	case t.TradeState == "SUCCESS" && t.Amount.Total != p.AmountFen:
+		return "amount", fmt.Sprintf("amount %d, want %d", t.Amount.Total, p.AmountFen)
+	case t.TradeState == "SUCCESS" && t.Amount.Currency != "" && t.Amount.Currency != p.Currency:
+		return "currency", fmt.Sprintf("currency %q, want %q", t.Amount.Currency, p.Currency)
+	}
+	return "", ""
+}
+
+// RefundArgs is the job that asks the platform for a refund.
+type RefundArgs struct {
+	OutRefundNo string `json:"out_refund_no"`
+}
+
+// Kind names the job.
+func (RefundArgs) Kind() string { return "payment.refund" }
+
+// refundTx records the refund of payment p and inserts the job that asks
+// the platform for it, in tx; the same payment is refunded once.
+func (s *Service) refundTx(ctx context.Context, tx pgx.Tx, p dbsqlc.Payment, reason string) error {
+	no := OutRefundNo(p.OutTradeNo)
+	r, err := s.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: p.ID, OrderID: p.OrderID, OutRefundNo: no, AmountFen: p.AmountFen, Reason: reason})
+	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		return nil // already refunding
+	}
+	if err != nil {
+		return fmt.Errorf("insert refund: %w", err)
+	}
+	if _, err := s.o.Jobs.InsertTx(ctx, tx, RefundArgs{OutRefundNo: r.OutRefundNo}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}); err != nil {
+		return fmt.Errorf("insert refund job: %w", err)
+	}
+	return nil
+}
+
+// RequestRefundTx refunds an order's successful payment; the order
+// lifecycle calls it when an order moves to REFUNDING.
+func (s *Service) RequestRefundTx(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
+	pays, err := s.q.PaymentsByOrder(ctx, tx, o.ID)
+	if err != nil {
+		return err
+	}
+	for _, p := range pays {
+		if p.Status == "SUCCESS" {
+			return s.refundTx(ctx, tx, p, "order "+o.Status)
+		}
+	}
+	return nil
+}
+
+// refundWorker asks the platform for a refund; retried until it answers.
+type refundWorker struct {
+	river.WorkerDefaults[RefundArgs]
+	s *Service
+}
+
+// Work sends the refund (idempotent at the platform by out_refund_no).
+func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) error {
+	s := w.s
+	r, err := s.q.RefundGetByOutRefundNo(ctx, s.o.Pool, job.Args.OutRefundNo)
+	if err != nil {
+		return fmt.Errorf("read refund: %w", err)
+	}
+	if r.Status == "SUCCESS" {
+		return nil
+	}
+	p, err := s.paymentByID(ctx, r.PaymentID, r.OrderID)
+	if err != nil {
+		return err
+	}
+	res, err := s.o.Client.Refund(ctx, p.OutTradeNo, r.OutRefundNo, r.Reason, r.AmountFen, p.AmountFen)
+	if err != nil {
+		return err
+	}
+	status := "PROCESSING"
+	if res.Status == "SUCCESS" {
+		status = "SUCCESS"
+	}
+	_, err = s.q.RefundSetStatus(ctx, s.o.Pool, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: status, RefundID: &res.RefundID})
+	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (s *Service) paymentByID(ctx context.Context, paymentID, orderID int64) (dbsqlc.Payment, error) {
+	pays, err := s.q.PaymentsByOrder(ctx, s.o.Pool, orderID)
+	if err != nil {
+		return dbsqlc.Payment{}, err
+	}
+	for _, p := range pays {
+		if p.ID == paymentID {
+			return p, nil
+		}
+	}
+	return dbsqlc.Payment{}, fmt.Errorf("payment %d not found", paymentID)
+}
+
+// HandleRefund applies a refund result exactly once: the refund is marked,
+// the payment refunded, and a REFUNDING order moves to REFUNDED.
+func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) (string, error) {
+	if r.OutRefundNo == "" {
+		return "", problem.New(problem.InvalidRequest, "refund without out_refund_no")
+	}
+	outcome := "applied"
+	err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
+		ref, err := s.q.RefundGetByOutRefundNo(ctx, tx, r.OutRefundNo)
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			return problem.New(problem.NotFound, "unknown out_refund_no %q", r.OutRefundNo)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: src.NotificationID,
+			TransactionID: r.OutRefundNo, EventType: src.EventType, OrderID: &ref.OrderID, Outcome: r.RefundStatus}); err != nil {
+			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+				outcome = "duplicate"
+				return nil
+			}
+			return err
+		}
+		if r.RefundStatus != "SUCCESS" {
+			_, err := s.q.RefundSetStatus(ctx, tx, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: "FAILED", RefundID: &r.RefundID})
+			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+				err = nil
+			}
+			outcome = "refund_failed"
+			return err
+		}
+		if _, err := s.q.RefundSetStatus(ctx, tx, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: "SUCCESS", RefundID: &r.RefundID}); err != nil {
+			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+				outcome = "duplicate"
+				return nil
+			}
+			return err
+		}
+		if err := s.q.PaymentMarkRefunded(ctx, tx, ref.PaymentID); err != nil {
+			return err
+		}
+		_, err = s.o.Orders.ApplyTx(ctx, tx, ref.OrderID, statemachine.RefundDone, order.Actor{Kind: statemachine.Payment, Name: src.Kind}, "refunded "+r.OutRefundNo)
+		if pe, ok := problem.As(err); ok && pe.Type == problem.OrderStatusConflict {
+			return nil // a late payment of a cancelled order: the order stays cancelled
+		}
+		return err
+	})
+	s.callbacks.WithLabelValues(src.Kind+"-refund", outcome).Inc()
+	return outcome, err
+}
+
+// AddWorkers registers the payment jobs' workers.
+func (s *Service) AddWorkers(w *river.Workers) {
+	river.AddWorker(w, &refundWorker{s: s})
+}

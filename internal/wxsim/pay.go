@@ -1,0 +1,345 @@
+package wxsim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/takeout/takeout/internal/payment/wxpay"
+)
+
+// PayOptions give the simulator the payment side: the merchant it serves
+// (whose requests it verifies) and the platform keys it signs and
+// encrypts with.
+type PayOptions struct {
+	MchID          string
+	MerchantKey    *rsa.PublicKey
+	PlatformKey    *rsa.PrivateKey
+	PlatformSerial string
+	APIv3Key       []byte
+	Client         *http.Client
+	Now            func() time.Time
+}
+
+type simTxn struct {
+	AppID, MchID, OutTradeNo, NotifyURL, OpenID, Description string
+	Total                                                    int64
+	State, TransactionID, SuccessTime                        string
+}
+
+type simRefund struct {
+	OutRefundNo, OutTradeNo, RefundID, Status, NotifyURL string
+	Refund, Total                                        int64
+}
+
+type payments struct {
+	o       PayOptions
+	mu      sync.Mutex
+	txns    map[string]*simTxn
+	refunds map[string]*simRefund
+	seq     int
+	// RefundFails makes refunds end in REFUND.ABNORMAL.
+	refundFails bool
+}
+
+// WithPayments adds the WeChat Pay v3 merchant API and the control API.
+func (s *Server) WithPayments(o PayOptions) *Server {
+	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}}
+	s.mux.HandleFunc("POST /v3/pay/transactions/jsapi", p.merchant(p.prepay))
+	s.mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{no}", p.merchant(p.query))
+	s.mux.HandleFunc("POST /v3/pay/transactions/out-trade-no/{no}/close", p.merchant(p.close))
+	s.mux.HandleFunc("POST /v3/refund/domestic/refunds", p.merchant(p.refund))
+	s.mux.HandleFunc("GET /v3/refund/domestic/refunds/{no}", p.merchant(p.queryRefund))
+	s.mux.HandleFunc("POST /sim/pay", p.simPay)
+	s.mux.HandleFunc("POST /sim/config", p.simConfig)
+	return s
+}
+
+type merchantHandler func(r *http.Request, body []byte) (int, any)
+
+// merchant verifies the merchant's Authorization and signs the answer, as
+// the platform does.
+func (p *payments) merchant(h merchantHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		a, err := wxpay.ParseAuthorization(r.Header.Get("Authorization"))
+		status, out := http.StatusUnauthorized, any(map[string]string{"code": "SIGN_ERROR", "message": "bad authorization"})
+		if err == nil && a.MchID == p.o.MchID {
+			msg := wxpay.RequestMessage(r.Method, r.URL.RequestURI(), a.Timestamp, a.Nonce, body)
+			if wxpay.VerifySHA256WithRSA(p.o.MerchantKey, msg, a.Signature) == nil {
+				status, out = h(r, body)
+			}
+		}
+		var raw []byte
+		if out != nil {
+			raw, _ = json.Marshal(out)
+		}
+		p.sign(w.Header(), raw)
+		if raw != nil {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(raw)
+	}
+}
+
+func (p *payments) sign(h http.Header, body []byte) {
+	ts := strconv.FormatInt(p.o.Now().Unix(), 10)
+	n := randHex(8)
+	sig, _ := wxpay.SignSHA256WithRSA(p.o.PlatformKey, []byte(ts+"\n"+n+"\n"+string(body)+"\n"))
+	h.Set("Wechatpay-Timestamp", ts)
+	h.Set("Wechatpay-Nonce", n)
+	h.Set("Wechatpay-Serial", p.o.PlatformSerial)
+	h.Set("Wechatpay-Signature", sig)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (p *payments) prepay(r *http.Request, body []byte) (int, any) {
+	var in struct {
+		AppID, MchID, Description string
+		OutTradeNo                string `json:"out_trade_no"`
+		NotifyURL                 string `json:"notify_url"`
+		Amount                    struct{ Total int64 }
+		Payer                     struct{ OpenID string }
+	}
+	if json.Unmarshal(body, &in) != nil || in.OutTradeNo == "" || in.Amount.Total <= 0 {
+		return 400, map[string]string{"code": "PARAM_ERROR", "message": "bad prepay"}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.txns[in.OutTradeNo]; ok && t.State != "NOTPAY" {
+		return 400, map[string]string{"code": "ORDERPAID", "message": "already " + t.State}
+	}
+	p.txns[in.OutTradeNo] = &simTxn{AppID: in.AppID, MchID: in.MchID, OutTradeNo: in.OutTradeNo, NotifyURL: in.NotifyURL,
+		OpenID: in.Payer.OpenID, Description: in.Description, Total: in.Amount.Total, State: "NOTPAY"}
+	return 200, map[string]string{"prepay_id": "wx" + strings.ReplaceAll(in.OutTradeNo, "-", "")}
+}
+
+func (p *payments) txnJSON(t *simTxn) map[string]any {
+	m := map[string]any{"appid": t.AppID, "mchid": t.MchID, "out_trade_no": t.OutTradeNo, "trade_state": t.State,
+		"trade_type": "JSAPI", "payer": map[string]string{"openid": t.OpenID},
+		"amount": map[string]any{"total": t.Total, "payer_total": t.Total, "currency": "CNY", "payer_currency": "CNY"}}
+	if t.TransactionID != "" {
+		m["transaction_id"], m["success_time"] = t.TransactionID, t.SuccessTime
+	}
+	return m
+}
+
+func (p *payments) query(r *http.Request, _ []byte) (int, any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.txns[r.PathValue("no")]
+	if !ok {
+		return 404, map[string]string{"code": "ORDER_NOT_EXIST", "message": "no such order"}
+	}
+	return 200, p.txnJSON(t)
+}
+
+func (p *payments) close(r *http.Request, _ []byte) (int, any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.txns[r.PathValue("no")]
+	if !ok {
+		return 404, map[string]string{"code": "ORDER_NOT_EXIST", "message": "no such order"}
+	}
+	if t.State == "SUCCESS" {
+		return 400, map[string]string{"code": "ORDERPAID", "message": "paid"}
+	}
+	t.State = "CLOSED"
+	return 204, nil
+}
+
+func (p *payments) refund(r *http.Request, body []byte) (int, any) {
+	var in struct {
+		OutTradeNo  string `json:"out_trade_no"`
+		OutRefundNo string `json:"out_refund_no"`
+		NotifyURL   string `json:"notify_url"`
+		Amount      struct{ Refund, Total int64 }
+	}
+	if json.Unmarshal(body, &in) != nil || in.OutRefundNo == "" {
+		return 400, map[string]string{"code": "PARAM_ERROR", "message": "bad refund"}
+	}
+	p.mu.Lock()
+	t, ok := p.txns[in.OutTradeNo]
+	if !ok || t.State != "SUCCESS" && t.State != "REFUND" {
+		p.mu.Unlock()
+		return 400, map[string]string{"code": "RESOURCE_NOT_EXISTS", "message": "not paid"}
+	}
+	rf, dup := p.refunds[in.OutRefundNo]
+	if !dup {
+		p.seq++
+		rf = &simRefund{OutRefundNo: in.OutRefundNo, OutTradeNo: in.OutTradeNo, RefundID: fmt.Sprintf("5030%016d", p.seq),
+			Status: "PROCESSING", NotifyURL: in.NotifyURL, Refund: in.Amount.Refund, Total: in.Amount.Total}
+		p.refunds[in.OutRefundNo] = rf
+		t.State = "REFUND"
+	}
+	out := map[string]any{"refund_id": rf.RefundID, "out_refund_no": rf.OutRefundNo, "out_trade_no": rf.OutTradeNo,
+		"transaction_id": t.TransactionID, "status": rf.Status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total, "currency": "CNY"}}
+	fails := p.refundFails
+	p.mu.Unlock()
+	if !dup {
+		go p.finishRefund(rf, fails)
+	}
+	return 200, out
+}
+
+func (p *payments) finishRefund(rf *simRefund, fails bool) {
+	time.Sleep(20 * time.Millisecond)
+	status, event := "SUCCESS", "REFUND.SUCCESS"
+	if fails {
+		status, event = "ABNORMAL", "REFUND.ABNORMAL"
+	}
+	p.mu.Lock()
+	rf.Status = status
+	plain, _ := json.Marshal(map[string]any{"mchid": p.o.MchID, "out_trade_no": rf.OutTradeNo, "refund_id": rf.RefundID,
+		"out_refund_no": rf.OutRefundNo, "refund_status": status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total}})
+	url := rf.NotifyURL
+	p.mu.Unlock()
+	p.deliver(context.Background(), url, event, "refund", plain, deliveryPlan{copies: 1, retries: 5, retryBase: 50 * time.Millisecond})
+}
+
+func (p *payments) queryRefund(r *http.Request, _ []byte) (int, any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rf, ok := p.refunds[r.PathValue("no")]
+	if !ok {
+		return 404, map[string]string{"code": "RESOURCE_NOT_EXISTS", "message": "no such refund"}
+	}
+	return 200, map[string]any{"refund_id": rf.RefundID, "out_refund_no": rf.OutRefundNo, "out_trade_no": rf.OutTradeNo, "status": rf.Status}
+}
+
+// PayRequest is the control API's "the user paid" with delivery knobs.
+type PayRequest struct {
+	OutTradeNo string `json:"out_trade_no"`
+	// Copies of the notification to send (default 1), Concurrent sends
+	// them at once, DelayMS waits before the first, Drop sends none.
+	Copies     int   `json:"copies"`
+	Concurrent bool  `json:"concurrent"`
+	DelayMS    int   `json:"delay_ms"`
+	Drop       bool  `json:"drop"`
+	Retries    int   `json:"retries"`       // re-deliveries after a non-success answer (platform: up to 15 over 24h)
+	RetryMS    int   `json:"retry_base_ms"` // first retry delay (doubles)
+	AmountFen  int64 `json:"amount_fen"`    // report another amount (mismatch tests)
+}
+
+// PayResult lists the answers the merchant gave to each delivery.
+type PayResult struct {
+	TransactionID string `json:"transaction_id"`
+	Answers       []int  `json:"answers"`
+}
+
+func (p *payments) simPay(w http.ResponseWriter, r *http.Request) {
+	var in PayRequest
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	p.mu.Lock()
+	t, ok := p.txns[in.OutTradeNo]
+	if !ok || t.State == "CLOSED" {
+		p.mu.Unlock()
+		http.Error(w, "no such open payment", 404)
+		return
+	}
+	if t.State == "NOTPAY" {
+		p.seq++
+		t.State, t.TransactionID = "SUCCESS", fmt.Sprintf("4200%016d", p.seq)
+		t.SuccessTime = p.o.Now().Format(time.RFC3339)
+	}
+	m := p.txnJSON(t)
+	if in.AmountFen > 0 {
+		m["amount"] = map[string]any{"total": in.AmountFen, "payer_total": in.AmountFen, "currency": "CNY"}
+	}
+	plain, _ := json.Marshal(m)
+	url, txn := t.NotifyURL, t.TransactionID
+	p.mu.Unlock()
+	res := PayResult{TransactionID: txn}
+	if !in.Drop {
+		if in.Copies <= 0 {
+			in.Copies = 1
+		}
+		time.Sleep(time.Duration(in.DelayMS) * time.Millisecond)
+		res.Answers = p.deliver(r.Context(), url, "TRANSACTION.SUCCESS", "transaction", plain,
+			deliveryPlan{copies: in.Copies, concurrent: in.Concurrent, retries: in.Retries, retryBase: time.Duration(in.RetryMS) * time.Millisecond})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+func (p *payments) simConfig(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		RefundFails bool `json:"refund_fails"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	p.mu.Lock()
+	p.refundFails = in.RefundFails
+	p.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type deliveryPlan struct {
+	copies     int
+	concurrent bool
+	retries    int
+	retryBase  time.Duration
+}
+
+// deliver sends one notification (same id in every copy) and returns each
+// copy's final answer; a non-success answer is retried like the platform
+// does, with a growing delay.
+func (p *payments) deliver(ctx context.Context, url, event, assoc string, plain []byte, plan deliveryPlan) []int {
+	nonce := randHex(6)
+	ct, _ := wxpay.EncryptAEAD(p.o.APIv3Key, nonce, assoc, plain)
+	body, _ := json.Marshal(wxpay.Notification{ID: "EV-" + randHex(8), CreateTime: p.o.Now().Format(time.RFC3339), EventType: event,
+		ResourceType: "encrypt-resource", Summary: event, Resource: wxpay.Resource{OriginalType: assoc, Algorithm: "AEAD_AES_256_GCM",
+			Ciphertext: ct, AssociatedData: assoc, Nonce: nonce}})
+	answers := make([]int, plan.copies)
+	send := func(i int) {
+		delay := plan.retryBase
+		for attempt := 0; ; attempt++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			p.sign(req.Header, body)
+			status := 0
+			if resp, err := p.o.Client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				status = resp.StatusCode
+			}
+			answers[i] = status
+			if status == 200 || status == 204 || attempt >= plan.retries {
+				return
+			}
+			time.Sleep(delay)
+			delay *= 2
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range plan.copies {
+		if plan.concurrent {
+			wg.Go(func() { send(i) })
+		} else {
+			send(i)
+		}
+	}
+	wg.Wait()
+	return answers
+}
