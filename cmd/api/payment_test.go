@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -37,7 +39,7 @@ type payShop struct {
 
 const testMchID = "1900000109"
 
-func newPayShop(t *testing.T, stocks ...int32) *payShop {
+func newPayShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop {
 	t.Helper()
 	merchant, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -59,7 +61,9 @@ func newPayShop(t *testing.T, stocks ...int32) *payShop {
 	// through a forwarder that learns it.
 	var target atomic.Pointer[url.URL]
 	forward := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httputil.NewSingleHostReverseProxy(target.Load()).ServeHTTP(w, r)
+		rp := httputil.NewSingleHostReverseProxy(target.Load())
+		rp.ErrorLog = log.New(io.Discard, "", 0) // the API may be gone while wxsim still calls back
+		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(forward.Close)
 	ps.sim = httptest.NewServer(wxsim.New(testAppID, testAppSecret).WithPayments(wxsim.PayOptions{
@@ -69,7 +73,7 @@ func newPayShop(t *testing.T, stocks ...int32) *payShop {
 	t.Cleanup(ps.sim.Close)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
 	t.Cleanup(hook.Close)
-	ps.shop = newShop(t, 1, map[string]string{
+	env := map[string]string{
 		"TAKEOUT_WECHAT_API_BASE":       ps.sim.URL,
 		"TAKEOUT_WXPAY_API_BASE":        ps.sim.URL,
 		"TAKEOUT_WXPAY_MCHID":           testMchID,
@@ -81,7 +85,11 @@ func newPayShop(t *testing.T, stocks ...int32) *payShop {
 		"TAKEOUT_WEBHOOK_URL":           hook.URL,
 		"TAKEOUT_WEBHOOK_SECRET":        "webhook-secret-0123456789",
 		"TAKEOUT_JOB_POLL_INTERVAL":     "50ms",
-	}, stocks...)
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	ps.shop = newShop(t, 1, env, stocks...)
 	u, _ := url.Parse(ps.apis[0].url)
 	target.Store(u)
 	return ps
@@ -122,7 +130,7 @@ func (ps *payShop) simPay(t *testing.T, req wxsim.PayRequest) wxsim.PayResult {
 // order.paid event.
 func TestPaymentCallbackExactlyOnce(t *testing.T) {
 	t.Parallel()
-	ps := newPayShop(t, 10)
+	ps := newPayShop(t, nil, 10)
 	user := ps.login(t, "payer")
 	o := ps.place(t, user, "pay-1", 2)
 
@@ -186,7 +194,7 @@ func grepLines(s, prefix string) string {
 // automatically; a second payment of a paid order too.
 func TestLateAndDoublePaymentsAreRefunded(t *testing.T) {
 	t.Parallel()
-	ps := newPayShop(t, 10)
+	ps := newPayShop(t, nil, 10)
 	user := ps.login(t, "late-payer")
 
 	late := ps.place(t, user, "late", 1)
@@ -262,7 +270,7 @@ func (ps *payShop) notification(t *testing.T, plain any, key []byte, signer *rsa
 // nothing.
 func TestBadCallbacksAreRefused(t *testing.T) {
 	t.Parallel()
-	ps := newPayShop(t, 10)
+	ps := newPayShop(t, nil, 10)
 	user := ps.login(t, "victim")
 	o := ps.place(t, user, "bad-cb", 1)
 	ps.pay(t, user, o.ID)
@@ -279,7 +287,9 @@ func TestBadCallbacksAreRefused(t *testing.T) {
 		build  func() (http.Header, []byte)
 		status int
 	}{
-		{"bad signature", func() (http.Header, []byte) { return ps.notification(t, good, ps.apiKey, mallory, "PUB_KEY_ID_SIM", now) }, 401},
+		{"bad signature", func() (http.Header, []byte) {
+			return ps.notification(t, good, ps.apiKey, mallory, "PUB_KEY_ID_SIM", now)
+		}, 401},
 		{"unknown serial", func() (http.Header, []byte) { return ps.notification(t, good, ps.apiKey, ps.platform, "OTHER", now) }, 401},
 		{"stale timestamp", func() (http.Header, []byte) {
 			return ps.notification(t, good, ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now.Add(-6*time.Minute))
@@ -369,4 +379,67 @@ func mustID(t *testing.T, s string) int64 {
 		t.Fatal(fmt.Errorf("id %q: %w", s, err))
 	}
 	return id
+}
+
+// Callbacks dropped entirely: the reconciliation job finds the payment and
+// the order becomes PAID once; callbacks that arrive after that change
+// nothing.
+func TestDroppedCallbacksAreReconciled(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "200ms", "TAKEOUT_WXPAY_QUERY_AFTER": "0s"}, 10)
+	user := ps.login(t, "unlucky")
+	o := ps.place(t, user, "dropped", 1)
+	ps.pay(t, user, o.ID)
+	no := payment.OutTradeNo(mustID(t, o.ID), 1)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: no, Drop: true})
+	waitUntil(t, "reconciliation", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", o.ID) == 1
+	})
+	res := ps.simPay(t, wxsim.PayRequest{OutTradeNo: no, Copies: 2, Concurrent: true, Retries: 10, RetryMS: 20})
+	for _, a := range res.Answers {
+		if a != 204 {
+			t.Errorf("late callback answered %d", a)
+		}
+	}
+	if n := ps.count(t, "SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'", o.ID); n != 1 {
+		t.Errorf("%d PAID transitions", n)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM payment_notifications WHERE order_id = $1", o.ID); n != 1 {
+		t.Errorf("%d processed notifications", n)
+	}
+}
+
+// At the pay deadline an unpaid payment is closed at the provider, then
+// the order is cancelled; a payment that went through unannounced makes
+// the order PAID instead.
+func TestDeadlineClosesOrFindsPayment(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_ORDER_PAY_WINDOW": "1s", "TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h"}, 10)
+	user := ps.login(t, "deadline")
+	unpaid := ps.place(t, user, "unpaid", 1)
+	ps.pay(t, user, unpaid.ID)
+	paid := ps.place(t, user, "silent", 2)
+	ps.pay(t, user, paid.ID)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, paid.ID), 1), Drop: true})
+	waitUntil(t, "both deadlines", func() bool {
+		return ps.count(t, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND state = 'completed'") == 2
+	})
+	if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'CANCELLED'", unpaid.ID); n != 1 {
+		t.Error("the unpaid order was not cancelled")
+	}
+	if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CLOSED'", unpaid.ID); n != 1 {
+		t.Error("the unpaid payment was not closed")
+	}
+	if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", paid.ID); n != 1 {
+		t.Error("the silently paid order was cancelled instead of paid")
+	}
+	b, _ := json.Marshal(wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, unpaid.ID), 1)})
+	resp, err := http.Post(ps.sim.URL+"/sim/pay", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("paying a closed payment at the provider: %d", resp.StatusCode)
+	}
 }

@@ -116,14 +116,16 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	var jobClient *jobs.Client
 	var payments *payment.Service
 	var requestRefund func(context.Context, pgx.Tx, dbsqlc.Order) error
+	var beforeTimeout func(context.Context, int64) error
 	if cfg.PaymentsEnabled() {
 		requestRefund = func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
 			return payments.RequestRefundTx(ctx, tx, o)
 		}
+		beforeTimeout = func(ctx context.Context, id int64) error { return payments.BeforeTimeout(ctx, id) }
 	}
 	orders, err := order.NewService(order.Options{
-		RequestRefund: requestRefund,
-		Pool:          pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem,
+		RequestRefund: requestRefund, BeforeTimeout: beforeTimeout,
+		Pool: pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem,
 		Jobs: jobInserter{&jobClient}, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter,
 		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: reg,
@@ -138,8 +140,12 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	workers := river.NewWorkers()
 	orders.AddWorkers(workers)
+	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil)}
 	if payments != nil {
-		payments.AddWorkers(workers)
+		payments.AddWorkers(workers, cfg.WxPayQueryAfter)
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.WxPayReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return payment.ReconcileArgs{}, nil }, nil))
 	}
 	river.AddWorker(workers, &webhook.Worker{
 		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: &http.Client{Timeout: cfg.WebhookTimeout},
@@ -149,8 +155,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	jobClient, jobMetrics, err := jobs.New(jobs.Options{
 		Pool: pool, Logger: logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
 		PollInterval: cfg.JobPollInterval, Registerer: reg,
-		Periodic: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil)},
+		Periodic: periodic,
 	})
 	if err != nil {
 		return err

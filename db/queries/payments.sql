@@ -52,3 +52,15 @@ SELECT * FROM refunds WHERE out_refund_no = @out_refund_no;
 UPDATE refunds SET status = @status, refund_id = coalesce(sqlc.narg('refund_id'), refund_id), updated_at = now()
 WHERE out_refund_no = @out_refund_no AND status <> 'SUCCESS'
 RETURNING *;
+
+-- name: PaymentsToReconcile :many
+-- Prepaid payments of orders still waiting for payment, old enough that
+-- their callback is late.
+SELECT p.* FROM payments p JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'CREATED' AND p.prepay_id IS NOT NULL AND o.status = 'PENDING_PAYMENT'
+  AND p.created_at <= @older_than
+ORDER BY p.id
+LIMIT @max_rows;
+
+-- name: PaymentMarkClosed :exec
+UPDATE payments SET status = 'CLOSED', updated_at = now() WHERE id = @id AND status = 'CREATED';

@@ -81,6 +81,10 @@ type Config struct {
 	WxPayPlatformKeys string `env:"TAKEOUT_WXPAY_PLATFORM_KEYS"`
 	WxPayAPIv3Key     Secret `env:"TAKEOUT_WXPAY_APIV3_KEY"`
 	WxPayNotifyURL    string `env:"TAKEOUT_WXPAY_NOTIFY_URL" envDefault:"http://127.0.0.1:8080/v1/payments/wechat/notify"`
+	// Reconciliation: every interval, payments prepaid at least QueryAfter
+	// ago whose order still waits are queried at the provider.
+	WxPayReconcileInterval time.Duration `env:"TAKEOUT_WXPAY_RECONCILE_INTERVAL" envDefault:"1m"`
+	WxPayQueryAfter        time.Duration `env:"TAKEOUT_WXPAY_QUERY_AFTER" envDefault:"2m"`
 }
 
 // PaymentsEnabled reports whether WeChat Pay is configured.
@@ -248,6 +252,8 @@ func (c Config) validate() error {
 		check(c.WxPayPlatformKeys != "", "TAKEOUT_WXPAY_PLATFORM_KEYS: required with payments (SERIAL=path,...)")
 		check(len(c.WxPayAPIv3Key) == 32, "TAKEOUT_WXPAY_APIV3_KEY (or _FILE): required with payments, 32 bytes")
 		check(validURL(c.WxPayNotifyURL, "http", "https"), "TAKEOUT_WXPAY_NOTIFY_URL: want an http(s) URL")
+		check(c.WxPayReconcileInterval >= 100*time.Millisecond, "TAKEOUT_WXPAY_RECONCILE_INTERVAL: want at least 100ms")
+		check(c.WxPayQueryAfter >= 0, "TAKEOUT_WXPAY_QUERY_AFTER: must not be negative")
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))

@@ -23,18 +23,18 @@ import (
 
 // Deps are what the HTTP layer needs; cmd/api builds them.
 type Deps struct {
-	Logger       *slog.Logger
-	Pool         *pgxpool.Pool
-	Redis        *redisconn.Conn
-	Migrator     *db.Migrator
-	Tokens       *auth.Tokens
-	WeChat       *auth.WeChat
-	Catalog      *catalog.Service
-	Orders       *order.Service
-	Idempotency  *idempotency.Store
-	Jobs         *jobs.Client
+	Logger      *slog.Logger
+	Pool        *pgxpool.Pool
+	Redis       *redisconn.Conn
+	Migrator    *db.Migrator
+	Tokens      *auth.Tokens
+	WeChat      *auth.WeChat
+	Catalog     *catalog.Service
+	Orders      *order.Service
+	Idempotency *idempotency.Store
+	Jobs        *jobs.Client
 	// Payments is nil when WeChat Pay is not configured.
-	Payments *payment.Service
+	Payments     *payment.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 }

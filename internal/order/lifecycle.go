@@ -209,6 +209,11 @@ type timeoutWorker struct {
 // Work applies the timeout. Running twice, or after the order was paid or
 // cancelled, changes nothing.
 func (w *timeoutWorker) Work(ctx context.Context, job *river.Job[PaymentTimeoutArgs]) error {
+	if w.s.opts.BeforeTimeout != nil {
+		if err := w.s.opts.BeforeTimeout(ctx, job.Args.OrderID); err != nil {
+			return fmt.Errorf("before timeout: %w", err)
+		}
+	}
 	return ignoreSettled(w.s.Apply(ctx, job.Args.OrderID, statemachine.Timeout, Actor{Kind: statemachine.System, Name: "payment-timeout"}, "pay deadline passed"))
 }
 

@@ -69,6 +69,10 @@ type Options struct {
 	// RequestRefund, when set, starts the refund of an order's payment in
 	// tx (the payments capability provides it).
 	RequestRefund func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error
+	// BeforeTimeout, when set, runs before an unpaid order is cancelled at
+	// its pay deadline (the payments capability closes the payment at the
+	// provider, or applies it if it went through).
+	BeforeTimeout func(ctx context.Context, orderID int64) error
 	Registerer    prometheus.Registerer
 }
 

@@ -436,7 +436,9 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 	return outcome, err
 }
 
-// AddWorkers registers the payment jobs' workers.
-func (s *Service) AddWorkers(w *river.Workers) {
+// AddWorkers registers the payment jobs' workers; reconcileAfter is how
+// late a callback must be before the reconciliation asks the platform.
+func (s *Service) AddWorkers(w *river.Workers, reconcileAfter time.Duration) {
 	river.AddWorker(w, &refundWorker{s: s})
+	river.AddWorker(w, &reconcileWorker{s: s, after: reconcileAfter})
 }

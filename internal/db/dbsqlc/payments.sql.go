@@ -183,6 +183,15 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg PaymentInsertP
 	return i, err
 }
 
+const paymentMarkClosed = `-- name: PaymentMarkClosed :exec
+UPDATE payments SET status = 'CLOSED', updated_at = now() WHERE id = $1 AND status = 'CREATED'
+`
+
+func (q *Queries) PaymentMarkClosed(ctx context.Context, db DBTX, id int64) error {
+	_, err := db.Exec(ctx, paymentMarkClosed, id)
+	return err
+}
+
 const paymentMarkPaid = `-- name: PaymentMarkPaid :one
 UPDATE payments SET status = 'SUCCESS', transaction_id = $1, paid_at = $2, updated_at = now()
 WHERE id = $3 AND status IN ('CREATED', 'CLOSED')
@@ -268,6 +277,57 @@ SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, 
 
 func (q *Queries) PaymentsByOrder(ctx context.Context, db DBTX, orderID int64) ([]Payment, error) {
 	rows, err := db.Query(ctx, paymentsByOrder, orderID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Payment{}
+	for rows.Next() {
+		var i Payment
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrderID,
+			&i.Channel,
+			&i.Mchid,
+			&i.Appid,
+			&i.OutTradeNo,
+			&i.AmountFen,
+			&i.Currency,
+			&i.PrepayID,
+			&i.PrepayExpiresAt,
+			&i.Status,
+			&i.TransactionID,
+			&i.PaidAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const paymentsToReconcile = `-- name: PaymentsToReconcile :many
+SELECT p.id, p.order_id, p.channel, p.mchid, p.appid, p.out_trade_no, p.amount_fen, p.currency, p.prepay_id, p.prepay_expires_at, p.status, p.transaction_id, p.paid_at, p.created_at, p.updated_at FROM payments p JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'CREATED' AND p.prepay_id IS NOT NULL AND o.status = 'PENDING_PAYMENT'
+  AND p.created_at <= $1
+ORDER BY p.id
+LIMIT $2
+`
+
+type PaymentsToReconcileParams struct {
+	OlderThan time.Time
+	MaxRows   int32
+}
+
+// Prepaid payments of orders still waiting for payment, old enough that
+// their callback is late.
+func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg PaymentsToReconcileParams) ([]Payment, error) {
+	rows, err := db.Query(ctx, paymentsToReconcile, arg.OlderThan, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

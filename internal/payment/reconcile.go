@@ -1,0 +1,100 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+)
+
+// ReconcileArgs is the periodic job that asks the platform about payments
+// whose callback is late.
+type ReconcileArgs struct{}
+
+// Kind names the job.
+func (ReconcileArgs) Kind() string { return "payment.reconcile" }
+
+type reconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	s     *Service
+	after time.Duration
+}
+
+// Work queries each late payment and applies what the platform says
+// through the same exactly-once core as callbacks.
+func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
+	s := w.s
+	pays, err := s.q.PaymentsToReconcile(ctx, s.o.Pool, dbsqlc.PaymentsToReconcileParams{OlderThan: s.o.Now().Add(-w.after), MaxRows: 200})
+	if err != nil {
+		return fmt.Errorf("payments to reconcile: %w", err)
+	}
+	var errs []error
+	for _, p := range pays {
+		if err := s.reconcile(ctx, p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.OutTradeNo, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcile applies the platform's view of one payment; it reports
+// whether the payment turned out paid.
+func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
+	t, err := s.o.Client.Query(ctx, p.OutTradeNo)
+	if err != nil {
+		return err
+	}
+	if t.TradeState != "SUCCESS" {
+		return nil
+	}
+	err = s.HandleTransaction(ctx, Source{Kind: "query", EventType: "TRANSACTION.SUCCESS"}, t)
+	if errors.Is(err, ErrInFlight) {
+		return nil // a callback is applying it right now
+	}
+	return err
+}
+
+// BeforeTimeout runs when an order reaches its pay deadline, before it is
+// cancelled: each open payment is queried (a payment that went through is
+// applied, so the order is paid, not cancelled) and otherwise closed at
+// the platform, so that it can no longer be paid.
+func (s *Service) BeforeTimeout(ctx context.Context, orderID int64) error {
+	pays, err := s.q.PaymentsByOrder(ctx, s.o.Pool, orderID)
+	if err != nil {
+		return err
+	}
+	for _, p := range pays {
+		if p.Status != "CREATED" || p.PrepayID == nil {
+			continue
+		}
+		if err := s.reconcile(ctx, p); err != nil {
+			return err
+		}
+		cur, err := s.q.PaymentGetByOutTradeNo(ctx, s.o.Pool, dbsqlc.PaymentGetByOutTradeNoParams{Channel: Channel, Mchid: p.Mchid, OutTradeNo: p.OutTradeNo})
+		if err != nil {
+			return err
+		}
+		if cur.Status != "CREATED" {
+			continue
+		}
+		if err := s.o.Client.Close(ctx, p.OutTradeNo); err != nil {
+			var api *APIError
+			if !errors.As(err, &api) || api.Code != "ORDERPAID" {
+				return fmt.Errorf("close %s: %w", p.OutTradeNo, err)
+			}
+			// Paid between our query and the close: apply it.
+			if err := s.reconcile(ctx, p); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.q.PaymentMarkClosed(ctx, s.o.Pool, p.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
