@@ -35,14 +35,23 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	keys, err := wxsim.LoadOrCreateKeys(cfg.Dir, cfg.MchID)
+	if err != nil {
+		return fmt.Errorf("TAKEOUT_WXSIM_DIR: %w", err)
+	}
+	sim := wxsim.New(cfg.AppID, string(cfg.AppSecret)).WithPayments(wxsim.PayOptions{
+		MchID: cfg.MchID, MerchantKey: &keys.Merchant.PublicKey, PlatformKey: keys.Platform,
+		PlatformSerial: keys.PlatformSerial, APIv3Key: keys.APIv3Key, Client: &http.Client{Timeout: 5 * time.Second}, Now: time.Now,
+	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("TAKEOUT_WXSIM_ADDR: %w", err)
 	}
-	srv := &http.Server{Handler: wxsim.New(cfg.AppID, string(cfg.AppSecret)), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	logger.Info("wxsim listening", "addr", ln.Addr().String(), "appid", cfg.AppID)
+	logger.Info("wxsim listening", "addr", ln.Addr().String(), "appid", cfg.AppID, "mchid", cfg.MchID,
+		"api_config", cfg.Dir+"/api.env (source it before starting the API)")
 	select {
 	case err := <-errc:
 		return err

@@ -289,6 +289,10 @@ type Wxsim struct {
 	Addr      string `env:"TAKEOUT_WXSIM_ADDR" envDefault:"127.0.0.1:8090"`
 	AppID     string `env:"TAKEOUT_WECHAT_APPID" envDefault:"wxd0000000000000sim"`
 	AppSecret Secret `env:"TAKEOUT_WECHAT_APP_SECRET"`
+	// Dir holds the keys wxsim generates on first run and the API
+	// configuration it writes for them (api.env).
+	Dir   string `env:"TAKEOUT_WXSIM_DIR" envDefault:".dev/wxsim"`
+	MchID string `env:"TAKEOUT_WXPAY_MCHID" envDefault:"1900000109"`
 }
 
 // LoadWxsim reads the simulator's configuration through getenv.

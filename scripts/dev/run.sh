@@ -31,9 +31,23 @@ merchant=$(bin/api seed-demo)
 bin/api token -role admin -subject "$(id -un)@dev" -ttl 168h >.dev/admin.token
 chmod 600 .dev/admin.token
 
+# wxsim plays WeChat (login and pay). On first run it generates the
+# merchant and platform keys into .dev/wxsim and writes the API's payment
+# configuration there.
+export TAKEOUT_WXSIM_DIR=${TAKEOUT_WXSIM_DIR:-$root/.dev/wxsim}
+rm -f "$TAKEOUT_WXSIM_DIR/api.env"
 bin/wxsim 2>>.dev/wxsim.log &
 wxsim_pid=$!
 trap 'kill $wxsim_pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+	[ -s "$TAKEOUT_WXSIM_DIR/api.env" ] && break
+	kill -0 $wxsim_pid 2>/dev/null || { echo "wxsim failed; see .dev/wxsim.log" >&2; exit 1; }
+	sleep 0.1
+done
+# shellcheck disable=SC1091
+source "$TAKEOUT_WXSIM_DIR/api.env"
+export TAKEOUT_WXPAY_API_BASE=${TAKEOUT_WXPAY_API_BASE:-$TAKEOUT_WECHAT_API_BASE}
+export TAKEOUT_WXPAY_NOTIFY_URL=${TAKEOUT_WXPAY_NOTIFY_URL:-http://$TAKEOUT_HTTP_ADDR/v1/payments/wechat/notify}
 
 api=http://$TAKEOUT_HTTP_ADDR
 cat >&2 <<TXT
@@ -46,6 +60,7 @@ takeout is starting:
   admin token in .dev/admin.token (for scripts/admin/*.sh)
 
 Try:
+  scripts/demo.sh        (login, confirm, submit, pay via wxsim, accept, dispatch, complete)
   curl -s $api/v1/merchants/$merchant/menu
   curl -s -X POST $api/v1/auth/wx-login -H 'Content-Type: application/json' -d '{"code":"alice"}'
 

@@ -1,0 +1,121 @@
+package wxsim
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Keys are what the simulator and the API share in development: the
+// merchant's API key pair (the API signs with it; wxsim verifies), the
+// platform key pair (wxsim signs; the API verifies) and the APIv3 key.
+type Keys struct {
+	Merchant       *rsa.PrivateKey
+	Platform       *rsa.PrivateKey
+	PlatformSerial string
+	APIv3Key       []byte
+}
+
+// The file names in the key directory.
+const (
+	merchantKeyFile = "merchant_key.pem"
+	platformKeyFile = "platform_key.pem"
+	platformPubFile = "platform_pub.pem"
+	apiv3KeyFile    = "apiv3.key"
+	apiEnvFile      = "api.env"
+	// PlatformSerial names the simulator's platform key (public-key mode).
+	PlatformSerial = "PUB_KEY_ID_WXSIM"
+	// MerchantSerial names the merchant's API certificate.
+	MerchantSerial = "WXSIM-MERCHANT-SERIAL"
+)
+
+// LoadOrCreateKeys reads the keys from dir, generating them on first run,
+// and writes dir/api.env: the TAKEOUT_WXPAY_* settings that make the API
+// talk to this simulator. The files are private (0600).
+func LoadOrCreateKeys(dir, mchID string) (Keys, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Keys{}, err
+	}
+	k := Keys{PlatformSerial: PlatformSerial}
+	var err error
+	if k.Merchant, err = loadOrCreateRSA(filepath.Join(dir, merchantKeyFile)); err != nil {
+		return Keys{}, err
+	}
+	if k.Platform, err = loadOrCreateRSA(filepath.Join(dir, platformKeyFile)); err != nil {
+		return Keys{}, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&k.Platform.PublicKey)
+	if err != nil {
+		return Keys{}, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, platformPubFile), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
+		return Keys{}, err
+	}
+	apiv3Path := filepath.Join(dir, apiv3KeyFile)
+	b, err := os.ReadFile(apiv3Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		var raw [16]byte
+		_, _ = rand.Read(raw[:])
+		b = []byte(hex.EncodeToString(raw[:])) // 32 printable bytes
+		if err := os.WriteFile(apiv3Path, b, 0o600); err != nil {
+			return Keys{}, err
+		}
+	case err != nil:
+		return Keys{}, err
+	}
+	k.APIv3Key = []byte(strings.TrimSpace(string(b)))
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Keys{}, err
+	}
+	env := fmt.Sprintf(`export TAKEOUT_WXPAY_MCHID='%s'
+export TAKEOUT_WXPAY_MERCHANT_SERIAL='%s'
+export TAKEOUT_WXPAY_MERCHANT_KEY_FILE='%s'
+export TAKEOUT_WXPAY_PLATFORM_KEYS='%s=%s'
+export TAKEOUT_WXPAY_APIV3_KEY_FILE='%s'
+`, mchID, MerchantSerial, filepath.Join(abs, merchantKeyFile), PlatformSerial, filepath.Join(abs, platformPubFile), filepath.Join(abs, apiv3KeyFile))
+	if err := os.WriteFile(filepath.Join(dir, apiEnvFile), []byte(env), 0o600); err != nil {
+		return Keys{}, err
+	}
+	return k, nil
+}
+
+func loadOrCreateRSA(path string) (*rsa.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		block, _ := pem.Decode(b)
+		if block == nil {
+			return nil, fmt.Errorf("%s: no PEM block", path)
+		}
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		rk, ok := k.(*rsa.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("%s: not an RSA key", path)
+		}
+		return rk, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, err
+	}
+	return k, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+}
