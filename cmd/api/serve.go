@@ -274,6 +274,6 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, i
 	})
 	return payment.NewService(payment.Options{
 		Pool: pool, Client: client, Orders: orders, Idempotency: idem, Jobs: jobs, Logger: logger, Now: time.Now,
-		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), Registerer: reg,
+		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
 	})
 }

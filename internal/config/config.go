@@ -80,7 +80,9 @@ type Config struct {
 	// certificates or public keys (several during a rotation).
 	WxPayPlatformKeys string `env:"TAKEOUT_WXPAY_PLATFORM_KEYS"`
 	WxPayAPIv3Key     Secret `env:"TAKEOUT_WXPAY_APIV3_KEY"`
-	WxPayNotifyURL    string `env:"TAKEOUT_WXPAY_NOTIFY_URL" envDefault:"http://127.0.0.1:8080/v1/payments/wechat/notify"`
+	// WxPayV2Key signs legacy v2 XML callbacks; empty refuses them.
+	WxPayV2Key     Secret `env:"TAKEOUT_WXPAY_V2_KEY"`
+	WxPayNotifyURL string `env:"TAKEOUT_WXPAY_NOTIFY_URL" envDefault:"http://127.0.0.1:8080/v1/payments/wechat/notify"`
 	// Reconciliation: every interval, payments prepaid at least QueryAfter
 	// ago whose order still waits are queried at the provider.
 	WxPayReconcileInterval time.Duration `env:"TAKEOUT_WXPAY_RECONCILE_INTERVAL" envDefault:"1m"`

@@ -48,6 +48,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 		})
 		// Callbacks authenticate by their signature, not a token.
 		r.Method(http.MethodPost, "/payments/wechat/notify", payment.HandleNotifyV3(d.Payments))
+		r.Method(http.MethodPost, "/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments))
 	})
 
 	r.Route("/admin/v1", func(r chi.Router) {
