@@ -138,6 +138,23 @@ func TestPaymentCallbackExactlyOnce(t *testing.T) {
 	user := ps.login(t, "payer")
 	o := ps.place(t, user, "pay-1", 2)
 
+	// Concurrent pay calls share one payment row and one prepay.
+	packages := make(chan string, 10)
+	for range 10 {
+		go func() {
+			var rp payment.RequestPayment
+			r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+o.ID+"/pay", user, nil)
+			r.json(t, &rp)
+			packages <- rp.Package
+		}()
+	}
+	seen := map[string]bool{}
+	for range 10 {
+		seen[<-packages] = true
+	}
+	if len(seen) != 1 || ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1", o.ID) != 1 {
+		t.Fatalf("concurrent pay calls: packages %v, %d payment rows", seen, ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1", o.ID))
+	}
 	rp := ps.pay(t, user, o.ID)
 	msg := rp.AppID + "\n" + rp.TimeStamp + "\n" + rp.NonceStr + "\n" + rp.Package + "\n"
 	if err := wxpay.VerifySHA256WithRSA(&ps.merchant.PublicKey, []byte(msg), rp.PaySign); err != nil || rp.SignType != "RSA" || rp.AppID != testAppID {
@@ -150,7 +167,7 @@ func TestPaymentCallbackExactlyOnce(t *testing.T) {
 		t.Errorf("another user's pay: %d", r.status)
 	}
 
-	first := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Copies: 5, Concurrent: true, Retries: 20, RetryMS: 20})
+	first := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Copies: 5, Concurrent: true, Retries: 20, RetryMS: 20, ReorderMS: 30})
 	later := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Copies: 3, Retries: 20, RetryMS: 20})
 	for _, a := range append(first.Answers, later.Answers...) {
 		if a != 204 {
@@ -259,6 +276,11 @@ func (ps *payShop) notification(t *testing.T, plain any, key []byte, signer *rsa
 	}
 	body, _ := json.Marshal(wxpay.Notification{ID: "EV-" + strconv.FormatInt(at.UnixNano(), 10), CreateTime: at.Format(time.RFC3339), EventType: "TRANSACTION.SUCCESS",
 		ResourceType: "encrypt-resource", Resource: wxpay.Resource{OriginalType: "transaction", Algorithm: "AEAD_AES_256_GCM", Ciphertext: ct, AssociatedData: "transaction", Nonce: "0123456789ab"}})
+	return signedHeaders(signer, serial, at, body), body
+}
+
+// signedHeaders signs body as the platform does.
+func signedHeaders(signer *rsa.PrivateKey, serial string, at time.Time, body []byte) http.Header {
 	ts := strconv.FormatInt(at.Unix(), 10)
 	sig, _ := wxpay.SignSHA256WithRSA(signer, []byte(ts+"\nn1\n"+string(body)+"\n"))
 	h := http.Header{}
@@ -267,7 +289,7 @@ func (ps *payShop) notification(t *testing.T, plain any, key []byte, signer *rsa
 	h.Set("Wechatpay-Nonce", "n1")
 	h.Set("Wechatpay-Serial", serial)
 	h.Set("Wechatpay-Signature", sig)
-	return h, body
+	return h
 }
 
 // Bad callbacks are refused with the platform's failure answer and change
@@ -314,14 +336,7 @@ func TestBadCallbacksAreRefused(t *testing.T) {
 			c[5] ^= 1
 			n.Resource.Ciphertext = string(c)
 			raw, _ := json.Marshal(n)
-			ts := strconv.FormatInt(now.Unix(), 10)
-			sig, _ := wxpay.SignSHA256WithRSA(ps.platform, []byte(ts+"\nn1\n"+string(raw)+"\n"))
-			h := http.Header{}
-			h.Set("Wechatpay-Timestamp", ts)
-			h.Set("Wechatpay-Nonce", "n1")
-			h.Set("Wechatpay-Serial", "PUB_KEY_ID_SIM")
-			h.Set("Wechatpay-Signature", sig)
-			return h, raw
+			return signedHeaders(ps.platform, "PUB_KEY_ID_SIM", now, raw), raw
 		}, 400},
 		{"amount mismatch", func() (http.Header, []byte) {
 			return ps.notification(t, txn(1, testMchID, testAppID, outTradeNo), ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", now)
@@ -337,14 +352,7 @@ func TestBadCallbacksAreRefused(t *testing.T) {
 		}, 404},
 		{"malformed JSON", func() (http.Header, []byte) {
 			body := []byte(`{"id":`)
-			ts := strconv.FormatInt(now.Unix(), 10)
-			sig, _ := wxpay.SignSHA256WithRSA(ps.platform, []byte(ts+"\nn1\n"+string(body)+"\n"))
-			h := http.Header{}
-			h.Set("Wechatpay-Timestamp", ts)
-			h.Set("Wechatpay-Nonce", "n1")
-			h.Set("Wechatpay-Serial", "PUB_KEY_ID_SIM")
-			h.Set("Wechatpay-Signature", sig)
-			return h, body
+			return signedHeaders(ps.platform, "PUB_KEY_ID_SIM", now, body), body
 		}, 400},
 	}
 	for _, c := range cases {

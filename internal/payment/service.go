@@ -125,7 +125,8 @@ func (s *Service) Pay(ctx context.Context, userID, orderID int64) (RequestPaymen
 				return "", err
 			}
 		}
-		if _, err := s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: p.OutTradeNo}); err != nil {
+		// Decide on the locked row: a concurrent Pay may have just set it.
+		if p, err = s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: p.OutTradeNo}); err != nil {
 			return "", err
 		}
 		if p.PrepayID != nil && p.PrepayExpiresAt != nil && p.PrepayExpiresAt.After(now) {

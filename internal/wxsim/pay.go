@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"strconv"
 	"strings"
@@ -235,6 +236,9 @@ type PayRequest struct {
 	Retries    int   `json:"retries"`       // re-deliveries after a non-success answer (platform: up to 15 over 24h)
 	RetryMS    int   `json:"retry_base_ms"` // first retry delay (doubles)
 	AmountFen  int64 `json:"amount_fen"`    // report another amount (mismatch tests)
+	// ReorderMS delays each copy by a random 0..ReorderMS, so concurrent
+	// copies (and other notifications in flight) arrive in any order.
+	ReorderMS int `json:"reorder_ms"`
 }
 
 // PayResult lists the answers the merchant gave to each delivery.
@@ -275,7 +279,8 @@ func (p *payments) simPay(w http.ResponseWriter, r *http.Request) {
 		}
 		time.Sleep(time.Duration(in.DelayMS) * time.Millisecond)
 		res.Answers = p.deliver(r.Context(), url, "TRANSACTION.SUCCESS", "transaction", plain,
-			deliveryPlan{copies: in.Copies, concurrent: in.Concurrent, retries: in.Retries, retryBase: time.Duration(in.RetryMS) * time.Millisecond})
+			deliveryPlan{copies: in.Copies, concurrent: in.Concurrent, retries: in.Retries, retryBase: time.Duration(in.RetryMS) * time.Millisecond,
+				jitter: time.Duration(in.ReorderMS) * time.Millisecond})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(res)
@@ -300,6 +305,7 @@ type deliveryPlan struct {
 	concurrent bool
 	retries    int
 	retryBase  time.Duration
+	jitter     time.Duration
 }
 
 // deliver sends one notification (same id in every copy) and returns each
@@ -313,6 +319,10 @@ func (p *payments) deliver(ctx context.Context, url, event, assoc string, plain 
 			Ciphertext: ct, AssociatedData: assoc, Nonce: nonce}})
 	answers := make([]int, plan.copies)
 	send := func(i int) {
+		if plan.jitter > 0 {
+			n, _ := rand.Int(rand.Reader, big.NewInt(int64(plan.jitter)))
+			time.Sleep(time.Duration(n.Int64()))
+		}
 		delay := plan.retryBase
 		for attempt := 0; ; attempt++ {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
