@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+// The callers of the authorization matrix, in order.
+var matrixCallers = []string{"anonymous", "user A", "user B", "merchant A staff", "merchant B staff", "admin", "expired token", "tampered token"}
+
+// cells builds a row: one expected status per caller, in matrixCallers order.
+func cells(anon, userA, userB, staffA, staffB, admin, expired, tampered int) []int {
+	return []int{anon, userA, userB, staffA, staffB, admin, expired, tampered}
+}
+
+func everyone(code int) []int { return cells(code, code, code, code, code, code, code, code) }
+
+// userOnly: only user session tokens get in.
+func userOnly(userA, userB int) []int { return cells(401, userA, userB, 401, 401, 401, 401, 401) }
+
+// staffOnly: only staff tokens get in.
+func staffOnly(staffA, staffB, admin int) []int {
+	return cells(401, 401, 401, staffA, staffB, admin, 401, 401)
+}
+
+// Every route of api/openapi.yaml against every kind of caller; a route
+// without a row here fails the test, so new routes must declare who may
+// reach them.
+func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 50)
+	api := sh.apis[0]
+	userA, userB := sh.login(t, "matrix-a"), sh.login(t, "matrix-b")
+	staffA := sh.staffToken(t, "merchant:"+sh.merchantID)
+	otherMerchant := createMerchant(t, sh.stack, api, "Matrix B")
+	staffB := sh.staffToken(t, "merchant:"+otherMerchant)
+	expired, _, _ := auth.NewTokens([]byte(sh.env["TAKEOUT_SESSION_SECRET"]), []byte(sh.env["TAKEOUT_STAFF_SECRET"]), time.Hour,
+		func() time.Time { return time.Now().Add(-48 * time.Hour) }).IssueStaff("old", auth.Role{Admin: true}, time.Hour)
+	tokens := map[string]string{
+		"anonymous": "", "user A": userA, "user B": userB, "merchant A staff": staffA, "merchant B staff": staffB,
+		"admin": sh.admin, "expired token": expired, "tampered token": tamper(userA),
+	}
+	orderA := sh.place(t, userA, "matrix-1", 1)
+	cancelMe := sh.place(t, userA, "matrix-2", 2)
+	confirm := sh.confirm(t, api, userA, sh.cart(3))
+	dish := sh.dishes[0]
+	uid := orderA.UserID
+
+	cart := `{"merchant_id":"` + sh.merchantID + `","items":[{"dish_id":"` + dish.ID + `","qty":4}],"address":{"name":"M","phone":"13800000000","detail":"d"}}`
+	type row struct {
+		path, body string
+		headers    map[string]string
+		want       []int
+	}
+	// Bodies and targets keep allowed callers from changing anything that
+	// later cells rely on: stale versions, invalid names, pending orders.
+	rows := map[string]row{
+		"GET /healthz":                        {"/healthz", "", nil, everyone(200)},
+		"GET /readyz":                         {"/readyz", "", nil, everyone(200)},
+		"GET /metrics":                        {"/metrics", "", nil, everyone(200)},
+		"POST /v1/auth/wx-login":              {"/v1/auth/wx-login", `{"code":"matrix-login"}`, nil, everyone(200)},
+		"GET /v1/merchants":                   {"/v1/merchants", "", nil, everyone(200)},
+		"GET /v1/merchants/{id}/menu":         {"/v1/merchants/" + sh.merchantID + "/menu", "", nil, everyone(200)},
+		"POST /v1/orders/confirm":             {"/v1/orders/confirm", cart, nil, userOnly(200, 200)},
+		"POST /v1/orders":                     {"/v1/orders", `{"confirm_token":"` + confirm.ConfirmToken + `"}`, map[string]string{"Idempotency-Key": "matrix-submit"}, userOnly(201, 403)},
+		"GET /v1/orders":                      {"/v1/orders", "", nil, userOnly(200, 200)},
+		"GET /v1/orders/{id}":                 {"/v1/orders/" + orderA.ID, "", nil, userOnly(200, 404)},
+		"POST /v1/orders/{id}/cancel":         {"/v1/orders/" + cancelMe.ID + "/cancel", "", nil, userOnly(200, 404)},
+		"POST /v1/orders/{id}/pay":            {"/v1/orders/" + orderA.ID + "/pay", "", nil, userOnly(503, 503)},    // payments off in this stack
+		"POST /v1/payments/wechat/notify":     {"/v1/payments/wechat/notify", `{}`, nil, everyone(503)},             // signature, not tokens; off here
+		"POST /v1/payments/wechat/notify/v2":  {"/v1/payments/wechat/notify/v2", `<xml></xml>`, nil, everyone(200)}, // XML FAIL reply
+		"POST /admin/v1/merchants":            {"/admin/v1/merchants", `{"name":""}`, nil, staffOnly(403, 403, 400)},
+		"PATCH /admin/v1/merchants/{id}":      {"/admin/v1/merchants/" + sh.merchantID, `{"version":99,"status":"closed"}`, nil, staffOnly(409, 403, 409)},
+		"GET /admin/v1/merchants/{id}/dishes": {"/admin/v1/merchants/" + sh.merchantID + "/dishes", "", nil, staffOnly(200, 403, 200)},
+		"POST /admin/v1/merchants/{id}/dishes": {"/admin/v1/merchants/" + sh.merchantID + "/dishes", `{"name":"` + dish.Name + `","price_fen":1,"stock":1}`, nil,
+			staffOnly(409, 403, 409)},
+		"GET /admin/v1/dishes/{id}":                      {"/admin/v1/dishes/" + dish.ID, "", nil, staffOnly(200, 403, 200)},
+		"PATCH /admin/v1/dishes/{id}":                    {"/admin/v1/dishes/" + dish.ID, `{"version":99,"price_fen":1}`, nil, staffOnly(409, 403, 409)},
+		"PUT /admin/v1/dishes/{id}/stock":                {"/admin/v1/dishes/" + dish.ID + "/stock", `{"version":99,"stock":0}`, nil, staffOnly(409, 403, 409)},
+		"GET /admin/v1/orders":                           {"/admin/v1/orders", "", nil, staffOnly(200, 200, 200)},
+		"POST /admin/v1/orders/{id}/accept":              {"/admin/v1/orders/" + orderA.ID + "/accept", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/reject":              {"/admin/v1/orders/" + orderA.ID + "/reject", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/dispatch":            {"/admin/v1/orders/" + orderA.ID + "/dispatch", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/complete":            {"/admin/v1/orders/" + orderA.ID + "/complete", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/refund":              {"/admin/v1/orders/" + orderA.ID + "/refund", "", nil, staffOnly(409, 404, 409)},
+		"GET /admin/v1/jobs/dead":                        {"/admin/v1/jobs/dead", "", nil, staffOnly(403, 403, 200)},
+		"POST /admin/v1/jobs/{id}/retry":                 {"/admin/v1/jobs/999999/retry", "", nil, staffOnly(403, 403, 404)},
+		"GET /admin/v1/idempotency-keys/{user_id}/{key}": {"/admin/v1/idempotency-keys/" + uid + "/matrix-1", "", nil, staffOnly(403, 403, 200)},
+		"DELETE /admin/v1/idempotency-keys/{user_id}/{key}": {"/admin/v1/idempotency-keys/" + uid + "/no-such-key", "", nil,
+			staffOnly(403, 403, 404)},
+	}
+
+	var routes []string
+	for path, item := range testenv.OpenAPIDoc(t).Paths.Map() {
+		for method := range item.Operations() {
+			routes = append(routes, method+" "+path)
+		}
+	}
+	slices.Sort(routes)
+	for _, route := range routes {
+		r, ok := rows[route]
+		if !ok {
+			t.Errorf("%s has no row in the authorization matrix: say who may reach it", route)
+			continue
+		}
+		method := strings.Fields(route)[0]
+		for i, caller := range matrixCallers {
+			var body io.Reader
+			if r.body != "" {
+				body = strings.NewReader(r.body)
+			}
+			req, err := http.NewRequest(method, api.url+r.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			if tok := tokens[caller]; tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			for k, v := range r.headers {
+				req.Header.Set(k, v)
+			}
+			got := sh.send(t, req)
+			if got.status != r.want[i] {
+				t.Errorf("%s as %s: %d, want %d (%s)", route, caller, got.status, r.want[i], truncate(string(got.body), 160))
+			}
+		}
+	}
+	for route := range rows {
+		if !slices.Contains(routes, route) {
+			t.Errorf("matrix row %s matches no route of api/openapi.yaml", route)
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return fmt.Sprintf("%s...", s[:n])
+	}
+	return s
+}
