@@ -149,3 +149,42 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
+
+// Over the limits, public and user routes answer 429 with Retry-After;
+// payment callbacks are never limited.
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	api := s.start(t, map[string]string{"TAKEOUT_RATE_LIMIT_IP": "20", "TAKEOUT_RATE_LIMIT_USER": "5"})
+	var login struct {
+		Token string `json:"token"`
+	}
+	s.do(t, api, "POST", "/v1/auth/wx-login", "", map[string]string{"code": "limited"}).json(t, &login)
+	// Per user: the sixth request of the minute is refused.
+	statuses := []int{}
+	for range 6 {
+		statuses = append(statuses, s.do(t, api, "GET", "/v1/orders", login.Token, nil).status)
+	}
+	if !slices.Equal(statuses, []int{200, 200, 200, 200, 200, 429}) {
+		t.Errorf("per-user statuses %v", statuses)
+	}
+	r := s.do(t, api, "GET", "/v1/orders", login.Token, nil)
+	if r.status != 429 || r.problemType() != "rate-limited" || r.header.Get("Retry-After") == "" {
+		t.Errorf("limited answer: %d %s, Retry-After %q", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	// Per address: the public routes stop after 20 requests a minute
+	// (8 spent above), whoever asks.
+	limited := 0
+	for range 15 {
+		if s.do(t, api, "GET", "/v1/merchants", "", nil).status == 429 {
+			limited++
+		}
+	}
+	if limited != 3 {
+		t.Errorf("%d of 15 public requests limited, want 3", limited)
+	}
+	// Callbacks are not limited (payments are off here: 503, not 429).
+	if r := s.do(t, api, "POST", "/v1/payments/wechat/notify", "", "{}"); r.status == 429 {
+		t.Error("a payment callback was rate limited")
+	}
+}

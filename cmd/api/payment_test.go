@@ -31,15 +31,17 @@ import (
 // plays WeChat Pay with keys made for this test.
 type payShop struct {
 	*shop
-	sim      *httptest.Server
-	merchant *rsa.PrivateKey
-	platform *rsa.PrivateKey
-	apiKey   []byte
+	merchantPEM string
+	sim         *httptest.Server
+	merchant    *rsa.PrivateKey
+	platform    *rsa.PrivateKey
+	apiKey      []byte
 }
 
 const (
-	testMchID = "1900000109"
-	testV2Key = "192006250b4c09247ec02edce69f6a2d"
+	testMchID         = "1900000109"
+	testV2Key         = "192006250b4c09247ec02edce69f6a2d"
+	testWebhookSecret = "webhook-secret-0123456789"
 )
 
 func newPayShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop {
@@ -55,6 +57,7 @@ func newPayShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop
 	ps := &payShop{merchant: merchant, platform: platform, apiKey: []byte("0123456789abcdef0123456789abcdef")}
 	der, _ := x509.MarshalPKCS8PrivateKey(merchant)
 	merchantPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	ps.merchantPEM = string(merchantPEM)
 	pub, _ := x509.MarshalPKIXPublicKey(&platform.PublicKey)
 	platformFile := filepath.Join(t.TempDir(), "platform.pem")
 	if err := os.WriteFile(platformFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
@@ -87,7 +90,7 @@ func newPayShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop
 		"TAKEOUT_WXPAY_V2_KEY":          testV2Key,
 		"TAKEOUT_WXPAY_NOTIFY_URL":      forward.URL + "/v1/payments/wechat/notify",
 		"TAKEOUT_WEBHOOK_URL":           hook.URL,
-		"TAKEOUT_WEBHOOK_SECRET":        "webhook-secret-0123456789",
+		"TAKEOUT_WEBHOOK_SECRET":        testWebhookSecret,
 		"TAKEOUT_JOB_POLL_INTERVAL":     "50ms",
 	}
 	for k, v := range extra {
@@ -547,5 +550,60 @@ func TestV2Callback(t *testing.T) {
 	}
 	if n := ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1", o.ID); n != 0 {
 		t.Errorf("v3 after v2 was refunded as a second payment")
+	}
+}
+
+// A full run (login, confirm, submit, pay, callbacks, admin actions, bad
+// input) leaves no secret in the logs: no configured secret or key, no
+// session, staff or confirm token, no signature.
+func TestLogsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 10)
+	api := ps.apis[0]
+	user := ps.login(t, "secretive")
+	c := ps.confirm(t, api, user, ps.cart(1))
+	r := ps.submit(t, api, user, "secret-key-1", c.ConfirmToken)
+	o := placedOrder(t, r)
+	rp := ps.pay(t, user, o.ID)
+	res := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Copies: 2, Concurrent: true, Retries: 5, RetryMS: 20})
+	ps.do(t, api, "POST", "/admin/v1/orders/"+o.ID+"/accept", ps.admin, nil)
+	ps.do(t, api, "POST", "/v1/orders/confirm", user, `{"merchant_id":"x"}`)
+	ps.do(t, api, "GET", "/v1/orders", tamper(user), nil)
+	h, body := ps.notification(t, map[string]any{"out_trade_no": "nope"}, ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", time.Now())
+	req, _ := http.NewRequest("POST", api.url+"/v1/payments/wechat/notify", bytes.NewReader(body))
+	req.Header = h
+	ps.send(t, req)
+	if res.Answers[0] != 204 {
+		t.Fatalf("payment flow failed: %v", res.Answers)
+	}
+
+	logs := api.logs.String()
+	if !strings.Contains(logs, `"msg":"http request"`) {
+		t.Fatal("no request logs captured")
+	}
+	secrets := map[string]string{
+		"session secret":      ps.env["TAKEOUT_SESSION_SECRET"],
+		"staff secret":        ps.env["TAKEOUT_STAFF_SECRET"],
+		"confirm secret":      ps.env["TAKEOUT_CONFIRM_SECRET"],
+		"app secret":          ps.env["TAKEOUT_WECHAT_APP_SECRET"],
+		"APIv3 key":           string(ps.apiKey),
+		"webhook secret":      testWebhookSecret,
+		"v2 key":              testV2Key,
+		"merchant key":        strings.Split(ps.merchantPEM, "\n")[1],
+		"user token":          user,
+		"admin token":         ps.admin,
+		"confirm token":       c.ConfirmToken,
+		"paySign":             rp.PaySign,
+		"callback signature":  h.Get("Wechatpay-Signature"),
+		"token signature":     user[strings.LastIndex(user, ".")+1:],
+		"confirm token's MAC": c.ConfirmToken[strings.LastIndex(c.ConfirmToken, ".")+1:],
+	}
+	for name, secret := range secrets {
+		if secret == "" {
+			t.Fatalf("%s is empty: the test is not looking", name)
+		}
+		if strings.Contains(logs, secret) {
+			t.Errorf("the logs contain the %s", name)
+		}
 	}
 }

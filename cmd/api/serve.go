@@ -165,6 +165,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	handler, err := httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, WeChat: wx,
 		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Payments: payments, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
 	})
 	if err != nil {
 		return err

@@ -28,6 +28,12 @@ type Config struct {
 	ShutdownTimeout   time.Duration `env:"TAKEOUT_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	MaxBodyBytes      int64         `env:"TAKEOUT_MAX_BODY_BYTES" envDefault:"65536"`
 	LogLevel          string        `env:"TAKEOUT_LOG_LEVEL" envDefault:"info"`
+	// Rate limits, requests per minute per instance; 0 turns one off.
+	RateLimitIP   int `env:"TAKEOUT_RATE_LIMIT_IP" envDefault:"600"`
+	RateLimitUser int `env:"TAKEOUT_RATE_LIMIT_USER" envDefault:"300"`
+	// ClientIPHeader names the header a trusted load balancer puts the
+	// client's address in (e.g. X-Real-IP); empty uses the connection's.
+	ClientIPHeader string `env:"TAKEOUT_CLIENT_IP_HEADER"`
 
 	DatabaseURL      string `env:"TAKEOUT_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/takeout?sslmode=disable"`
 	DatabaseMaxConns int32  `env:"TAKEOUT_DATABASE_MAX_CONNS" envDefault:"20"`
@@ -205,6 +211,7 @@ func (c Config) validate() error {
 	}
 	_, _, err := net.SplitHostPort(c.HTTPAddr)
 	check(err == nil, "TAKEOUT_HTTP_ADDR: want host:port, got %q", c.HTTPAddr)
+	check(c.RateLimitIP >= 0 && c.RateLimitUser >= 0, "TAKEOUT_RATE_LIMIT_IP/_USER: want 0 (off) or a positive number per minute")
 	check(c.MaxBodyBytes >= 1024, "TAKEOUT_MAX_BODY_BYTES: want at least 1024, got %d", c.MaxBodyBytes)
 	check(c.ShutdownTimeout > 0, "TAKEOUT_SHUTDOWN_TIMEOUT: want a positive duration")
 	check(c.ReadHeaderTimeout > 0 && c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.IdleTimeout > 0,

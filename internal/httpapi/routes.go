@@ -33,22 +33,26 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Method(http.MethodPost, "/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
-		r.Method(http.MethodGet, "/merchants", catalog.HandleMerchants(d.Catalog))
-		r.Method(http.MethodGet, "/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
-
-		r.Group(func(r chi.Router) {
-			r.Use(auth.RequireUser(d.Tokens))
-			r.Method(http.MethodPost, "/orders/confirm", order.HandleConfirm(d.Orders))
-			r.Method(http.MethodPost, "/orders", order.HandleSubmit(d.Orders))
-			r.Method(http.MethodGet, "/orders", order.HandleList(d.Orders))
-			r.Method(http.MethodGet, "/orders/{id}", order.HandleGet(d.Orders))
-			r.Method(http.MethodPost, "/orders/{id}/cancel", order.HandleCancel(d.Orders))
-			r.Method(http.MethodPost, "/orders/{id}/pay", payment.HandlePay(d.Payments))
-		})
-		// Callbacks authenticate by their signature, not a token.
+		// Payment callbacks come from the provider: never rate limited.
 		r.Method(http.MethodPost, "/payments/wechat/notify", payment.HandleNotifyV3(d.Payments))
 		r.Method(http.MethodPost, "/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments))
+
+		r.Group(func(r chi.Router) {
+			r.Use(limitByIP(d.RateLimitIP, d.ClientIPHeader))
+			r.Method(http.MethodPost, "/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
+			r.Method(http.MethodGet, "/merchants", catalog.HandleMerchants(d.Catalog))
+			r.Method(http.MethodGet, "/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+
+			r.Group(func(r chi.Router) {
+				r.Use(auth.RequireUser(d.Tokens), limitByUser(d.RateLimitUser))
+				r.Method(http.MethodPost, "/orders/confirm", order.HandleConfirm(d.Orders))
+				r.Method(http.MethodPost, "/orders", order.HandleSubmit(d.Orders))
+				r.Method(http.MethodGet, "/orders", order.HandleList(d.Orders))
+				r.Method(http.MethodGet, "/orders/{id}", order.HandleGet(d.Orders))
+				r.Method(http.MethodPost, "/orders/{id}/cancel", order.HandleCancel(d.Orders))
+				r.Method(http.MethodPost, "/orders/{id}/pay", payment.HandlePay(d.Payments))
+			})
+		})
 	})
 
 	r.Route("/admin/v1", func(r chi.Router) {

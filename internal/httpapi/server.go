@@ -37,6 +37,10 @@ type Deps struct {
 	Payments     *payment.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
+	// Rate limits per minute (0: off) and the client address header.
+	RateLimitIP    int
+	RateLimitUser  int
+	ClientIPHeader string
 }
 
 // NewServer returns the service's HTTP handler.

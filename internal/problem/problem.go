@@ -46,6 +46,7 @@ var (
 	TokenExpired           = Type{"confirm-token-expired", http.StatusGone, "The confirm token expired: confirm again"}
 	TokenNotYours          = Type{"confirm-token-forbidden", http.StatusForbidden, "The confirm token belongs to another user"}
 	OrderStatusConflict    = Type{"order-status-conflict", http.StatusConflict, "The order's status does not allow this"}
+	RateLimited            = Type{"rate-limited", http.StatusTooManyRequests, "Too many requests"}
 )
 
 // All lists every Type, for documentation checks.
@@ -56,6 +57,7 @@ func All() []Type {
 		UpstreamUnavailable, Unavailable, Internal,
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, QuoteChanged,
 		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict,
+		RateLimited,
 	}
 }
 
