@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -186,5 +187,32 @@ func TestRateLimits(t *testing.T) {
 	// Callbacks are not limited (payments are off here: 503, not 429).
 	if r := s.do(t, api, "POST", "/v1/payments/wechat/notify", "", "{}"); r.status == 429 {
 		t.Error("a payment callback was rate limited")
+	}
+}
+
+// A client that sends its headers slowly (slowloris) is cut off after
+// TAKEOUT_HTTP_READ_HEADER_TIMEOUT instead of holding a connection.
+func TestSlowClientIsCutOff(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	api := s.start(t, map[string]string{"TAKEOUT_HTTP_READ_HEADER_TIMEOUT": "500ms"})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(api.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 512)
+	for {
+		if _, err := conn.Read(buf); err != nil {
+			break // closed by the server
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the connection stayed open %v", d)
 	}
 }
