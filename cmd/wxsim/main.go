@@ -43,7 +43,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		MchID: cfg.MchID, MerchantKey: &keys.Merchant.PublicKey, PlatformKey: keys.Platform,
 		PlatformSerial: keys.PlatformSerial, APIv3Key: keys.APIv3Key, Client: &http.Client{Timeout: 5 * time.Second}, Now: time.Now,
 	})
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("TAKEOUT_WXSIM_ADDR: %w", err)
 	}

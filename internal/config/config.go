@@ -155,7 +155,7 @@ func environment(cfg any, getenv func(string) string) (map[string]string, error)
 		if path == "" {
 			continue
 		}
-		b, err := os.ReadFile(path)
+		b, err := os.ReadFile(path) //nolint:gosec // G304: the operator names the secret's file
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s_FILE: %w", p.Key, err))
 			continue

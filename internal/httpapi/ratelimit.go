@@ -26,7 +26,7 @@ func limitByIP(perMinute int, header string) func(http.Handler) http.Handler {
 	if perMinute <= 0 {
 		return func(next http.Handler) http.Handler { return next }
 	}
-	return httprate.Limit(perMinute, time.Minute, httprate.WithKeyFuncs(func(r *http.Request) (string, error) {
+	return httprate.LimitBy(perMinute, time.Minute, func(r *http.Request) (string, error) {
 		if header != "" {
 			if v := strings.TrimSpace(strings.Split(r.Header.Get(header), ",")[0]); v != "" {
 				return "ip:" + httprate.CanonicalizeIP(v), nil
@@ -37,7 +37,7 @@ func limitByIP(perMinute int, header string) func(http.Handler) http.Handler {
 			host = r.RemoteAddr
 		}
 		return "ip:" + httprate.CanonicalizeIP(host), nil
-	}), httprate.WithLimitHandler(rateLimited))
+	}, httprate.WithLimitHandler(rateLimited))
 }
 
 // limitByUser allows perMinute requests a minute from one logged-in user
@@ -46,8 +46,8 @@ func limitByUser(perMinute int) func(http.Handler) http.Handler {
 	if perMinute <= 0 {
 		return func(next http.Handler) http.Handler { return next }
 	}
-	return httprate.Limit(perMinute, time.Minute, httprate.WithKeyFuncs(func(r *http.Request) (string, error) {
+	return httprate.LimitBy(perMinute, time.Minute, func(r *http.Request) (string, error) {
 		id, _ := auth.UserID(r.Context())
 		return "user:" + strconv.FormatInt(id, 10), nil
-	}), httprate.WithLimitHandler(rateLimited))
+	}, httprate.WithLimitHandler(rateLimited))
 }

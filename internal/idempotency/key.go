@@ -34,14 +34,14 @@ func ParseKey(raw string) (string, error) {
 		var b strings.Builder
 		for i := 0; i < len(inner); i++ {
 			c := inner[i]
-			switch {
-			case c == '\\':
+			switch c {
+			case '\\':
 				if i+1 >= len(inner) || (inner[i+1] != '"' && inner[i+1] != '\\') {
 					return "", problem.New(problem.InvalidRequest, `Idempotency-Key: only \" and \\ may be escaped`)
 				}
 				i++
 				b.WriteByte(inner[i])
-			case c == '"':
+			case '"':
 				return "", problem.New(problem.InvalidRequest, "Idempotency-Key: unescaped quote")
 			default:
 				b.WriteByte(c)

@@ -25,7 +25,7 @@ func (s *Store) InsertTx(ctx context.Context, tx dbsqlc.DBTX, c *Claim, rec Reco
 	}
 	_, err = s.q.IdempotencyRecordInsert(ctx, tx, dbsqlc.IdempotencyRecordInsertParams{
 		UserID: c.userID, Key: c.key, Fingerprint: rec.Fingerprint, DigestAlg: DigestAlg, OrderID: orderID,
-		StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body,
+		StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body, //nolint:gosec // G115: an HTTP status fits
 		ExpiresAt: time.Now().Add(s.opts.Retention),
 	})
 	if errors.Is(db.NoRows(err), db.ErrNotFound) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -71,7 +72,7 @@ func NewStore(opts Options) (*Store, error) {
 	l1, err := otter.New(&otter.Options[string, Record]{
 		MaximumWeight: opts.L1Bytes,
 		Weigher: func(k string, r Record) uint32 {
-			return uint32(len(k) + len(r.Response.Body) + len(r.Fingerprint) + 128)
+			return uint32(min(len(k)+len(r.Response.Body)+len(r.Fingerprint)+128, math.MaxUint32)) //nolint:gosec // G115: clamped
 		},
 		ExpiryCalculator: otter.ExpiryWriting[string, Record](opts.L1TTL),
 	})

@@ -325,7 +325,7 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 		now := s.now()
 		row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
 			ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID,
-			IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()), IntentSeq: int32(tok.Seq),
+			IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()), IntentSeq: int32(tok.Seq), //nolint:gosec // G115: small, from our signed token
 			DigestAlg: DigestAlg, ItemsTotalFen: in.ItemsTotalFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 			Address: addr, Remark: in.Remark, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now,
 		})
@@ -472,7 +472,7 @@ func (s *Service) List(ctx context.Context, userID int64, cursor string, limit i
 		}
 		before = &id
 	}
-	rows, err := s.q.OrderListByUser(ctx, s.opts.Pool, dbsqlc.OrderListByUserParams{UserID: userID, BeforeID: before, MaxRows: int32(limit + 1)})
+	rows, err := s.q.OrderListByUser(ctx, s.opts.Pool, dbsqlc.OrderListByUserParams{UserID: userID, BeforeID: before, MaxRows: int32(limit + 1)}) //nolint:gosec // G115: limit <= 100
 	if err != nil {
 		return OrderPage{}, fmt.Errorf("list orders: %w", err)
 	}
@@ -531,7 +531,7 @@ func decodeCursor(c string) (int64, error) {
 
 // Search returns a page of orders matching p, newest first.
 func (s *Service) Search(ctx context.Context, p dbsqlc.OrderSearchParams, limit int) (OrderPage, error) {
-	p.MaxRows = int32(limit + 1)
+	p.MaxRows = int32(limit + 1) //nolint:gosec // G115: limit <= 200
 	rows, err := s.q.OrderSearch(ctx, s.opts.Pool, p)
 	if err != nil {
 		return OrderPage{}, fmt.Errorf("search orders: %w", err)

@@ -95,7 +95,7 @@ func (c *contractTransport) check(req *http.Request, resp *http.Response, body [
 	if err != nil {
 		// Not in the contract: only a not-found or method-not-allowed problem may answer.
 		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
-			return fmt.Errorf("route not in openapi.yaml (%v)", err)
+			return fmt.Errorf("route not in openapi.yaml: %w", err)
 		}
 		var p struct {
 			Type string `json:"type"`

@@ -18,7 +18,7 @@ func FuzzBody[T any](f *testing.F, seeds []string, check func(t *testing.T, v T)
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		req := httptest.NewRequestWithContext(t.Context(), "POST", "/", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		v, err := web.Decode[T](req)
 		if err != nil {

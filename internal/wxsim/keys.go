@@ -60,7 +60,7 @@ func LoadOrCreateKeys(dir, mchID string) (Keys, error) {
 		return Keys{}, err
 	}
 	apiv3Path := filepath.Join(dir, apiv3KeyFile)
-	b, err := os.ReadFile(apiv3Path)
+	b, err := os.ReadFile(apiv3Path) //nolint:gosec // G304: wxsim's own key directory
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		var raw [16]byte
@@ -90,7 +90,7 @@ export TAKEOUT_WXPAY_APIV3_KEY_FILE='%s'
 }
 
 func loadOrCreateRSA(path string) (*rsa.PrivateKey, error) {
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) //nolint:gosec // G304: wxsim's own key directory
 	if err == nil {
 		block, _ := pem.Decode(b)
 		if block == nil {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test: ensure PostgreSQL and Redis, then build, vet, check formatting
-# and generated code, and run every test with the race detector.
+# and generated code, run every test with the race detector, and every
+# fuzz target briefly. The test runner's summary is printed again last.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -25,6 +26,9 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+step "golangci-lint (with gosec; .golangci.yml)"
+go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run ./...
+
 step "sqlc generated code is up to date"
 go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 diff
 go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 vet
@@ -36,4 +40,14 @@ fi
 echo "WeChat Pay vectors: ${TAKEOUT_WXPAY_VECTORS:-none (the vector test will skip and say why)}"
 
 step "tests (-race)"
-go run gotest.tools/gotestsum@v1.13.0 --format testname -- -race -count=1 -timeout 20m ./...
+go run gotest.tools/gotestsum@v1.13.0 --format testname -- -race -count=1 -timeout 20m ./... | tee .dev/test-summary.log
+
+step "fuzz: every target briefly (make fuzz runs them longer)"
+if ! make --no-print-directory fuzz FUZZTIME="${TAKEOUT_FUZZTIME:-2s}" >.dev/fuzz.log 2>&1; then
+	cat .dev/fuzz.log
+	exit 1
+fi
+echo "$(grep -c '^== ' .dev/fuzz.log) fuzz targets ran without a failure"
+
+step "summary"
+tail -n 1 .dev/test-summary.log
