@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -260,5 +261,30 @@ func TestBreakerSkipsHangingRedis(t *testing.T) {
 		}
 		_, _ = s.Begin(ctx, 1, "probe-"+time.Now().String(), []byte("fp"))
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkRedisClaim is the Redis layer of a fresh request: one Lua
+// round trip claims the key (L1 misses each time: every key is new).
+func BenchmarkRedisClaim(b *testing.B) {
+	ctx := context.Background()
+	rds := testenv.NewRedis(b).Conn(b)
+	rds.Check(ctx)
+	s, err := idempotency.NewStore(idempotency.Options{
+		DB: testenv.NewDB(b), Redis: rds, Logger: slog.New(slog.DiscardHandler),
+		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: 1 << 20, L1TTL: time.Minute,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		out, err := s.Begin(ctx, 1, "bench-"+strconv.Itoa(i), []byte("fp"))
+		if err != nil || out.Claim == nil {
+			b.Fatalf("claim: %v", err)
+		}
 	}
 }

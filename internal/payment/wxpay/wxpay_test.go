@@ -199,3 +199,25 @@ func FuzzParseV2XML(f *testing.F) {
 		_ = wxpay.V2Verify(fields, "key", wxpay.SignTypeMD5)
 	})
 }
+
+// BenchmarkVerifyAndDecrypt is what every v3 callback costs before the
+// database: the RSA-SHA256 signature check and the AES-256-GCM decryption.
+func BenchmarkVerifyAndDecrypt(b *testing.B) {
+	p := newPlatform(b)
+	now := time.Unix(1_800_000_000, 0)
+	h, body := p.notify(b, `{"out_trade_no":"T1","transaction_id":"4200","amount":{"total":100}}`, now)
+	ring := p.keyring()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ring.VerifyMessage(h, body, now); err != nil {
+			b.Fatal(err)
+		}
+		n, err := wxpay.ParseNotification(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := wxpay.DecryptAEAD(p.apiKey, n.Resource.Nonce, n.Resource.AssociatedData, n.Resource.Ciphertext); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
