@@ -221,12 +221,14 @@ func TestLateAndDoublePaymentsAreRefunded(t *testing.T) {
 	ps := newPayShop(t, nil, 10)
 	user := ps.login(t, "late-payer")
 
+	// The user pays, but the callback has not arrived when they cancel:
+	// closing the payment at the provider finds it paid, and it is refunded.
 	late := ps.place(t, user, "late", 1)
 	ps.pay(t, user, late.ID)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, late.ID), 1), Drop: true})
 	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+late.ID+"/cancel", user, nil); r.status != 200 {
 		t.Fatalf("cancel: %d", r.status)
 	}
-	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, late.ID), 1), Retries: 10, RetryMS: 20})
 	waitUntil(t, "the late payment's refund", func() bool {
 		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", late.ID) == 1
 	})
@@ -235,6 +237,26 @@ func TestLateAndDoublePaymentsAreRefunded(t *testing.T) {
 	}
 	if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'REFUNDED'", late.ID); n != 1 {
 		t.Error("the late payment is not marked refunded")
+	}
+
+	// A plain cancel closes the open payment at the provider: it can no
+	// longer be paid.
+	cancelled := ps.place(t, user, "cancelled", 4)
+	ps.pay(t, user, cancelled.ID)
+	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+cancelled.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel: %d", r.status)
+	}
+	waitUntil(t, "the payment to be closed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CLOSED'", cancelled.ID) == 1
+	})
+	b, _ := json.Marshal(wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, cancelled.ID), 1)})
+	resp, err := http.Post(ps.sim.URL+"/sim/pay", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("paying the closed payment of a cancelled order: %d", resp.StatusCode)
 	}
 
 	double := ps.place(t, user, "double", 2)

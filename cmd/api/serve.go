@@ -117,14 +117,16 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	var payments *payment.Service
 	var requestRefund func(context.Context, pgx.Tx, dbsqlc.Order) error
 	var beforeTimeout func(context.Context, int64) error
+	var closePayment func(context.Context, pgx.Tx, dbsqlc.Order) error
 	if cfg.PaymentsEnabled() {
 		requestRefund = func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
 			return payments.RequestRefundTx(ctx, tx, o)
 		}
 		beforeTimeout = func(ctx context.Context, id int64) error { return payments.BeforeTimeout(ctx, id) }
+		closePayment = func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error { return payments.ClosePaymentTx(ctx, tx, o) }
 	}
 	orders, err := order.NewService(order.Options{
-		RequestRefund: requestRefund, BeforeTimeout: beforeTimeout,
+		RequestRefund: requestRefund, BeforeTimeout: beforeTimeout, ClosePayment: closePayment,
 		Pool: pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem,
 		Jobs: jobInserter{&jobClient}, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter,

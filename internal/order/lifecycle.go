@@ -149,6 +149,12 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			if err := s.notify(ctx, tx, t, row, out); err != nil {
 				return err
 			}
+		case statemachine.ClosePayment:
+			if s.opts.ClosePayment != nil {
+				if err := s.opts.ClosePayment(ctx, tx, row); err != nil {
+					return fmt.Errorf("close payment: %w", err)
+				}
+			}
 		case statemachine.RequestRefund:
 			// The refund job belongs to the payments capability; until it
 			// is wired, REFUNDING orders wait for it (see the README).

@@ -73,7 +73,11 @@ type Options struct {
 	// its pay deadline (the payments capability closes the payment at the
 	// provider, or applies it if it went through).
 	BeforeTimeout func(ctx context.Context, orderID int64) error
-	Registerer    prometheus.Registerer
+	// ClosePayment, when set, arranges in tx for the open payment of a
+	// cancelled order to be closed at the provider (so it can no longer be
+	// paid).
+	ClosePayment func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error
+	Registerer   prometheus.Registerer
 }
 
 // Service confirms, places and reads orders.

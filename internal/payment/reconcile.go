@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
@@ -63,6 +64,38 @@ func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
 // applied, so the order is paid, not cancelled) and otherwise closed at
 // the platform, so that it can no longer be paid.
 func (s *Service) BeforeTimeout(ctx context.Context, orderID int64) error {
+	return s.closeOpenPayments(ctx, orderID)
+}
+
+// ClosePaymentArgs is the job that closes a cancelled order's open
+// payments at the provider.
+type ClosePaymentArgs struct {
+	OrderID int64 `json:"order_id,string"`
+}
+
+// Kind names the job.
+func (ClosePaymentArgs) Kind() string { return "payment.close" }
+
+// ClosePaymentTx inserts, in the cancel's transaction, the job that closes
+// the order's open payments; the call to the provider happens after
+// commit, retried until it answers.
+func (s *Service) ClosePaymentTx(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
+	_, err := s.o.Jobs.InsertTx(ctx, tx, ClosePaymentArgs{OrderID: o.ID}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+	return err
+}
+
+type closeWorker struct {
+	river.WorkerDefaults[ClosePaymentArgs]
+	s *Service
+}
+
+// Work closes the order's open payments; a payment that went through just
+// before is applied (and, the order being cancelled, refunded).
+func (w *closeWorker) Work(ctx context.Context, job *river.Job[ClosePaymentArgs]) error {
+	return w.s.closeOpenPayments(ctx, job.Args.OrderID)
+}
+
+func (s *Service) closeOpenPayments(ctx context.Context, orderID int64) error {
 	pays, err := s.q.PaymentsByOrder(ctx, s.o.Pool, orderID)
 	if err != nil {
 		return err

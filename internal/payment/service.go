@@ -442,4 +442,5 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 func (s *Service) AddWorkers(w *river.Workers, reconcileAfter time.Duration) {
 	river.AddWorker(w, &refundWorker{s: s})
 	river.AddWorker(w, &reconcileWorker{s: s, after: reconcileAfter})
+	river.AddWorker(w, &closeWorker{s: s})
 }

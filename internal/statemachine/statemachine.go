@@ -65,6 +65,7 @@ const (
 	RequestRefund        Effect = "request_refund"         // start the refund of the payment
 	ScheduleAutoComplete Effect = "schedule_auto_complete" // job that completes a forgotten delivery
 	Notify               Effect = "notify"                 // order event to the merchant webhook
+	ClosePayment         Effect = "close_payment"          // close the order's open payment at the provider
 )
 
 // Transition is one row of the table.
@@ -82,7 +83,7 @@ type Transition struct {
 func Table() []Transition {
 	return []Transition{
 		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{Notify}, "payment callback or active query"},
-		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, Notify}, "user cancels"},
+		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ClosePayment, Notify}, "user cancels"},
 		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, Notify}, "pay deadline passed"},
 		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
 		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant rejects"},
