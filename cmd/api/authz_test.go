@@ -99,7 +99,7 @@ func TestAdminAuthorizationMatrix(t *testing.T) {
 // snapshot renders the whole catalog, to show that nothing changed.
 func snapshot(t *testing.T, s *stack) string {
 	t.Helper()
-	pool := testenvPool(t, s)
+	pool := s.db(t)
 	var out string
 	err := pool.QueryRow(t.Context(), `SELECT
 		(SELECT coalesce(string_agg(format('%s:%s:%s:%s', id, name, status, version), ',' ORDER BY id), '') FROM merchants) || '|' ||

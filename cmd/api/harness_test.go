@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/testenv"
 	"github.com/takeout/takeout/internal/wxsim"
@@ -27,6 +29,8 @@ type stack struct {
 	client *http.Client
 	redis  testenv.Redis
 	dbURL  string
+	// pool is the test's own view of the database, for assertions.
+	pool *pgxpool.Pool
 }
 
 const (
@@ -69,6 +73,7 @@ func newStack(t *testing.T) *stack {
 		client: testenv.ContractClient(t),
 	}
 	s.env["TAKEOUT_DATABASE_URL"] = s.dbURL
+	s.pool = testenv.Pool(t, s.dbURL)
 	return s
 }
 
@@ -236,13 +241,15 @@ func (s *stack) staffToken(t *testing.T, role string) string {
 	return tok
 }
 
+// db returns the stack's own pool on its database.
+func (s *stack) db(*testing.T) *pgxpool.Pool { return s.pool }
+
 // count returns the result of a counting query against the stack's
 // database.
 func (s *stack) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
-	pool := testenv.Pool(t, s.dbURL)
 	var n int
-	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+	if err := s.db(t).QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

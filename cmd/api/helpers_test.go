@@ -5,7 +5,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/testenv"
@@ -16,5 +15,3 @@ func cmpIgnore(fields ...string) cmp.Option {
 }
 
 func testenvEmptyDB(t *testing.T) string { return testenv.NewEmptyDatabaseURL(t) }
-
-func testenvPool(t *testing.T, s *stack) *pgxpool.Pool { return testenv.Pool(t, s.dbURL) }
