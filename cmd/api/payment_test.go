@@ -603,6 +603,9 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	if !strings.Contains(logs, `"msg":"http request"`) {
 		t.Fatal("no request logs captured")
 	}
+	if !strings.Contains(logs, `"order_id":"`+o.ID+`"`) && !strings.Contains(logs, `"order_id":`+o.ID) {
+		t.Error("request logs do not carry the order id")
+	}
 	secrets := map[string]string{
 		"session secret":      ps.env["TAKEOUT_SESSION_SECRET"],
 		"staff secret":        ps.env["TAKEOUT_STAFF_SECRET"],

@@ -81,7 +81,8 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			start := time.Now()
 			l := logger.With("request_id", web.RequestID(r.Context()))
 			rec := &statusRecorder{ResponseWriter: w}
-			next.ServeHTTP(rec, r.WithContext(web.WithLogger(r.Context(), l)))
+			ctx := web.WithLogAttrs(web.WithLogger(r.Context(), l))
+			next.ServeHTTP(rec, r.WithContext(ctx))
 			if rec.status == 0 {
 				rec.status = http.StatusOK
 			}
@@ -89,14 +90,15 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			if rec.status >= 500 {
 				level = slog.LevelError
 			}
-			l.LogAttrs(r.Context(), level, "http request",
+			attrs := append([]slog.Attr{
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.String("route", routePattern(r)),
 				slog.Int("status", rec.status),
 				slog.Int("bytes", rec.bytes),
 				slog.Duration("duration", time.Since(start)),
-			)
+			}, web.LogAttrs(ctx)...)
+			l.LogAttrs(r.Context(), level, "http request", attrs...)
 		})
 	}
 }

@@ -1,8 +1,10 @@
 package order
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -54,6 +56,9 @@ func HandleSubmit(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
+		if loc := out.Response.Headers["Location"]; loc != "" {
+			web.AddLogAttrs(r.Context(), slog.String("order_id", loc[strings.LastIndexByte(loc, '/')+1:]))
+		}
 		for k, v := range out.Response.Headers {
 			w.Header().Set(k, v)
 		}
@@ -82,6 +87,7 @@ func HandleGet(s *Service) http.Handler {
 			web.Error(w, r, ErrOrderNotFound)
 			return
 		}
+		web.AddLogAttrs(r.Context(), slog.Int64("order_id", id))
 		o, err := s.Get(r.Context(), userID, id)
 		if err != nil {
 			web.Error(w, r, err)

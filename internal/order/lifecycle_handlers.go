@@ -1,6 +1,7 @@
 package order
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,6 +20,7 @@ func orderID(r *http.Request) (int64, error) {
 	if err != nil || id <= 0 {
 		return 0, ErrOrderNotFound
 	}
+	web.AddLogAttrs(r.Context(), slog.Int64("order_id", id))
 	return id, nil
 }
 

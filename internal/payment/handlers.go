@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -33,6 +34,7 @@ func HandlePay(s *Service) http.Handler {
 			web.Error(w, r, problem.New(problem.NotFound, "no such order"))
 			return
 		}
+		web.AddLogAttrs(r.Context(), slog.Int64("order_id", id))
 		rp, err := s.Pay(r.Context(), userID, id)
 		if err != nil {
 			web.Error(w, r, err)

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"log/slog"
+	"sync"
 )
 
 type ctxKey int
@@ -35,4 +36,39 @@ func Logger(ctx context.Context) *slog.Logger {
 		return l
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// logAttrs collects attributes a handler learns (e.g. the order id) for
+// the request's access log line.
+type logAttrs struct {
+	mu    sync.Mutex
+	attrs []slog.Attr
+}
+
+const logAttrsKey ctxKey = 100
+
+// WithLogAttrs returns ctx able to collect access-log attributes; the
+// access-log middleware reads them with LogAttrs after the handler.
+func WithLogAttrs(ctx context.Context) context.Context {
+	return context.WithValue(ctx, logAttrsKey, &logAttrs{})
+}
+
+// AddLogAttrs adds attributes to the request's access log line (a no-op
+// outside a request).
+func AddLogAttrs(ctx context.Context, attrs ...slog.Attr) {
+	if h, ok := ctx.Value(logAttrsKey).(*logAttrs); ok {
+		h.mu.Lock()
+		h.attrs = append(h.attrs, attrs...)
+		h.mu.Unlock()
+	}
+}
+
+// LogAttrs returns the attributes handlers added.
+func LogAttrs(ctx context.Context) []slog.Attr {
+	if h, ok := ctx.Value(logAttrsKey).(*logAttrs); ok {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return append([]slog.Attr(nil), h.attrs...)
+	}
+	return nil
 }
