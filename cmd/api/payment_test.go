@@ -288,6 +288,47 @@ func TestLateAndDoublePaymentsAreRefunded(t *testing.T) {
 	waitUntil(t, "REFUNDED", func() bool {
 		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", rejected.ID) == 1
 	})
+
+	// The refund's notification again: 4 copies of one notification at
+	// once and one under another id. All succeed; nothing changes.
+	refundNo := payment.OutRefundNo(payment.OutTradeNo(mustID(t, rejected.ID), 1))
+	plain, _ := json.Marshal(map[string]any{"mchid": testMchID, "out_refund_no": refundNo, "refund_id": "dup",
+		"refund_status": "SUCCESS", "amount": map[string]any{"refund": rejected.TotalFen, "total": rejected.TotalFen}})
+	refundNote := func(id string) (http.Header, []byte) {
+		ct, err := wxpay.EncryptAEAD(ps.apiKey, "0123456789ab", "refund", plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(wxpay.Notification{ID: id, EventType: "REFUND.SUCCESS", ResourceType: "encrypt-resource",
+			Resource: wxpay.Resource{OriginalType: "refund", Algorithm: "AEAD_AES_256_GCM", Ciphertext: ct, AssociatedData: "refund", Nonce: "0123456789ab"}})
+		return signedHeaders(ps.platform, "PUB_KEY_ID_SIM", time.Now(), body), body
+	}
+	answers := make(chan int, 5)
+	for i := range 5 {
+		id := "EV-REFUND-DUP"
+		if i == 4 {
+			id = "EV-REFUND-OTHER"
+		}
+		go func() {
+			h, body := refundNote(id)
+			req, _ := http.NewRequest("POST", ps.apis[0].url+"/v1/payments/wechat/notify", bytes.NewReader(body))
+			req.Header = h
+			answers <- ps.send(t, req).status
+		}()
+	}
+	for range 5 {
+		if a := <-answers; a != 204 {
+			t.Errorf("duplicate refund notification answered %d", a)
+		}
+	}
+	for name, q := range map[string]string{
+		"REFUNDED transitions": "SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'",
+		"successful refunds":   "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'",
+	} {
+		if n := ps.count(t, q, rejected.ID); n != 1 {
+			t.Errorf("%s: %d, want 1", name, n)
+		}
+	}
 }
 
 // notification builds a callback the way the platform does, with knobs to

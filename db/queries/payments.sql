@@ -64,3 +64,6 @@ LIMIT @max_rows;
 
 -- name: PaymentMarkClosed :exec
 UPDATE payments SET status = 'CLOSED', updated_at = now() WHERE id = @id AND status = 'CREATED';
+
+-- name: PaymentGetByID :one
+SELECT * FROM payments WHERE id = @id;

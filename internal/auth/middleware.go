@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -104,6 +103,3 @@ func bearer(r *http.Request) (string, error) {
 	}
 	return strings.TrimSpace(tok), nil
 }
-
-// IsInvalidToken reports whether err is a token verification failure.
-func IsInvalidToken(err error) bool { return errors.Is(err, ErrInvalidToken) }

@@ -126,8 +126,5 @@ func (c *Claim) Release(ctx context.Context) {
 // UserID is the claim's user.
 func (c *Claim) UserID() int64 { return c.userID }
 
-// Key is the claim's idempotency key.
-func (c *Claim) Key() string { return c.key }
-
 // Fingerprint is the claimed request's fingerprint.
 func (c *Claim) Fingerprint() []byte { return c.fp }

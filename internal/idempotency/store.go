@@ -168,13 +168,8 @@ func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, er
 // duplicate is waited for up to CoalesceWait, then InProgress.
 func (s *Store) Begin(ctx context.Context, userID int64, key string, fp []byte) (Outcome, error) {
 	rk := recordKey(userID, key)
-	if rec, ok := s.l1.GetIfPresent(rk); ok {
-		if !bytes.Equal(rec.Fingerprint, fp) {
-			s.count("l1", "mismatch")
-			return Outcome{}, ErrMismatch
-		}
-		s.count("l1", "hit")
-		return Outcome{Replay: &rec.Response}, nil
+	if resp, ok, err := s.Cached(userID, key, fp); err != nil || ok {
+		return Outcome{Replay: resp}, err
 	}
 	s.count("l1", "miss")
 	c := &Claim{s: s, userID: userID, key: key, fp: fp, owner: newOwner()}

@@ -354,9 +354,9 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if r.Status == "SUCCESS" {
 		return nil
 	}
-	p, err := s.paymentByID(ctx, r.PaymentID, r.OrderID)
+	p, err := s.q.PaymentGetByID(ctx, s.o.Pool, r.PaymentID)
 	if err != nil {
-		return err
+		return fmt.Errorf("read payment: %w", err)
 	}
 	res, err := s.o.Client.Refund(ctx, p.OutTradeNo, r.OutRefundNo, r.Reason, r.AmountFen, p.AmountFen)
 	if err != nil {
@@ -371,19 +371,6 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 		return nil
 	}
 	return err
-}
-
-func (s *Service) paymentByID(ctx context.Context, paymentID, orderID int64) (dbsqlc.Payment, error) {
-	pays, err := s.q.PaymentsByOrder(ctx, s.o.Pool, orderID)
-	if err != nil {
-		return dbsqlc.Payment{}, err
-	}
-	for _, p := range pays {
-		if p.ID == paymentID {
-			return p, nil
-		}
-	}
-	return dbsqlc.Payment{}, fmt.Errorf("payment %d not found", paymentID)
 }
 
 // HandleRefund applies a refund result exactly once: the refund is marked,

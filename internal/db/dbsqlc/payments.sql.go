@@ -69,6 +69,33 @@ func (q *Queries) NotificationInsert(ctx context.Context, db DBTX, arg Notificat
 	return id, err
 }
 
+const paymentGetByID = `-- name: PaymentGetByID :one
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at FROM payments WHERE id = $1
+`
+
+func (q *Queries) PaymentGetByID(ctx context.Context, db DBTX, id int64) (Payment, error) {
+	row := db.QueryRow(ctx, paymentGetByID, id)
+	var i Payment
+	err := row.Scan(
+		&i.ID,
+		&i.OrderID,
+		&i.Channel,
+		&i.Mchid,
+		&i.Appid,
+		&i.OutTradeNo,
+		&i.AmountFen,
+		&i.Currency,
+		&i.PrepayID,
+		&i.PrepayExpiresAt,
+		&i.Status,
+		&i.TransactionID,
+		&i.PaidAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const paymentGetByOutTradeNo = `-- name: PaymentGetByOutTradeNo :one
 SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3
 `
