@@ -1,11 +1,14 @@
 -- name: OrderInsert :one
--- ON CONFLICT DO NOTHING on (user, intent digest): a duplicate returns no
--- row, and the caller reads the order that was placed.
+-- ON CONFLICT DO NOTHING with every unique index as arbiter: a duplicate
+-- returns no row, and the caller reads the order that was placed. Naming
+-- only (user, intent digest) is not enough: two submits of one token carry
+-- one order id too, and the loser of that race would fail on orders_pkey
+-- (a non-arbiter index raises instead of doing nothing).
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                     items_total_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
 VALUES (@id, @user_id, @merchant_id, @intent_digest, @content_digest, @intent_seq, @digest_alg, 'PENDING_PAYMENT',
         @items_total_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at)
-ON CONFLICT (user_id, intent_digest) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING *;
 
 -- name: OrderGetByUserDigest :one

@@ -137,7 +137,7 @@ INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, int
                     items_total_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
         $8, $9, $10, $11, $12, $13, $14, $14)
-ON CONFLICT (user_id, intent_digest) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at
 `
 
@@ -158,8 +158,11 @@ type OrderInsertParams struct {
 	CreatedAt      time.Time
 }
 
-// ON CONFLICT DO NOTHING on (user, intent digest): a duplicate returns no
-// row, and the caller reads the order that was placed.
+// ON CONFLICT DO NOTHING with every unique index as arbiter: a duplicate
+// returns no row, and the caller reads the order that was placed. Naming
+// only (user, intent digest) is not enough: two submits of one token carry
+// one order id too, and the loser of that race would fail on orders_pkey
+// (a non-arbiter index raises instead of doing nothing).
 func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParams) (Order, error) {
 	row := db.QueryRow(ctx, orderInsert,
 		arg.ID,
