@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/takeout/takeout/internal/payment/wxpay"
@@ -211,7 +212,7 @@ func (p *payments) finishRefund(rf *simRefund, fails bool) {
 		"out_refund_no": rf.OutRefundNo, "refund_status": status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total}})
 	url := rf.NotifyURL
 	p.mu.Unlock()
-	p.deliver(context.Background(), url, event, "refund", plain, deliveryPlan{copies: 1, retries: 5, retryBase: 50 * time.Millisecond})
+	p.deliver(context.Background(), url, event, "refund", plain, deliveryPlan{copies: 1, retries: 8, retryBase: 50 * time.Millisecond})
 }
 
 func (p *payments) queryRefund(r *http.Request, _ []byte) (int, any) {
@@ -245,6 +246,8 @@ type PayRequest struct {
 type PayResult struct {
 	TransactionID string `json:"transaction_id"`
 	Answers       []int  `json:"answers"`
+	// Deliveries counts every HTTP delivery made, retries included.
+	Deliveries int `json:"deliveries"`
 }
 
 func (p *payments) simPay(w http.ResponseWriter, r *http.Request) {
@@ -278,7 +281,7 @@ func (p *payments) simPay(w http.ResponseWriter, r *http.Request) {
 			in.Copies = 1
 		}
 		time.Sleep(time.Duration(in.DelayMS) * time.Millisecond)
-		res.Answers = p.deliver(r.Context(), url, "TRANSACTION.SUCCESS", "transaction", plain,
+		res.Answers, res.Deliveries = p.deliver(r.Context(), url, "TRANSACTION.SUCCESS", "transaction", plain,
 			deliveryPlan{copies: in.Copies, concurrent: in.Concurrent, retries: in.Retries, retryBase: time.Duration(in.RetryMS) * time.Millisecond,
 				jitter: time.Duration(in.ReorderMS) * time.Millisecond})
 	}
@@ -309,15 +312,17 @@ type deliveryPlan struct {
 }
 
 // deliver sends one notification (same id in every copy) and returns each
-// copy's final answer; a non-success answer is retried like the platform
-// does, with a growing delay.
-func (p *payments) deliver(ctx context.Context, url, event, assoc string, plain []byte, plan deliveryPlan) []int {
+// copy's final answer and the number of HTTP deliveries; a non-success
+// answer is retried like the platform does, with a growing delay (capped
+// at maxRetryDelay).
+func (p *payments) deliver(ctx context.Context, url, event, assoc string, plain []byte, plan deliveryPlan) ([]int, int) {
 	nonce := randHex(6)
 	ct, _ := wxpay.EncryptAEAD(p.o.APIv3Key, nonce, assoc, plain)
 	body, _ := json.Marshal(wxpay.Notification{ID: "EV-" + randHex(8), CreateTime: p.o.Now().Format(time.RFC3339), EventType: event,
 		ResourceType: "encrypt-resource", Summary: event, Resource: wxpay.Resource{OriginalType: assoc, Algorithm: "AEAD_AES_256_GCM",
 			Ciphertext: ct, AssociatedData: assoc, Nonce: nonce}})
 	answers := make([]int, plan.copies)
+	var deliveries atomic.Int64
 	send := func(i int) {
 		if plan.jitter > 0 {
 			n, _ := rand.Int(rand.Reader, big.NewInt(int64(plan.jitter)))
@@ -329,6 +334,7 @@ func (p *payments) deliver(ctx context.Context, url, event, assoc string, plain 
 			req.Header.Set("Content-Type", "application/json")
 			p.sign(req.Header, body)
 			status := 0
+			deliveries.Add(1)
 			if resp, err := p.o.Client.Do(req); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -339,7 +345,7 @@ func (p *payments) deliver(ctx context.Context, url, event, assoc string, plain 
 				return
 			}
 			time.Sleep(delay)
-			delay *= 2
+			delay = min(2*delay, maxRetryDelay)
 		}
 	}
 	var wg sync.WaitGroup
@@ -351,5 +357,8 @@ func (p *payments) deliver(ctx context.Context, url, event, assoc string, plain 
 		}
 	}
 	wg.Wait()
-	return answers
+	return answers, int(deliveries.Load())
 }
+
+// maxRetryDelay caps the growing delay between re-deliveries.
+const maxRetryDelay = 5 * time.Second
