@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -103,6 +106,25 @@ func CheckViolation(err error) (constraint string, ok bool) {
 func ForeignKeyViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == codeForeignKeyViolation
+}
+
+// Unavailable reports whether err means PostgreSQL could not be reached
+// or the connection broke or timed out (rather than a statement being
+// refused): the request did not commit and may be retried. Connection
+// failures, broken sockets, server shutdown and "cannot connect now"
+// (recovery after a crash) all count.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // NoRows maps pgx.ErrNoRows to ErrNotFound and leaves other errors alone.

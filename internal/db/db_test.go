@@ -3,8 +3,10 @@ package db_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -176,5 +178,59 @@ func TestErrorMapping(t *testing.T) {
 		t.Error("negative stock accepted")
 	} else if _, ok := db.CheckViolation(err); !ok {
 		t.Errorf("negative stock: %v, want check violation", err)
+	}
+}
+
+// Unavailable tells a database that is unreachable or went away from a
+// statement that was refused, with errors produced for real.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+
+	_, refused := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
+
+	victim, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Release()
+	var pid int
+	if err := victim.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	_, terminated := victim.Exec(ctx, "SELECT 1")
+
+	_, syntax := pool.Exec(ctx, "SELEC 1")
+	_, unique := pool.Exec(ctx, "INSERT INTO users (openid) VALUES ('u'), ('u')")
+	noRows := pool.QueryRow(ctx, "SELECT 1 WHERE false").Scan(new(int))
+	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, deadline := pool.Exec(tctx, "SELECT pg_sleep(5)")
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", refused, true},
+		{"backend terminated", terminated, true},
+		{"statement timed out by the caller", deadline, true},
+		{"wrapped", fmt.Errorf("begin: %w", refused), true},
+		{"syntax error", syntax, false},
+		{"unique violation", unique, false},
+		{"no rows", noRows, false},
+		{"nil", nil, false},
+		{"plain", errors.New("boom"), false},
+	} {
+		if tc.want && tc.err == nil {
+			t.Fatalf("%s: no error produced", tc.name)
+		}
+		if got := db.Unavailable(tc.err); got != tc.want {
+			t.Errorf("%s: Unavailable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/problem"
 )
 
@@ -130,6 +131,15 @@ func RawJSON(w http.ResponseWriter, status int, body []byte) {
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	logger := Logger(r.Context())
 	p, ok := problem.As(err)
+	if !ok && db.Unavailable(err) {
+		// The database is down or restarting: nothing committed, and a
+		// retry shortly will likely succeed.
+		p = problem.New(problem.Unavailable, "the database is unavailable; retry shortly")
+		w.Header().Set("Retry-After", "1")
+		logger.WarnContext(r.Context(), "request failed: database unavailable", "err", err)
+		WriteProblem(w, r, p)
+		return
+	}
 	if !ok {
 		p = problem.New(problem.Internal, "something went wrong on our side; quote request id %s when reporting it", RequestID(r.Context()))
 		logger.ErrorContext(r.Context(), "request failed", "err", err)
