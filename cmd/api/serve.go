@@ -156,7 +156,8 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	river.AddWorker(workers, &idempotency.PruneWorker{Store: idem})
 	jobClient, jobMetrics, err := jobs.New(jobs.Options{
 		Pool: pool, Logger: logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
-		PollInterval: cfg.JobPollInterval, Registerer: reg,
+		PollInterval: cfg.JobPollInterval, RetryMaxDelay: cfg.JobRetryMaxDelay,
+		RescueAfter: cfg.JobRescueAfter, Registerer: reg,
 		Periodic: periodic,
 	})
 	if err != nil {

@@ -71,6 +71,8 @@ type Config struct {
 	JobWorkers         int           `env:"TAKEOUT_JOB_WORKERS" envDefault:"20"`
 	JobMaxAttempts     int           `env:"TAKEOUT_JOB_MAX_ATTEMPTS" envDefault:"25"`
 	JobPollInterval    time.Duration `env:"TAKEOUT_JOB_POLL_INTERVAL" envDefault:"1s"`
+	JobRetryMaxDelay   time.Duration `env:"TAKEOUT_JOB_RETRY_MAX_DELAY" envDefault:"5m"`
+	JobRescueAfter     time.Duration `env:"TAKEOUT_JOB_RESCUE_AFTER" envDefault:"2m"`
 	WebhookURL         string        `env:"TAKEOUT_WEBHOOK_URL"`
 	WebhookSecret      Secret        `env:"TAKEOUT_WEBHOOK_SECRET"`
 	WebhookMaxAttempts int           `env:"TAKEOUT_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
@@ -249,6 +251,8 @@ func (c Config) validate() error {
 	check(c.JobWorkers >= 1, "TAKEOUT_JOB_WORKERS: want at least 1")
 	check(c.JobMaxAttempts >= 1, "TAKEOUT_JOB_MAX_ATTEMPTS: want at least 1")
 	check(c.JobPollInterval >= 10*time.Millisecond, "TAKEOUT_JOB_POLL_INTERVAL: want at least 10ms")
+	check(c.JobRetryMaxDelay >= time.Second, "TAKEOUT_JOB_RETRY_MAX_DELAY: want at least 1s")
+	check(c.JobRescueAfter >= 4*max(c.WebhookTimeout, c.WeChatTimeout), "TAKEOUT_JOB_RESCUE_AFTER: want at least 4 x the longest call timeout (TAKEOUT_WEBHOOK_TIMEOUT, TAKEOUT_WECHAT_TIMEOUT)")
 	check(c.WebhookURL == "" || validURL(c.WebhookURL, "http", "https"), "TAKEOUT_WEBHOOK_URL: want an http(s) URL or empty for no webhook")
 	check(c.WebhookURL == "" || len(c.WebhookSecret) >= 16, "TAKEOUT_WEBHOOK_SECRET (or _FILE): required with TAKEOUT_WEBHOOK_URL, at least 16 bytes")
 	check(c.WebhookMaxAttempts >= 1, "TAKEOUT_WEBHOOK_MAX_ATTEMPTS: want at least 1")

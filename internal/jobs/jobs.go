@@ -5,9 +5,11 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Client is the River client of this instance.
@@ -33,7 +36,36 @@ type Options struct {
 	// PollInterval is how often workers look for due jobs besides
 	// LISTEN/NOTIFY (and for retries, which are not notified).
 	PollInterval time.Duration
-	Registerer   prometheus.Registerer
+	// RetryMaxDelay caps the exponential backoff between attempts (jobs
+	// with their own NextRetry, like webhooks, keep theirs).
+	RetryMaxDelay time.Duration
+	// RescueAfter is how long a job may stay running before it is taken
+	// for orphaned (its instance crashed) and run again; a job's own run
+	// is limited to half of it.
+	RescueAfter time.Duration
+	Registerer  prometheus.Registerer
+}
+
+// CappedBackoff is the retry policy: 1s, 2s, 4s, ... doubling up to Max,
+// with up to 10% jitter. River's default (attempt^4 seconds) leaves a
+// refund or a pay-deadline cancel waiting minutes after a database blip
+// of a second; these jobs fail for transient reasons and should come back
+// soon, and Max still spreads a long outage over many attempts.
+type CappedBackoff struct {
+	Max time.Duration
+}
+
+// NextRetry implements river.ClientRetryPolicy.
+func (b CappedBackoff) NextRetry(job *rivertype.JobRow) time.Time {
+	return time.Now().Add(b.delay(job.Attempt))
+}
+
+func (b CappedBackoff) delay(attempt int) time.Duration {
+	d := b.Max
+	if attempt >= 1 && attempt <= 30 {
+		d = min(time.Second<<(attempt-1), b.Max)
+	}
+	return d + rand.N(d/10+1)
 }
 
 // New returns a River client that inserts and works jobs.
@@ -46,6 +78,11 @@ func New(opts Options) (*Client, *Metrics, error) {
 		MaxAttempts:       opts.MaxAttempts,
 		FetchPollInterval: opts.PollInterval,
 		FetchCooldown:     min(opts.PollInterval, 100*time.Millisecond),
+		RetryPolicy:       CappedBackoff{Max: cmp.Or(opts.RetryMaxDelay, 5*time.Minute)},
+		// River's default (an hour) would leave a crashed instance's
+		// pay-deadline cancel or refund waiting that long.
+		RescueStuckJobsAfter: cmp.Or(opts.RescueAfter, 2*time.Minute),
+		JobTimeout:           cmp.Or(opts.RescueAfter, 2*time.Minute) / 2,
 		// Keep dead letters for an operator to look at.
 		DiscardedJobRetentionPeriod: 30 * 24 * time.Hour,
 	})
