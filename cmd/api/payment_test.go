@@ -487,6 +487,38 @@ func TestDroppedCallbacksAreReconciled(t *testing.T) {
 	}
 }
 
+// The platform finishes a refund but its notification never arrives: the
+// reconciliation job queries the refund and the order becomes REFUNDED,
+// once.
+func TestDroppedRefundNotificationsAreReconciled(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "200ms", "TAKEOUT_WXPAY_QUERY_AFTER": "0s"}, 10)
+	resp, err := http.Post(ps.sim.URL+"/sim/config", "application/json", strings.NewReader(`{"drop_refund_notifications":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	user := ps.login(t, "refund-in-silence")
+	o := ps.place(t, user, "silent", 1)
+	ps.pay(t, user, o.ID)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Retries: 10, RetryMS: 20})
+	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel a paid order: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the refund to be reconciled", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", o.ID) == 1
+	})
+	for q, want := range map[string]int{
+		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'":                          1,
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'":         1,
+		"SELECT count(*) FROM payment_notifications WHERE order_id = $1 AND event_type = 'REFUND.SUCCESS'": 1,
+	} {
+		if n := ps.count(t, q, o.ID); n != want {
+			t.Errorf("%s: %d, want %d", q, n, want)
+		}
+	}
+}
+
 // At the pay deadline an unpaid payment is closed at the provider, then
 // the order is cancelled; a payment that went through unannounced makes
 // the order PAID instead.

@@ -67,3 +67,10 @@ UPDATE payments SET status = 'CLOSED', updated_at = now() WHERE id = @id AND sta
 
 -- name: PaymentGetByID :one
 SELECT * FROM payments WHERE id = @id;
+
+-- name: RefundsToReconcile :many
+-- Refunds the platform accepted whose result notification is late.
+SELECT * FROM refunds
+WHERE status = 'PROCESSING' AND updated_at <= @older_than
+ORDER BY id
+LIMIT @max_rows;

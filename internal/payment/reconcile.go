@@ -13,7 +13,7 @@ import (
 )
 
 // ReconcileArgs is the periodic job that asks the platform about payments
-// whose callback is late.
+// and refunds whose callback is late.
 type ReconcileArgs struct{}
 
 // Kind names the job.
@@ -39,7 +39,34 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 			errs = append(errs, fmt.Errorf("%s: %w", p.OutTradeNo, err))
 		}
 	}
+	refunds, err := s.q.RefundsToReconcile(ctx, s.o.Pool, dbsqlc.RefundsToReconcileParams{OlderThan: s.o.Now().Add(-w.after), MaxRows: 200})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("refunds to reconcile: %w", err))...)
+	}
+	for _, r := range refunds {
+		if err := s.reconcileRefund(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.OutRefundNo, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// reconcileRefund asks the platform how a refund ended and applies a
+// final answer through the same exactly-once path as its notification
+// (which, should it come later, is then a duplicate).
+func (s *Service) reconcileRefund(ctx context.Context, r dbsqlc.Refund) error {
+	res, err := s.o.Client.QueryRefund(ctx, r.OutRefundNo)
+	if err != nil {
+		return err
+	}
+	switch res.Status {
+	case "SUCCESS", "ABNORMAL", "CLOSED":
+	default:
+		return nil // still processing
+	}
+	res.RefundStatus = res.Status
+	_, err = s.HandleRefund(ctx, Source{Kind: "query", NotificationID: "query:" + r.OutRefundNo, EventType: "REFUND." + res.Status}, res)
+	return err
 }
 
 // reconcile applies the platform's view of one payment; it reports

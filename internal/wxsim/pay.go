@@ -52,6 +52,9 @@ type payments struct {
 	seq     int
 	// RefundFails makes refunds end in REFUND.ABNORMAL.
 	refundFails bool
+	// dropRefundNotices: refunds finish but nobody is told; only a
+	// refund query finds out.
+	dropRefundNotices bool
 }
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
@@ -192,15 +195,15 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 	}
 	out := map[string]any{"refund_id": rf.RefundID, "out_refund_no": rf.OutRefundNo, "out_trade_no": rf.OutTradeNo,
 		"transaction_id": t.TransactionID, "status": rf.Status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total, "currency": "CNY"}}
-	fails := p.refundFails
+	fails, drop := p.refundFails, p.dropRefundNotices
 	p.mu.Unlock()
 	if !dup {
-		go p.finishRefund(rf, fails)
+		go p.finishRefund(rf, fails, drop)
 	}
 	return 200, out
 }
 
-func (p *payments) finishRefund(rf *simRefund, fails bool) {
+func (p *payments) finishRefund(rf *simRefund, fails, drop bool) {
 	time.Sleep(20 * time.Millisecond)
 	status, event := "SUCCESS", "REFUND.SUCCESS"
 	if fails {
@@ -212,6 +215,9 @@ func (p *payments) finishRefund(rf *simRefund, fails bool) {
 		"out_refund_no": rf.OutRefundNo, "refund_status": status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total}})
 	url := rf.NotifyURL
 	p.mu.Unlock()
+	if drop {
+		return
+	}
 	p.deliver(context.Background(), url, event, "refund", plain, deliveryPlan{copies: 1, retries: 8, retryBase: 50 * time.Millisecond})
 }
 
@@ -291,14 +297,15 @@ func (p *payments) simPay(w http.ResponseWriter, r *http.Request) {
 
 func (p *payments) simConfig(w http.ResponseWriter, r *http.Request) {
 	var in struct {
-		RefundFails bool `json:"refund_fails"`
+		RefundFails       bool `json:"refund_fails"`
+		DropRefundNotices bool `json:"drop_refund_notifications"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
 	}
 	p.mu.Lock()
-	p.refundFails = in.RefundFails
+	p.refundFails, p.dropRefundNotices = in.RefundFails, in.DropRefundNotices
 	p.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -479,3 +479,47 @@ func (q *Queries) RefundSetStatus(ctx context.Context, db DBTX, arg RefundSetSta
 	)
 	return i, err
 }
+
+const refundsToReconcile = `-- name: RefundsToReconcile :many
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at FROM refunds
+WHERE status = 'PROCESSING' AND updated_at <= $1
+ORDER BY id
+LIMIT $2
+`
+
+type RefundsToReconcileParams struct {
+	OlderThan time.Time
+	MaxRows   int32
+}
+
+// Refunds the platform accepted whose result notification is late.
+func (q *Queries) RefundsToReconcile(ctx context.Context, db DBTX, arg RefundsToReconcileParams) ([]Refund, error) {
+	rows, err := db.Query(ctx, refundsToReconcile, arg.OlderThan, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Refund{}
+	for rows.Next() {
+		var i Refund
+		if err := rows.Scan(
+			&i.ID,
+			&i.PaymentID,
+			&i.OrderID,
+			&i.OutRefundNo,
+			&i.AmountFen,
+			&i.Reason,
+			&i.Status,
+			&i.RefundID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
