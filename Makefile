@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SQLC  := go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
-.PHONY: run test build generate services stop-services fuzz clean
+.PHONY: run test build generate services stop-services fuzz soak soak-quick clean
 
 ## run: start PostgreSQL/Redis if needed, migrate, seed the demo, run wxsim and the API
 run:
@@ -12,10 +12,11 @@ run:
 test:
 	@scripts/dev/test.sh
 
-## build: build bin/api and bin/wxsim
+## build: build bin/api, bin/wxsim and bin/soak
 build:
 	go build -o bin/api ./cmd/api
 	go build -o bin/wxsim ./cmd/wxsim
+	go build -o bin/soak ./cmd/soak
 
 ## generate: regenerate the sqlc code after changing db/queries or db/migrations
 generate:
@@ -37,6 +38,29 @@ fuzz:
 			echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
+
+# The soak (cmd/soak): 3 api instances, wxsim, a private PostgreSQL and
+# Redis behind toxiproxy, duplicate storms, every fault kind, then the
+# invariant checker. Exit status 1 when an invariant is broken.
+DURATION    ?= 30m
+USERS       ?= 64
+DUP         ?= 4
+INSTANCES   ?= 3
+FAULTS      ?= all
+FAULT_EVERY ?= 30s
+SOAK_FLAGS  = -duration $(DURATION) -users $(USERS) -dup $(DUP) -instances $(INSTANCES) -fault-every $(FAULT_EVERY) \
+	$(if $(filter all,$(FAULTS)),,-faults $(FAULTS))
+
+## soak: the long soak; its report goes to docs/soak/ (DURATION, USERS, DUP, INSTANCES, FAULTS, FAULT_EVERY)
+soak: build
+	TAKEOUT_SOAK_COMMAND="make soak DURATION=$(DURATION) USERS=$(USERS) DUP=$(DUP) INSTANCES=$(INSTANCES) FAULTS=$(FAULTS) FAULT_EVERY=$(FAULT_EVERY)" \
+		bin/soak $(SOAK_FLAGS) -report-dir docs/soak
+
+## soak-quick: every fault kind once in about 2 minutes (part of make test); report in .dev/soak/quick
+soak-quick: build
+	rm -rf .dev/soak/quick
+	TAKEOUT_SOAK_COMMAND="make soak-quick" bin/soak -duration 60s -settle 60s -users 24 -dup 4 -fault-every 6s \
+		-pay-window 20s -hot-stock 150 -work-dir .dev/soak/quick -report-name soak-quick
 
 clean:
 	rm -rf bin

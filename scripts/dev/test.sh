@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test: ensure PostgreSQL and Redis, then build, vet, check formatting
-# and generated code, run every test with the race detector, and every
-# fuzz target briefly. The test runner's summary is printed again last.
+# and generated code, run every test with the race detector, every fuzz
+# target briefly, and the quick soak (make soak-quick). The test runner's
+# summary is printed again last.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -48,6 +49,13 @@ if ! make --no-print-directory fuzz FUZZTIME="${TAKEOUT_FUZZTIME:-500x}" >.dev/f
 	exit 1
 fi
 echo "$(grep -c '^== ' .dev/fuzz.log) fuzz targets ran without a failure"
+
+step "soak-quick: 3 api instances under duplicate storms and every fault kind, then the invariant checker"
+if ! make --no-print-directory soak-quick >.dev/soak-quick.log 2>&1; then
+	cat .dev/soak-quick.log
+	exit 1
+fi
+grep -E '^(PASS|FAIL)|submit attempts|orders created' .dev/soak-quick.log
 
 step "summary"
 tail -n 1 .dev/test-summary.log

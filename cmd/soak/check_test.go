@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+// consistentShop writes one user, merchant and dish (seeded with 10) and
+// one order of 1 unit in PENDING_PAYMENT, as the service would have, and
+// returns the dish's initial stock and the order id.
+func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
+	t.Helper()
+	ctx := context.Background()
+	var user, merchant, dish int64
+	const orderID = 1001
+	steps := []struct {
+		sql  string
+		args []any
+		out  *int64
+	}{
+		{`INSERT INTO users (openid) VALUES ('checker') RETURNING id`, nil, &user},
+		{`INSERT INTO merchants (name) VALUES ('Checker') RETURNING id`, nil, &merchant},
+	}
+	for _, s := range steps {
+		if err := pool.QueryRow(ctx, s.sql, s.args...).Scan(s.out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO dishes (merchant_id, name, price_fen, stock) VALUES ($1, 'D', 100, 9) RETURNING id`, merchant).Scan(&dish); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
+		   items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at)
+		 VALUES (1001, $1, $2, decode(repeat('ab', 32), 'hex'), decode(repeat('cd', 32), 'hex'), 1, 'SM3', 'PENDING_PAYMENT',
+		   100, 0, 100, '{}', now() + interval '1 hour', now(), now())`, []any{user, merchant}},
+		{`INSERT INTO order_items (order_id, dish_id, name, qty, unit_price_fen, line_total_fen) VALUES (1001, $1, 'D', 1, 100, 100)`, []any{dish}},
+		{`INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES (1001, $1, 1)`, []any{dish}},
+		{`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, NULL, 'PENDING_PAYMENT', 1, 'user:1')`, nil},
+	} {
+		if _, err := pool.Exec(ctx, q.sql, q.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return map[int64]int64{dish: 10}, orderID
+}
+
+// The checker finds nothing in a consistent database and finds each kind
+// of breakage when it is planted: it can fail.
+func TestCheckFindsPlantedViolations(t *testing.T) {
+	t.Parallel()
+	ack1001 := []ack{{purchase: 1, digest: "d1", order: "1001"}}
+	for _, tc := range []struct {
+		name  string
+		plant []string
+		acks  []ack
+		want  map[string]int
+	}{
+		{name: "consistent", acks: ack1001, want: map[string]int{}},
+		{name: "acknowledged order missing", acks: append(ack1001, ack{purchase: 2, digest: "d2", order: "4242"}),
+			want: map[string]int{invAckMissing: 1}},
+		{name: "one digest answered as two orders", acks: append(ack1001, ack{purchase: 1, digest: "d1", order: "4242"}),
+			want: map[string]int{invAckMissing: 1, invAckDiverges: 1, invPurchaseTwoOrders: 1}},
+		{name: "stock taken without a reservation", acks: ack1001, plant: []string{`UPDATE dishes SET stock = stock - 1`},
+			want: map[string]int{invStockConserved: 1}},
+		{name: "oversold", acks: ack1001, plant: []string{`UPDATE stock_reservations SET qty = 11`, `UPDATE order_items SET qty = 11, line_total_fen = 1100`,
+			`UPDATE dishes SET stock = 0`},
+			want: map[string]int{invOversold: 1, invStockConserved: 1}},
+		{name: "cancelled order still holds stock", acks: ack1001, plant: []string{
+			`UPDATE orders SET status = 'CANCELLED', version = 2`,
+			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'CANCELLED', 2, 'user:1')`},
+			want: map[string]int{invReservations: 1}},
+		{name: "history jumps outside the table", acks: ack1001, plant: []string{
+			`UPDATE orders SET status = 'COMPLETED', version = 2`,
+			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'COMPLETED', 2, 'admin:x')`},
+			want: map[string]int{invHistoryPath: 1, invPaidWithoutPayment: 1}},
+		{name: "paid by a user, not by the payment", acks: ack1001, plant: []string{
+			`UPDATE orders SET status = 'PAID', version = 2`,
+			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'PAID', 2, 'user:1')`,
+			`INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, status, transaction_id) VALUES (1001, 'wechat', 'm', 'a', 'T1', 100, 'SUCCESS', 'X1')`},
+			want: map[string]int{invHistoryPath: 1}},
+		{name: "paid twice, nothing refunded", acks: ack1001, plant: []string{
+			`UPDATE orders SET status = 'PAID', version = 2`,
+			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'PAID', 2, 'payment:x')`,
+			`INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, status, transaction_id) VALUES (1001, 'wechat', 'm', 'a', 'T1', 100, 'SUCCESS', 'X1')`,
+			`INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, status, transaction_id) VALUES (1001, 'wechat', 'm', 'a', 'T2', 100, 'SUCCESS', 'X2')`},
+			want: map[string]int{invPaidTwice: 1}},
+		{name: "unpaid past the deadline", acks: ack1001, plant: []string{`UPDATE orders SET pay_deadline = now() - interval '1 hour'`},
+			want: map[string]int{invStuck: 1}},
+		{name: "dead job", acks: ack1001, plant: []string{
+			`INSERT INTO river_job (kind, args, max_attempts, state, attempt, attempted_at, finalized_at, errors)
+			 VALUES ('webhook.deliver', '{}', 1, 'discarded', 1, now(), now(), ARRAY['{"attempt":1,"at":"2026-01-01T00:00:00Z","error":"boom","trace":""}'::jsonb])`},
+			want: map[string]int{invDeadJobs: 1}},
+		{name: "payment anomaly", acks: ack1001, plant: []string{
+			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
+			want: map[string]int{invAnomalies: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testenv.NewDB(t)
+			initial, _ := consistentShop(t, pool)
+			ctx := context.Background()
+			for _, q := range tc.plant {
+				if _, err := pool.Exec(ctx, q); err != nil {
+					t.Fatalf("plant %q: %v", q, err)
+				}
+			}
+			f, err := check(ctx, pool, tc.acks, initial, deadlines{grace: time.Second, autoComplete: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for inv, n := range f.violations {
+				if n > 0 {
+					got[inv] = n
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("violations (-want +got):\n%s\nexamples: %v", diff, f.examples)
+			}
+		})
+	}
+}

@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// freePort asks the kernel for a free loopback port. The soak keeps each
+// server on one port for its whole run so restarts come back where the
+// clients expect them.
+func freePort() (int, error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitTCP waits until something accepts connections on addr.
+func waitTCP(ctx context.Context, addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s did not accept connections within %s: %w", addr, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// postgres is the soak's private PostgreSQL cluster: it must be restarted
+// during the run, which no one should do to a shared server.
+type postgres struct {
+	bin, data string
+	port      int
+	runAs     []string // runuser -u postgres -- when we are root
+	logFile   string
+}
+
+// pgBinDir finds the newest installed PostgreSQL server binaries.
+func pgBinDir(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi > vj
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl) found: run `make services` (it installs them) or pass -pg-bin")
+}
+
+func startPostgres(ctx context.Context, binDir, dir string, maxConns int) (*postgres, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &postgres{bin: binDir, data: filepath.Join(dir, "pg"), port: port, logFile: filepath.Join(dir, "pg", "server.log")}
+	if err := os.MkdirAll(p.data, 0o700); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		// PostgreSQL refuses to run as root.
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("running as root needs the postgres user to own the soak cluster: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		for d := p.data; d != filepath.Dir(dir); d = filepath.Dir(d) {
+			if err := os.Chown(d, uid, gid); err != nil {
+				return nil, err
+			}
+		}
+		p.runAs = []string{"runuser", "-u", "postgres", "--"}
+	}
+	if out, err := p.cmd(ctx, "initdb", "-D", p.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	// fsync off is safe here: the soak crashes PostgreSQL, never the
+	// machine, and the WAL reaches the kernel on every commit. Commits stay
+	// synchronous: an acknowledged order must survive a crash.
+	conf := fmt.Sprintf("port = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\nmax_connections = %d\n"+
+		"fsync = off\nfull_page_writes = off\nshared_buffers = 128MB\n", port, p.data, maxConns)
+	f, err := os.OpenFile(filepath.Join(p.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.WriteString(conf); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.Close()
+	return p, p.start(ctx)
+}
+
+func (p *postgres) cmd(ctx context.Context, tool string, args ...string) *exec.Cmd {
+	argv := append(append(append([]string{}, p.runAs...), filepath.Join(p.bin, tool)), args...)
+	return exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // G204: the soak's own server binaries
+}
+
+func (p *postgres) start(ctx context.Context) error {
+	if out, err := p.cmd(ctx, "pg_ctl", "-D", p.data, "-l", p.logFile, "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl start: %w: %s (log: %s)", err, out, p.logFile)
+	}
+	return nil
+}
+
+// crashRestart stops the server the way a crash does (immediate: no
+// checkpoint, every connection cut, recovery on start) and starts it again.
+func (p *postgres) crashRestart(ctx context.Context, down time.Duration) error {
+	if out, err := p.cmd(ctx, "pg_ctl", "-D", p.data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
+	}
+	time.Sleep(down)
+	return p.start(ctx)
+}
+
+func (p *postgres) stop() {
+	_ = p.cmd(context.Background(), "pg_ctl", "-D", p.data, "-m", "fast", "-w", "stop").Run()
+}
+
+func (p *postgres) url(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port, db)
+}
+
+// redisServer is the soak's private Redis, a child process so that it can
+// be SIGKILLed.
+type redisServer struct {
+	dir  string
+	port int
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+func startRedis(ctx context.Context, dir string) (*redisServer, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, errors.New("redis-server not found: run `make services` (it installs it)")
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	r := &redisServer{dir: filepath.Join(dir, "redis"), port: port}
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return nil, err
+	}
+	return r, r.start(ctx)
+}
+
+func (r *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
+
+func (r *redisServer) start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cmd := exec.CommandContext(ctx, "redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", //nolint:gosec // G204: fixed arguments
+		"--appendonly", "no", "--dir", r.dir, "--logfile", filepath.Join(r.dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	r.cmd = cmd
+	go func() { _ = cmd.Wait() }()
+	return waitTCP(ctx, r.addr(), 10*time.Second)
+}
+
+// kill SIGKILLs the server: every key is gone (no persistence).
+func (r *redisServer) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Kill()
+		r.cmd = nil
+	}
+}
+
+// proxies puts toxiproxy (as a library) between the API instances and
+// PostgreSQL and Redis, for latency, black holes and connection resets.
+type proxies struct {
+	server     *toxiproxy.ApiServer
+	pg, redis  *toxiproxy.Proxy
+	pgAddr     string
+	redisAddr  string
+	toxicMutex sync.Mutex
+}
+
+func startProxies(pgUpstream, redisUpstream string) (*proxies, error) {
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	px := &proxies{server: srv}
+	var err error
+	if px.pg, px.pgAddr, err = startProxy(srv, "postgres", pgUpstream); err != nil {
+		return nil, err
+	}
+	if px.redis, px.redisAddr, err = startProxy(srv, "redis", redisUpstream); err != nil {
+		return nil, err
+	}
+	return px, nil
+}
+
+func startProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	p := toxiproxy.NewProxy(srv, name, fmt.Sprintf("127.0.0.1:%d", port), upstream)
+	if err := p.Start(); err != nil {
+		return nil, "", fmt.Errorf("toxiproxy %s: %w", name, err)
+	}
+	return p, p.Listen, nil
+}
+
+// toxic adds a toxic to p for d, then removes it. cut also drops every
+// connection open through p when the toxic goes on, so that pooled
+// connections meet it too.
+func (px *proxies) toxic(ctx context.Context, p *toxiproxy.Proxy, spec string, d time.Duration, cut bool) error {
+	px.toxicMutex.Lock()
+	defer px.toxicMutex.Unlock()
+	t, err := p.Toxics.AddToxicJson(strings.NewReader(spec))
+	if err != nil {
+		return fmt.Errorf("toxic %s: %w", spec, err)
+	}
+	if cut {
+		p.Stop()
+		if err := p.Start(); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	if err := p.Toxics.RemoveToxic(context.WithoutCancel(ctx), t.Name); err != nil {
+		return err
+	}
+	if cut {
+		// Connections that sat in a black hole are useless; drop them.
+		p.Stop()
+		return p.Start()
+	}
+	return nil
+}
+
+// instance is one running api process, always on the same port.
+type instance struct {
+	n       int
+	addr    string
+	bin     string
+	env     []string
+	logPath string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+func (in *instance) baseURL() string { return "http://" + in.addr }
+
+func (in *instance) start(ctx context.Context) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	logf, err := os.OpenFile(in.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, in.bin, "serve") //nolint:gosec // G204: the api binary we were given
+	cmd.Env = in.env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	in.cmd, in.exited = cmd, exited
+	return waitReady(ctx, in.baseURL(), exited, 90*time.Second)
+}
+
+// waitReady polls /readyz until it answers 200.
+func waitReady(ctx context.Context, base string, exited <-chan struct{}, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get(base + "/readyz") //nolint:gosec,noctx // G107: our own instance
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited before it was ready", base)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s", base, within)
+		}
+	}
+}
+
+// kill SIGKILLs the process: no graceful shutdown, in-flight requests and
+// transactions are cut.
+func (in *instance) kill() {
+	in.mu.Lock()
+	cmd, exited := in.cmd, in.exited
+	in.cmd = nil
+	in.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// stop asks for a graceful shutdown.
+func (in *instance) stop() {
+	in.mu.Lock()
+	cmd, exited := in.cmd, in.exited
+	in.cmd = nil
+	in.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+}
+
+// gateway is the load balancer in front of the instances for the payment
+// platform's callbacks (their notify URL must not name one instance): it
+// sends each request to a random instance and tries another when that one
+// does not accept the connection.
+type gateway struct {
+	instances []*instance
+	srv       *http.Server
+	url       string
+}
+
+func startGateway(instances []*instance) (*gateway, error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{instances: instances, url: "http://" + ln.Addr().String()}
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = g.srv.Serve(ln) }()
+	return g, nil
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	order := rand.Perm(len(g.instances))
+	for _, i := range order {
+		target, _ := url.Parse(g.instances[i].baseURL())
+		failed := false
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.ErrorLog = log.New(io.Discard, "", 0)
+		rp.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { failed = true }
+		rec := &bufferedResponse{header: http.Header{}}
+		r2 := r.Clone(r.Context())
+		r2.Body = io.NopCloser(strings.NewReader(string(body)))
+		r2.ContentLength = int64(len(body))
+		rp.ServeHTTP(rec, r2)
+		if failed {
+			continue
+		}
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body)
+		return
+	}
+	http.Error(w, "no instance answered", http.StatusBadGateway)
+}
+
+// bufferedResponse holds an upstream answer until the gateway knows the
+// attempt succeeded.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+func (b *bufferedResponse) WriteHeader(s int)   { b.status = s }
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	b.body = append(b.body, p...)
+	return len(p), nil
+}
+
+// readEnvFile reads the `export K='V'` lines wxsim writes for the API.
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path) //nolint:gosec // G304: wxsim's file in our work directory
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		out[k] = strings.Trim(v, "'")
+	}
+	return out, sc.Err()
+}

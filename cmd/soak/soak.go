@@ -1,0 +1,481 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/takeout/takeout/internal/auth"
+)
+
+// settings of the instances that the checker needs too.
+const (
+	autoCompleteAfter = 15 * time.Second
+	deadlineGrace     = 45 * time.Second
+)
+
+// soak sets everything up, runs the workload and the faults, settles,
+// checks, and returns the report.
+func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
+	workDir, err := filepath.Abs(o.workDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(workDir, 0o750); err != nil {
+		return nil, err
+	}
+	for _, bin := range []*string{&o.apiBin, &o.wxsimBin} {
+		if *bin, err = filepath.Abs(*bin); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(*bin); err != nil {
+			return nil, fmt.Errorf("%s: %w (build it: make build)", *bin, err)
+		}
+	}
+	started := time.Now()
+
+	// PostgreSQL, private: the postgres user must reach its directory.
+	pgBin, err := pgBinDir(o.pgBin)
+	if err != nil {
+		return nil, err
+	}
+	pgDir, err := os.MkdirTemp("", "takeout-soak-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(pgDir)
+	pg, err := startPostgres(ctx, pgBin, pgDir, 300)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		pg.stop()
+		copyFile(pg.logFile, filepath.Join(workDir, "postgres.log"))
+	}()
+	if err := createDatabase(ctx, pg.url("postgres"), "takeout"); err != nil {
+		return nil, err
+	}
+	rs, err := startRedis(ctx, workDir)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.kill()
+	px, err := startProxies(fmt.Sprintf("127.0.0.1:%d", pg.port), rs.addr())
+	if err != nil {
+		return nil, err
+	}
+	defer px.pg.Stop()
+	defer px.redis.Stop()
+	logf("PostgreSQL :%d (proxy %s), Redis %s (proxy %s), work directory %s", pg.port, px.pgAddr, rs.addr(), px.redisAddr, workDir)
+
+	appSecret, sessionSecret, staffSecret := randomSecret(), randomSecret(), randomSecret()
+	wxsimURL, wxEnv, stopWxsim, err := startWxsim(ctx, o.wxsimBin, workDir, appSecret)
+	if err != nil {
+		return nil, err
+	}
+	defer stopWxsim()
+
+	var webhooks atomic.Int64
+	hook, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		webhooks.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	defer hook.Close()
+
+	insts := make([]*instance, o.instances)
+	for i := range insts {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		insts[i] = &instance{n: i, addr: fmt.Sprintf("127.0.0.1:%d", port), bin: o.apiBin, logPath: filepath.Join(workDir, fmt.Sprintf("api-%d.log", i))}
+	}
+	gw, err := startGateway(insts)
+	if err != nil {
+		return nil, err
+	}
+	defer gw.srv.Close()
+	env := map[string]string{
+		"TAKEOUT_DATABASE_URL":               fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&connect_timeout=5", px.pgAddr),
+		"TAKEOUT_DATABASE_MAX_CONNS":         "16",
+		"TAKEOUT_REDIS_URL":                  "redis://" + px.redisAddr + "/0",
+		"TAKEOUT_REDIS_PREFIX":               "soak:",
+		"TAKEOUT_SESSION_SECRET":             sessionSecret,
+		"TAKEOUT_STAFF_SECRET":               staffSecret,
+		"TAKEOUT_CONFIRM_SECRET":             randomSecret(),
+		"TAKEOUT_WECHAT_API_BASE":            wxsimURL,
+		"TAKEOUT_WECHAT_APP_SECRET":          appSecret,
+		"TAKEOUT_WXPAY_API_BASE":             wxsimURL,
+		"TAKEOUT_WXPAY_NOTIFY_URL":           gw.url + "/v1/payments/wechat/notify",
+		"TAKEOUT_WXPAY_RECONCILE_INTERVAL":   "5s",
+		"TAKEOUT_WXPAY_QUERY_AFTER":          "5s",
+		"TAKEOUT_WEBHOOK_URL":                hook.url,
+		"TAKEOUT_WEBHOOK_SECRET":             randomSecret(),
+		"TAKEOUT_WEBHOOK_RETRY_BASE":         "1s",
+		"TAKEOUT_ORDER_PAY_WINDOW":           o.payWindow.String(),
+		"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER":  autoCompleteAfter.String(),
+		"TAKEOUT_JOB_POLL_INTERVAL":          "200ms",
+		"TAKEOUT_JOB_RETRY_MAX_DELAY":        "5s",
+		"TAKEOUT_JOB_RESCUE_AFTER":           "20s", // jobs of SIGKILLed instances
+		"TAKEOUT_RATE_LIMIT_IP":              "0",   // every simulated user shares 127.0.0.1
+		"TAKEOUT_RATE_LIMIT_USER":            "0",
+		"TAKEOUT_SHUTDOWN_TIMEOUT":           "10s",
+		"TAKEOUT_LOG_LEVEL":                  "info",
+		"TAKEOUT_IDEMPOTENCY_COALESCE_WAIT":  "2s",
+		"TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL":   "45s",
+		"TAKEOUT_HTTP_WRITE_TIMEOUT":         "30s",
+		"TAKEOUT_WORKER_LEASE_TTL":           "30s",
+		"TAKEOUT_CATALOG_CACHE_TTL":          "60s",
+		"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL": "10m",
+	}
+	for k, v := range wxEnv {
+		env[k] = v
+	}
+	for i, in := range insts {
+		in.env = instanceEnv(env, in.addr)
+		if err := in.start(ctx); err != nil {
+			return nil, fmt.Errorf("instance %d: %w (log: %s)", i, err, in.logPath)
+		}
+	}
+	defer func() {
+		for _, in := range insts {
+			in.kill()
+		}
+	}()
+	logf("%d api instances ready; wxsim %s; callback gateway %s", len(insts), wxsimURL, gw.url)
+
+	clog, err := openClientLog(filepath.Join(workDir, "client.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer clog.close()
+	d := &driver{o: o, insts: insts, wxsimURL: wxsimURL, log: clog,
+		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}}}
+	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
+	admin, _, err := tokens.IssueStaff("soak-admin", auth.Role{Admin: true}, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.seed(ctx, admin, tokens); err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	direct, err := pgxpool.New(ctx, pg.url("takeout"))
+	if err != nil {
+		return nil, err
+	}
+	defer direct.Close()
+	initial, err := stockNow(ctx, direct)
+	if err != nil {
+		return nil, err
+	}
+
+	// The run.
+	logf("workload: %d users, duplicate factor %d, %s; faults every %s: %v", o.users, o.dup, o.duration, o.faultEvery, o.faults)
+	runStart := time.Now()
+	inj := &injector{o: o, pg: pg, redis: rs, px: px, insts: insts, start: runStart, logf: logf, counts: map[string]int{}}
+	stop := make(chan struct{})
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	var faultsDone sync.WaitGroup
+	faultsDone.Go(func() { inj.run(faultCtx) })
+	var users sync.WaitGroup
+	for n := range o.users {
+		users.Go(func() { d.user(ctx, stop, n) })
+	}
+	for _, m := range d.merchants {
+		users.Go(func() { d.staff(ctx, stop, m) })
+	}
+	progress := time.NewTicker(15 * time.Second)
+	deadline := time.After(o.duration)
+loop:
+	for {
+		select {
+		case <-deadline:
+			break loop
+		case <-ctx.Done():
+			break loop
+		case <-progress.C:
+			c := clog.snapshot()
+			logf("%.0fs: %d submits, %d purchases, %d callbacks", time.Since(runStart).Seconds(), total(c, "submit", nil), d.purchases.Load(), d.callbacks.Load())
+		}
+	}
+	progress.Stop()
+	close(stop)
+	stopFaults()
+	faultsDone.Wait()
+	users.Wait()
+	runFor := time.Since(runStart)
+	logf("workload over after %.0fs; settling (at most %s)", runFor.Seconds(), o.settle)
+
+	// Settle: let deadlines, retries and refunds play out.
+	settleStart := time.Now()
+	bgDone := make(chan struct{})
+	go func() { d.background.Wait(); close(bgDone) }()
+	for time.Since(settleStart) < o.settle && ctx.Err() == nil {
+		open, err := openWork(ctx, direct)
+		if err != nil {
+			logf("settle: %v", err)
+		}
+		select {
+		case <-bgDone:
+			if err == nil && open == 0 {
+				goto settled
+			}
+		default:
+		}
+		sleep(ctx, 2*time.Second)
+	}
+settled:
+	settled := time.Since(settleStart)
+	for _, in := range insts {
+		in.stop()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := clog.close(); err != nil {
+		return nil, err
+	}
+	acks, err := readAcks(filepath.Join(workDir, "client.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("client log: %w", err)
+	}
+	f, err := check(ctx, direct, acks, initial, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+
+	counts := clog.snapshot()
+	faults, timeline := inj.results()
+	rep := &report{
+		Violations: f.violations, Instances: o.instances, DurationS: runFor.Seconds(), Faults: faults,
+		SubmitAttempts: total(counts, "submit", nil), CallbacksSent: d.callbacks.Load(),
+		Started: started, SettleS: settled.Seconds(), Users: o.users, DupFactor: o.dup, HotStock: o.hotStock,
+		Requests: counts, Examples: f.examples, DeadJobs: f.deadJobs, JobsRetrying: f.retrying, FaultTimeline: timeline,
+		Machine: machine(), ClientLog: filepath.Join(workDir, "client.jsonl"),
+		Workload: map[string]int{
+			"purchases":                 int(d.purchases.Load()),
+			"confirm_attempts":          total(counts, "confirm", nil),
+			"submit_2xx":                total(counts, "submit", is2xx),
+			"submit_acknowledged_order": len(acks),
+			"sim_payments":              int(d.simPays.Load()),
+			"cancel_attempts":           total(counts, "cancel", nil),
+			"webhook_deliveries":        int(webhooks.Load()),
+		},
+	}
+	if rep.DeadJobs == nil {
+		rep.DeadJobs = []deadJob{}
+	}
+	for _, n := range f.violations {
+		rep.ViolationsTotal += n
+	}
+	if rep.OrdersByStatus, err = ordersByStatus(ctx, direct); err != nil {
+		return nil, err
+	}
+	for _, n := range rep.OrdersByStatus {
+		rep.OrdersCreated += n
+	}
+	return rep, nil
+}
+
+// instanceEnv is this process's environment without TAKEOUT_* settings,
+// plus the instance's own.
+func instanceEnv(common map[string]string, addr string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TAKEOUT_") {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range common {
+		out = append(out, k+"="+v)
+	}
+	return append(out, "TAKEOUT_HTTP_ADDR="+addr)
+}
+
+func createDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	return err
+}
+
+// startWxsim runs wxsim with its keys in the work directory and returns
+// its URL and the TAKEOUT_WXPAY_* settings it wrote for the API.
+func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, map[string]string, func(), error) {
+	port, err := freePort()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dir := filepath.Join(workDir, "wxsim")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	logf, err := os.Create(filepath.Join(workDir, "wxsim.log")) //nolint:gosec // G304: our work directory
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin) //nolint:gosec // G204: the wxsim binary we were given
+	cmd.Env = append(os.Environ(), "TAKEOUT_WXSIM_ADDR="+addr, "TAKEOUT_WXSIM_DIR="+dir, "TAKEOUT_WECHAT_APP_SECRET="+appSecret)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", nil, nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() }
+	if err := waitTCP(ctx, addr, 30*time.Second); err != nil {
+		stop()
+		return "", nil, nil, fmt.Errorf("wxsim: %w", err)
+	}
+	env, err := readEnvFile(filepath.Join(dir, "api.env"))
+	if err != nil {
+		stop()
+		return "", nil, nil, fmt.Errorf("wxsim api.env: %w", err)
+	}
+	return "http://" + addr, env, stop, nil
+}
+
+// server is a small HTTP server on a loopback port.
+type server struct {
+	url string
+	srv *http.Server
+}
+
+func (s *server) Close() { _ = s.srv.Close() }
+
+func serve(h http.Handler) (*server, error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &server{url: "http://" + ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// seed creates the merchants and their menus through the admin API, and
+// staff tokens for each merchant.
+func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) error {
+	post := func(path string, body any, out any) error {
+		r := d.call(ctx, entry{Op: "seed", Method: "POST", Path: path}, admin, body, nil)
+		if r.status != http.StatusCreated {
+			return fmt.Errorf("POST %s: %d %s: %w", path, r.status, r.body, r.err)
+		}
+		return json.Unmarshal(r.body, out)
+	}
+	for i := range 3 {
+		var m struct {
+			ID string `json:"id"`
+		}
+		if err := post("/admin/v1/merchants", map[string]any{"name": fmt.Sprintf("Soak Kitchen %d", i), "delivery_fee_fen": 300 + 100*i}, &m); err != nil {
+			return err
+		}
+		id, _ := strconv.ParseInt(m.ID, 10, 64)
+		staff, _, err := tokens.IssueStaff(fmt.Sprintf("soak-staff-%d", i), auth.Role{MerchantID: id}, 24*time.Hour)
+		if err != nil {
+			return err
+		}
+		mer := merchant{ID: m.ID, Staff: staff}
+		for j := range 5 {
+			var di dish
+			if err := post("/admin/v1/merchants/"+m.ID+"/dishes",
+				map[string]any{"name": fmt.Sprintf("Dish %d-%d", i, j), "price_fen": 800 + 150*j, "stock": 1_000_000}, &di); err != nil {
+				return err
+			}
+			mer.Dishes = append(mer.Dishes, di)
+		}
+		if i == 0 {
+			if err := post("/admin/v1/merchants/"+m.ID+"/dishes",
+				map[string]any{"name": "The Hot Dish", "price_fen": 1999, "stock": d.o.hotStock}, &d.hot); err != nil {
+				return err
+			}
+		}
+		d.merchants = append(d.merchants, mer)
+	}
+	return nil
+}
+
+func stockNow(ctx context.Context, db querier) (map[int64]int64, error) {
+	rows, err := db.Query(ctx, `SELECT id, stock FROM dishes`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]int64{}
+	for rows.Next() {
+		var id, stock int64
+		if err := rows.Scan(&id, &stock); err != nil {
+			return nil, err
+		}
+		out[id] = stock
+	}
+	return out, rows.Err()
+}
+
+// openWork counts what the system still has to finish on its own.
+func openWork(ctx context.Context, db querier) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT
+	    (SELECT count(*) FROM orders WHERE status IN ('PENDING_PAYMENT', 'REFUNDING', 'DELIVERING')) +
+	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING'))`).Scan(&n)
+	return n, err
+}
+
+func ordersByStatus(ctx context.Context, db querier) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT status, count(*) FROM orders GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+// machine describes where the run happened.
+func machine() map[string]string {
+	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+func copyFile(from, to string) {
+	b, err := os.ReadFile(from) //nolint:gosec // G304: the soak's own server log
+	if err == nil {
+		_ = os.WriteFile(to, b, 0o600) //nolint:gosec // G703: our work directory
+	}
+}
