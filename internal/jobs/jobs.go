@@ -65,7 +65,7 @@ func (b CappedBackoff) delay(attempt int) time.Duration {
 	if attempt >= 1 && attempt <= 30 {
 		d = min(time.Second<<(attempt-1), b.Max)
 	}
-	return d + rand.N(d/10+1)
+	return d + rand.N(d/10+1) //nolint:gosec // G404: jitter, not a secret
 }
 
 // New returns a River client that inserts and works jobs.
