@@ -52,16 +52,38 @@ func ErrQuoteChanged(dishIDs []int64) error {
 	return problem.New(problem.QuoteChanged, "the price or sale status of dishes %v changed since confirm; confirm again", ids).With("dish_ids", ids)
 }
 
-// Reserve takes the lines' stock for orderID in tx, in dish-id order. When
-// any dish is short, or no longer sold at the quoted price, it returns the
-// problem naming every such dish; the caller rolls the transaction back,
-// so nothing is reserved.
+// Reserve takes the lines' stock for orderID in tx: Hold, then Take. It
+// suits transactions with nothing else to do after it.
 func Reserve(ctx context.Context, tx dbsqlc.DBTX, merchantID, orderID int64, lines []Line) error {
+	if err := Hold(ctx, tx, orderID, lines); err != nil {
+		return err
+	}
+	return Take(ctx, tx, merchantID, lines)
+}
+
+// Hold records one reservation row per line for orderID in tx. It locks no
+// dish row for writing, so it belongs early in the transaction.
+func Hold(ctx context.Context, tx dbsqlc.DBTX, orderID int64, lines []Line) error {
 	q := dbsqlc.New()
-	sorted := slices.Clone(lines)
-	slices.SortFunc(sorted, func(a, b Line) int { return cmp.Compare(a.DishID, b.DishID) })
+	for _, l := range sorted(lines) {
+		if err := q.ReservationInsert(ctx, tx, dbsqlc.ReservationInsertParams{OrderID: orderID, DishID: l.DishID, Qty: l.Qty}); err != nil {
+			return fmt.Errorf("insert reservation: %w", err)
+		}
+	}
+	return nil
+}
+
+// Take decrements the lines' stock in tx, in dish-id order (so that
+// concurrent orders cannot deadlock), never below zero and only at the
+// quoted price. Each decrement locks its dish row until the transaction
+// ends, so callers run Take last, just before commit: a popular dish is
+// then locked for a commit, not for the whole order. When any dish is
+// short, or no longer sold at the quoted price, it returns the problem
+// naming every such dish; the caller rolls back, so nothing is taken.
+func Take(ctx context.Context, tx dbsqlc.DBTX, merchantID int64, lines []Line) error {
+	q := dbsqlc.New()
 	var failed []Line
-	for _, l := range sorted {
+	for _, l := range sorted(lines) {
 		_, err := q.DishReserveStock(ctx, tx, dbsqlc.DishReserveStockParams{
 			ID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen, Qty: l.Qty,
 		})
@@ -76,12 +98,13 @@ func Reserve(ctx context.Context, tx dbsqlc.DBTX, merchantID, orderID int64, lin
 	if len(failed) > 0 {
 		return explain(ctx, tx, merchantID, failed)
 	}
-	for _, l := range sorted {
-		if err := q.ReservationInsert(ctx, tx, dbsqlc.ReservationInsertParams{OrderID: orderID, DishID: l.DishID, Qty: l.Qty}); err != nil {
-			return fmt.Errorf("insert reservation: %w", err)
-		}
-	}
 	return nil
+}
+
+func sorted(lines []Line) []Line {
+	out := slices.Clone(lines)
+	slices.SortFunc(out, func(a, b Line) int { return cmp.Compare(a.DishID, b.DishID) })
+	return out
 }
 
 // explain tells why the failed lines could not be reserved: a changed

@@ -373,6 +373,12 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 		if !ok {
 			return errRecorded
 		}
+		if status == 201 {
+			// Last, so that a dish row is locked only until the commit
+			// that follows: everyone buying one dish queues for that
+			// short, not for the whole transaction.
+			return inventory.Take(ctx, tx, tok.MerchantID, stockLines(tok))
+		}
 		return nil
 	})
 	switch {
@@ -397,14 +403,11 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 	return rec, false, nil
 }
 
-// create completes a newly inserted order in tx: stock, items, history and
-// its payment-timeout job.
+// create completes a newly inserted order in tx: its stock reservations,
+// items, history and payment-timeout job. The stock itself is taken at the
+// end of the transaction (see place).
 func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token) (Order, error) {
-	lines := make([]inventory.Line, len(tok.Items))
-	for i, it := range tok.Items {
-		lines[i] = inventory.Line{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen}
-	}
-	if err := inventory.Reserve(ctx, tx, row.MerchantID, row.ID, lines); err != nil {
+	if err := inventory.Hold(ctx, tx, row.ID, stockLines(tok)); err != nil {
 		return Order{}, err
 	}
 	items := make([]dbsqlc.OrderItem, len(tok.Items))
@@ -431,6 +434,14 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 		return Order{}, fmt.Errorf("decode address: %w", err)
 	}
 	return orderFromRow(row, items, addr), nil
+}
+
+func stockLines(tok Token) []inventory.Line {
+	lines := make([]inventory.Line, len(tok.Items))
+	for i, it := range tok.Items {
+		lines[i] = inventory.Line{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen}
+	}
+	return lines
 }
 
 // load reads an order's items and renders it.
