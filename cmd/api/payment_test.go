@@ -358,6 +358,44 @@ func signedHeaders(signer *rsa.PrivateKey, serial string, at time.Time, body []b
 	return h
 }
 
+// A notification redelivered byte for byte answers 204 from the
+// remembered delivery; a copy with a forged signature or an altered body
+// is still verified, and refused.
+func TestRedeliveredNotificationIsRemembered(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 10)
+	user := ps.login(t, "redelivered")
+	o := ps.place(t, user, "redelivered", 1)
+	ps.pay(t, user, o.ID)
+	txn := map[string]any{"appid": testAppID, "mchid": testMchID, "out_trade_no": payment.OutTradeNo(mustID(t, o.ID), 1),
+		"transaction_id": "4200000000000000077", "trade_state": "SUCCESS", "success_time": time.Now().Format(time.RFC3339),
+		"amount": map[string]any{"total": o.TotalFen, "currency": "CNY"}}
+	h, body := ps.notification(t, txn, ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", time.Now())
+	post := func(h http.Header, body []byte) int {
+		req, _ := http.NewRequest("POST", ps.apis[0].url+"/v1/payments/wechat/notify", bytes.NewReader(body))
+		req.Header = h.Clone()
+		return ps.send(t, req).status
+	}
+	for i := range 3 {
+		if st := post(h, body); st != 204 {
+			t.Fatalf("delivery %d: %d", i+1, st)
+		}
+	}
+	mallory, _ := rsa.GenerateKey(rand.Reader, 2048)
+	forged := signedHeaders(mallory, "PUB_KEY_ID_SIM", time.Now(), body)
+	if st := post(forged, body); st != 401 {
+		t.Errorf("same body, forged signature: %d, want 401", st)
+	}
+	altered := append([]byte(nil), body...)
+	altered[len(altered)-2] = ' '
+	if st := post(h, altered); st != 401 {
+		t.Errorf("same headers, altered body: %d, want 401", st)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'", o.ID); n != 1 {
+		t.Errorf("%d PAID transitions", n)
+	}
+}
+
 // Bad callbacks are refused with the platform's failure answer and change
 // nothing.
 func TestBadCallbacksAreRefused(t *testing.T) {

@@ -73,6 +73,13 @@ func HandleNotifyV3(s *Service) http.Handler {
 			Timestamp: r.Header.Get("Wechatpay-Timestamp"), Nonce: r.Header.Get("Wechatpay-Nonce"),
 			Serial: r.Header.Get("Wechatpay-Serial"), Signature: r.Header.Get("Wechatpay-Signature"),
 		}
+		delivery := deliveryKey(h, body)
+		if _, ok := s.delivered.GetIfPresent(delivery); ok {
+			// These exact bytes were verified and applied: a redelivery.
+			s.callbacks.WithLabelValues("v3", "duplicate").Inc()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		if err := s.o.Platform.VerifyMessage(h, body, s.o.Now()); err != nil {
 			s.callbacks.WithLabelValues("v3", "rejected").Inc()
 			logger.WarnContext(r.Context(), "payment notification refused", "err", err)
@@ -118,6 +125,7 @@ func HandleNotifyV3(s *Service) http.Handler {
 			answerError(w, r, err)
 			return
 		}
+		s.delivered.Set(delivery, struct{}{})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }

@@ -3,6 +3,7 @@ package payment
 import (
 	"context"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
@@ -54,11 +56,41 @@ type Service struct {
 
 	callbacks *prometheus.CounterVec
 	anomalies *prometheus.CounterVec
+	// delivered remembers the exact notifications (headers and body) that
+	// were verified and answered with success, so a redelivery of the same
+	// bytes answers at once, without the RSA verification. Entries live as
+	// long as a timestamp is accepted, so a hit could only have been
+	// verified anew.
+	delivered *otter.Cache[[sha256.Size]byte, struct{}]
+}
+
+// deliveredFor is how long a delivered notification is remembered: the
+// window a notification's timestamp is accepted in.
+const deliveredFor = 5 * time.Minute
+
+// deliveryKey identifies one exact notification.
+func deliveryKey(h wxpay.SignedHeaders, body []byte) [sha256.Size]byte {
+	d := sha256.New()
+	for _, part := range []string{h.Timestamp, h.Nonce, h.Serial, h.Signature} {
+		_, _ = d.Write([]byte(part))
+		_, _ = d.Write([]byte{0})
+	}
+	_, _ = d.Write(body)
+	var k [sha256.Size]byte
+	d.Sum(k[:0])
+	return k
 }
 
 // NewService returns a payment service.
 func NewService(o Options) (*Service, error) {
-	s := &Service{o: o, q: dbsqlc.New(),
+	delivered, err := otter.New(&otter.Options[[sha256.Size]byte, struct{}]{
+		MaximumSize:      100_000,
+		ExpiryCalculator: otter.ExpiryWriting[[sha256.Size]byte, struct{}](deliveredFor),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("payment delivered cache: %w", err)
+	}
+	s := &Service{o: o, q: dbsqlc.New(), delivered: delivered,
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_payment_callbacks_total",
 			Help: "Payment callbacks by source (v3, v2, query) and outcome (applied, duplicate, in_flight, refunded_late, refunded_double, anomaly, rejected).",
