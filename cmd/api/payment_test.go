@@ -557,6 +557,40 @@ func TestDroppedRefundNotificationsAreReconciled(t *testing.T) {
 	}
 }
 
+// The refund API answers SUCCESS at once (as it does when a refund job is
+// retried after the refund finished) and no notification follows: the
+// order still becomes REFUNDED, once. Found by the soak: a database crash
+// made the refund job retry, the notification had given up meanwhile,
+// and the order stayed REFUNDING.
+func TestRefundAnsweredAtOnceIsApplied(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h"}, 10)
+	resp, err := http.Post(ps.sim.URL+"/sim/config", "application/json", strings.NewReader(`{"refund_at_once":true,"drop_refund_notifications":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	user := ps.login(t, "refund-at-once")
+	o := ps.place(t, user, "at-once", 1)
+	ps.pay(t, user, o.ID)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Retries: 10, RetryMS: 20})
+	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel a paid order: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the order to be refunded", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", o.ID) == 1
+	})
+	for q, want := range map[string]int{
+		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'":                  1,
+		"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'REFUNDED'":                1,
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'": 1,
+	} {
+		if n := ps.count(t, q, o.ID); n != want {
+			t.Errorf("%s: %d, want %d", q, n, want)
+		}
+	}
+}
+
 // At the pay deadline an unpaid payment is closed at the provider, then
 // the order is cancelled; a payment that went through unannounced makes
 // the order PAID instead.

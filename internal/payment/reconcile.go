@@ -59,9 +59,7 @@ func (s *Service) reconcileRefund(ctx context.Context, r dbsqlc.Refund) error {
 	if err != nil {
 		return err
 	}
-	switch res.Status {
-	case "SUCCESS", "ABNORMAL", "CLOSED":
-	default:
+	if !final(res.Status) {
 		return nil // still processing
 	}
 	res.RefundStatus = res.Status

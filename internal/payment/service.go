@@ -394,15 +394,24 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if err != nil {
 		return err
 	}
-	status := "PROCESSING"
-	if res.Status == "SUCCESS" {
-		status = "SUCCESS"
+	if final(res.Status) {
+		// The platform says how it ended (at once, or because this is a
+		// retry of a refund that finished meanwhile): apply it the way its
+		// notification would be, since that notification may never come.
+		res.RefundStatus = res.Status
+		_, err := s.HandleRefund(ctx, Source{Kind: "refund-api", NotificationID: "refund-api:" + r.OutRefundNo, EventType: "REFUND." + res.Status}, res)
+		return err
 	}
-	_, err = s.q.RefundSetStatus(ctx, s.o.Pool, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: status, RefundID: &res.RefundID})
+	_, err = s.q.RefundSetStatus(ctx, s.o.Pool, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: "PROCESSING", RefundID: &res.RefundID})
 	if errors.Is(db.NoRows(err), db.ErrNotFound) {
 		return nil
 	}
 	return err
+}
+
+// final reports whether a refund status is an end state.
+func final(status string) bool {
+	return status == "SUCCESS" || status == "ABNORMAL" || status == "CLOSED"
 }
 
 // HandleRefund applies a refund result exactly once: the refund is marked,

@@ -119,3 +119,20 @@ func loadOrCreateRSA(path string) (*rsa.PrivateKey, error) {
 	}
 	return k, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
 }
+
+// ReadAPIEnv reads back the TAKEOUT_WXPAY_* settings LoadOrCreateKeys
+// wrote into dir/api.env, for tools that start the API themselves.
+func ReadAPIEnv(dir string) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, apiEnvFile)) //nolint:gosec // G304: wxsim's own key directory
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
+		if ok {
+			out[k] = strings.Trim(v, "'")
+		}
+	}
+	return out, nil
+}

@@ -55,6 +55,9 @@ type payments struct {
 	// dropRefundNotices: refunds finish but nobody is told; only a
 	// refund query finds out.
 	dropRefundNotices bool
+	// refundAtOnce: the refund API answers SUCCESS (the platform may,
+	// and does for a refund request repeated after it finished).
+	refundAtOnce bool
 }
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
@@ -190,6 +193,9 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 		p.seq++
 		rf = &simRefund{OutRefundNo: in.OutRefundNo, OutTradeNo: in.OutTradeNo, RefundID: fmt.Sprintf("5030%016d", p.seq),
 			Status: "PROCESSING", NotifyURL: in.NotifyURL, Refund: in.Amount.Refund, Total: in.Amount.Total}
+		if p.refundAtOnce && !p.refundFails {
+			rf.Status = "SUCCESS"
+		}
 		p.refunds[in.OutRefundNo] = rf
 		t.State = "REFUND"
 	}
@@ -299,13 +305,14 @@ func (p *payments) simConfig(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		RefundFails       bool `json:"refund_fails"`
 		DropRefundNotices bool `json:"drop_refund_notifications"`
+		RefundAtOnce      bool `json:"refund_at_once"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
 	}
 	p.mu.Lock()
-	p.refundFails, p.dropRefundNotices = in.RefundFails, in.DropRefundNotices
+	p.refundFails, p.dropRefundNotices, p.refundAtOnce = in.RefundFails, in.DropRefundNotices, in.RefundAtOnce
 	p.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
