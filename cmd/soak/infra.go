@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,28 +60,6 @@ type postgres struct {
 	port      int
 	runAs     []string // runuser -u postgres -- when we are root
 	logFile   string
-}
-
-// pgBinDir finds the newest installed PostgreSQL server binaries.
-func pgBinDir(given string) (string, error) {
-	if given != "" {
-		return given, nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
-		return vi > vj
-	})
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
-			return d, nil
-		}
-	}
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl) found: run `make services` (it installs them) or pass -pg-bin")
 }
 
 func startPostgres(ctx context.Context, binDir, dir string, maxConns int) (*postgres, error) {
@@ -432,24 +408,4 @@ func (b *bufferedResponse) Write(p []byte) (int, error) {
 	}
 	b.body = append(b.body, p...)
 	return len(p), nil
-}
-
-// readEnvFile reads the `export K='V'` lines wxsim writes for the API.
-func readEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path) //nolint:gosec // G304: wxsim's file in our work directory
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		out[k] = strings.Trim(v, "'")
-	}
-	return out, sc.Err()
 }

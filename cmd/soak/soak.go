@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/hostinfo"
+	"github.com/takeout/takeout/internal/pgbin"
+	"github.com/takeout/takeout/internal/wxsim"
 )
 
 // settings of the instances that the checker needs too.
@@ -52,7 +52,7 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	started := time.Now()
 
 	// PostgreSQL, private: the postgres user must reach its directory.
-	pgBin, err := pgBinDir(o.pgBin)
+	pgBin, err := pgbin.Dir(o.pgBin)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,14 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(pgDir)
+	keepDB := false
+	defer func() {
+		if keepDB {
+			logf("invariants broken: the PostgreSQL data directory stays for inspection: %s (pg_ctl -D %s/pg start)", pgDir, pgDir)
+			return
+		}
+		os.RemoveAll(pgDir)
+	}()
 	pg, err := startPostgres(ctx, pgBin, pgDir, 300)
 	if err != nil {
 		return nil, err
@@ -272,7 +279,7 @@ settled:
 		SubmitAttempts: total(counts, "submit", nil), CallbacksSent: d.callbacks.Load(),
 		Started: started, SettleS: settled.Seconds(), Users: o.users, DupFactor: o.dup, HotStock: o.hotStock,
 		Requests: counts, Examples: f.examples, DeadJobs: f.deadJobs, JobsRetrying: f.retrying, FaultTimeline: timeline,
-		Machine: machine(), ClientLog: filepath.Join(workDir, "client.jsonl"),
+		Machine: hostinfo.Facts(), ClientLog: filepath.Join(workDir, "client.jsonl"),
 		Workload: map[string]int{
 			"purchases":                 int(d.purchases.Load()),
 			"confirm_attempts":          total(counts, "confirm", nil),
@@ -289,6 +296,7 @@ settled:
 	for _, n := range f.violations {
 		rep.ViolationsTotal += n
 	}
+	keepDB = rep.ViolationsTotal > 0
 	if rep.OrdersByStatus, err = ordersByStatus(ctx, direct); err != nil {
 		return nil, err
 	}
@@ -348,7 +356,7 @@ func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, ma
 		stop()
 		return "", nil, nil, fmt.Errorf("wxsim: %w", err)
 	}
-	env, err := readEnvFile(filepath.Join(dir, "api.env"))
+	env, err := wxsim.ReadAPIEnv(dir)
 	if err != nil {
 		stop()
 		return "", nil, nil, fmt.Errorf("wxsim api.env: %w", err)
@@ -456,21 +464,6 @@ func ordersByStatus(ctx context.Context, db querier) (map[string]int, error) {
 		out[s] = n
 	}
 	return out, rows.Err()
-}
-
-// machine describes where the run happened.
-func machine() map[string]string {
-	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m["cpu"] = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return m
 }
 
 func copyFile(from, to string) {
