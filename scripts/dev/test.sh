@@ -30,6 +30,9 @@ fi
 step "golangci-lint (with gosec; .golangci.yml)"
 go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run ./...
 
+step "govulncheck"
+scripts/dev/vulncheck.sh
+
 step "sqlc generated code is up to date"
 go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 diff
 go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 vet
