@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SQLC  := go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
-.PHONY: run test build generate services stop-services fuzz soak soak-quick clean
+.PHONY: run test build generate services stop-services fuzz soak soak-quick bench clean
 
 ## run: start PostgreSQL/Redis if needed, migrate, seed the demo, run wxsim and the API
 run:
@@ -17,6 +17,7 @@ build:
 	go build -o bin/api ./cmd/api
 	go build -o bin/wxsim ./cmd/wxsim
 	go build -o bin/soak ./cmd/soak
+	go build -o bin/bench ./cmd/bench
 
 ## generate: regenerate the sqlc code after changing db/queries or db/migrations
 generate:
@@ -61,6 +62,10 @@ soak-quick: build
 	rm -rf .dev/soak/quick
 	TAKEOUT_SOAK_COMMAND="make soak-quick" bin/soak -duration 60s -settle 60s -users 24 -dup 4 -fault-every 6s \
 		-pay-window 20s -hot-stock 150 -work-dir .dev/soak/quick -report-name soak-quick
+
+## bench: measure throughput and latency against this machine's floors (hello, pgbench); results in docs/bench/ (BENCH_FLAGS)
+bench:
+	@scripts/dev/bench.sh
 
 clean:
 	rm -rf bin

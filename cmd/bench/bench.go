@@ -1,0 +1,671 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/payment/wxpay"
+	"github.com/takeout/takeout/internal/pgbin"
+	"github.com/takeout/takeout/internal/wxsim"
+)
+
+const benchMchID = "1900000109"
+
+// env is everything the scenarios use.
+type env struct {
+	o        options
+	client   *http.Client
+	api      string
+	hello    string
+	db       *pgxpool.Pool
+	dbURL    string
+	merchant int64
+	dishes   []int64
+	hot      int64
+	users    []string // session tokens
+	keys     wxsim.Keys
+	apiPID   int
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// process is a started child process.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func start(ctx context.Context, logPath, bin string, env []string, args ...string) (*process, error) {
+	logf, err := os.Create(logPath) //nolint:gosec // G304: our work directory
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binaries we were given
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	return p, nil
+}
+
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func waitHTTP(ctx context.Context, u string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer 200 within %s", u, within)
+}
+
+func freeAddr() (string, error) {
+	p, err := freePort()
+	return fmt.Sprintf("127.0.0.1:%d", p), err
+}
+
+// bench sets up, runs every scenario and returns the results.
+func bench(ctx context.Context, o options, logf func(string, ...any)) (*results, error) {
+	work, err := filepath.Abs(o.work)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(work, 0o750); err != nil {
+		return nil, err
+	}
+	pgBin, err := pgbin.Dir(o.pgBin)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+
+	// A fresh database on the given server.
+	dbName := "takeout_bench"
+	admin, err := pgx.Connect(ctx, o.adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", o.adminURL, err)
+	}
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName + " WITH (FORCE)", "CREATE DATABASE " + dbName} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			admin.Close(ctx)
+			return nil, err
+		}
+	}
+	admin.Close(ctx)
+	u, err := url.Parse(o.adminURL)
+	if err != nil {
+		return nil, err
+	}
+	u.Path = "/" + dbName
+	dbURL := u.String()
+
+	// wxsim keys (the bench signs callbacks with its platform key).
+	wxDir := filepath.Join(work, "wxsim")
+	keys, err := wxsim.LoadOrCreateKeys(wxDir, benchMchID)
+	if err != nil {
+		return nil, err
+	}
+	wxEnv, err := wxsim.ReadAPIEnv(wxDir)
+	if err != nil {
+		return nil, err
+	}
+	wxAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	appSecret, sessionSecret, staffSecret := randomHex(16), randomHex(24), randomHex(24)
+	base := os.Environ()
+	wxEnvList := append(append([]string{}, base...), "TAKEOUT_WXSIM_ADDR="+wxAddr, "TAKEOUT_WXSIM_DIR="+wxDir,
+		"TAKEOUT_WECHAT_APP_SECRET="+appSecret, "TAKEOUT_WXPAY_MCHID="+benchMchID)
+	wx, err := start(ctx, filepath.Join(work, "wxsim.log"), o.wxsim, wxEnvList)
+	if err != nil {
+		return nil, err
+	}
+	defer wx.stop()
+	if err := waitHTTP(ctx, "http://"+wxAddr+"/healthz", 30*time.Second); err != nil {
+		return nil, fmt.Errorf("wxsim: %w", err)
+	}
+
+	apiAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	apiEnv := map[string]string{
+		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": "32",
+		"TAKEOUT_REDIS_URL": o.redisURL, "TAKEOUT_REDIS_PREFIX": "bench:" + randomHex(4) + ":",
+		"TAKEOUT_SESSION_SECRET": sessionSecret, "TAKEOUT_STAFF_SECRET": staffSecret, "TAKEOUT_CONFIRM_SECRET": randomHex(24),
+		"TAKEOUT_WECHAT_API_BASE": "http://" + wxAddr, "TAKEOUT_WECHAT_APP_SECRET": appSecret, "TAKEOUT_WXPAY_API_BASE": "http://" + wxAddr,
+		"TAKEOUT_WXPAY_NOTIFY_URL": "http://" + apiAddr + "/v1/payments/wechat/notify", "TAKEOUT_WXPAY_MCHID": benchMchID,
+		"TAKEOUT_RATE_LIMIT_IP": "0", "TAKEOUT_RATE_LIMIT_USER": "0", "TAKEOUT_LOG_LEVEL": "warn",
+		"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h", "TAKEOUT_ORDER_PAY_WINDOW": "1h", "TAKEOUT_CONFIRM_TOKEN_TTL": "1h",
+	}
+	for k, v := range wxEnv {
+		apiEnv[k] = v
+	}
+	var apiEnvList []string
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "TAKEOUT_") {
+			apiEnvList = append(apiEnvList, kv)
+		}
+	}
+	for k, v := range apiEnv {
+		apiEnvList = append(apiEnvList, k+"="+v)
+	}
+	api, err := start(ctx, filepath.Join(work, "api.log"), o.apiBin, apiEnvList, "serve")
+	if err != nil {
+		return nil, err
+	}
+	defer api.stop()
+	if err := waitHTTP(ctx, "http://"+apiAddr+"/readyz", 90*time.Second); err != nil {
+		return nil, fmt.Errorf("api: %w (log %s)", err, filepath.Join(work, "api.log"))
+	}
+	helloAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	hp, err := start(ctx, filepath.Join(work, "hello.log"), self, base, "hello", "-addr", helloAddr)
+	if err != nil {
+		return nil, err
+	}
+	defer hp.stop()
+	if err := waitHTTP(ctx, "http://"+helloAddr+"/hello", 30*time.Second); err != nil {
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	e := &env{o: o, api: "http://" + apiAddr, hello: "http://" + helloAddr, db: pool, dbURL: dbURL, keys: keys, apiPID: api.cmd.Process.Pid,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}}}
+	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
+	adminToken, _, err := tokens.IssueStaff("bench", auth.Role{Admin: true}, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	logf("seeding: 1 merchant, 256 dishes, a hot dish, 64 users")
+	if err := e.seed(ctx, adminToken); err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+
+	res := &results{Started: time.Now().UTC(), Machine: machine(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds()}
+	queries, err := namedQueries("db/queries")
+	if err != nil {
+		return nil, err
+	}
+	submitSQL, err := submitScript(queries, e.merchant, e.dishes, benchMchID)
+	if err != nil {
+		return nil, err
+	}
+	callbackSQL, err := callbackScript(queries, benchMchID)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.seedPgbenchPayments(ctx, 100_000); err != nil {
+		return nil, fmt.Errorf("seed pgbench payments: %w", err)
+	}
+	want := func(s string) bool { return o.only == nil || o.only[s] }
+	add := func(r result) {
+		logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", r.Scenario, r.Concurrency, r.Throughput, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors, r.FirstError)
+		res.Results = append(res.Results, r)
+	}
+	for _, c := range o.conc {
+		if want("hello") {
+			add(load(ctx, "hello", c, o.warmup, o.duration, e.get(e.hello+"/hello")))
+		}
+		if want("pgbench_submit") {
+			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_submit", submitSQL, c, o.warmup, o.duration, work)
+			if err != nil {
+				return nil, err
+			}
+			add(r)
+		}
+		if want("pgbench_callback") {
+			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_callback", callbackSQL, c, o.warmup, o.duration, work)
+			if err != nil {
+				return nil, err
+			}
+			add(r)
+		}
+		if want("menu") {
+			add(load(ctx, "menu", c, o.warmup, o.duration, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
+		}
+		if want("submit") {
+			toks, err := e.confirmMany(ctx, 12000, false)
+			if err != nil {
+				return nil, err
+			}
+			add(load(ctx, "submit", c, o.warmup, o.duration, e.submitEach(toks)))
+		}
+		if want("replay") {
+			toks, err := e.confirmMany(ctx, 1, false)
+			if err != nil {
+				return nil, err
+			}
+			add(load(ctx, "replay", c, o.warmup, o.duration, e.replay(toks[0])))
+		}
+		if want("hot_dish") {
+			toks, err := e.confirmMany(ctx, 12000, true)
+			if err != nil {
+				return nil, err
+			}
+			add(load(ctx, "hot_dish", c, o.warmup, o.duration, e.submitEach(toks)))
+		}
+		if want("callback") {
+			notes, err := e.notifications(ctx, 14000)
+			if err != nil {
+				return nil, err
+			}
+			add(load(ctx, "callback", c, o.warmup, o.duration, e.callbackEach(notes)))
+		}
+		if want("callback_dup") {
+			notes, err := e.notifications(ctx, 1)
+			if err != nil {
+				return nil, err
+			}
+			add(load(ctx, "callback_dup", c, o.warmup, o.duration, e.callbackSame(notes[0])))
+		}
+	}
+	res.APIRSSMB = rssMB(e.apiPID)
+	res.finish()
+	return res, nil
+}
+
+func (e *env) do(ctx context.Context, method, path, token string, body any, header map[string]string) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.api+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func (e *env) seed(ctx context.Context, admin string) error {
+	post := func(path string, body any, out any) error {
+		st, b, err := e.do(ctx, "POST", path, admin, body, nil)
+		if err != nil {
+			return fmt.Errorf("POST %s: %w", path, err)
+		}
+		if st != 201 {
+			return fmt.Errorf("POST %s: %d %s", path, st, b)
+		}
+		return json.Unmarshal(b, out)
+	}
+	var m struct {
+		ID string `json:"id"`
+	}
+	if err := post("/admin/v1/merchants", map[string]any{"name": "Bench Kitchen", "delivery_fee_fen": 300}, &m); err != nil {
+		return err
+	}
+	e.merchant, _ = strconv.ParseInt(m.ID, 10, 64)
+	for i := range 257 {
+		var d struct {
+			ID string `json:"id"`
+		}
+		name := fmt.Sprintf("Dish %03d", i)
+		if i == 256 {
+			name = "The Hot Dish"
+		}
+		if err := post("/admin/v1/merchants/"+m.ID+"/dishes", map[string]any{"name": name, "price_fen": 1000, "stock": 1_000_000}, &d); err != nil {
+			return err
+		}
+		id, _ := strconv.ParseInt(d.ID, 10, 64)
+		if i == 256 {
+			e.hot = id
+		} else {
+			e.dishes = append(e.dishes, id)
+		}
+	}
+	for i := range 64 {
+		st, b, err := e.do(ctx, "POST", "/v1/auth/wx-login", "", map[string]string{"code": fmt.Sprintf("bench-%d", i)}, nil)
+		if err != nil {
+			return fmt.Errorf("login: %w", err)
+		}
+		if st != 200 {
+			return fmt.Errorf("login: %d %s", st, b)
+		}
+		var v struct {
+			Token string `json:"token"`
+		}
+		_ = json.Unmarshal(b, &v)
+		e.users = append(e.users, v.Token)
+	}
+	return nil
+}
+
+// prepared is a confirmed cart ready to submit.
+type prepared struct {
+	user  string
+	token string
+	key   string
+}
+
+// confirmMany confirms n distinct carts (one dish each; the hot dish when
+// hot) spread over the users, 16 at a time.
+func (e *env) confirmMany(ctx context.Context, n int, hot bool) ([]prepared, error) {
+	out := make([]prepared, n)
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	run := randomHex(4)
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				dish := e.hot
+				if !hot {
+					dish = e.dishes[i%len(e.dishes)]
+				}
+				user := e.users[i%len(e.users)]
+				st, b, err := e.do(ctx, "POST", "/v1/orders/confirm", user, map[string]any{
+					"merchant_id": strconv.FormatInt(e.merchant, 10), "items": []map[string]any{{"dish_id": strconv.FormatInt(dish, 10), "qty": 1}},
+					"address": map[string]string{"name": "Bench", "phone": "13800138000", "detail": "1 Bench Road"},
+					"remark":  fmt.Sprintf("bench %s %d", run, i),
+				}, nil)
+				if err != nil || st != 200 {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, fmt.Errorf("confirm: %d %s: %w", st, b, err))
+					mu.Unlock()
+					return
+				}
+				var c struct {
+					Token string `json:"confirm_token"`
+				}
+				_ = json.Unmarshal(b, &c)
+				out[i] = prepared{user: user, token: c.Token, key: fmt.Sprintf("bench-%s-%d", run, i)}
+			}
+		})
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+func (e *env) get(u string) op {
+	return func(ctx context.Context, _ int, _ int64) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := e.client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("GET %s: %d", u, resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+func (e *env) submit(ctx context.Context, p prepared) error {
+	st, b, err := e.do(ctx, "POST", "/v1/orders", p.user, map[string]string{"confirm_token": p.token}, map[string]string{"Idempotency-Key": p.key})
+	if err != nil {
+		return err
+	}
+	if st != 201 {
+		return fmt.Errorf("submit: %d %.200s", st, b)
+	}
+	return nil
+}
+
+func (e *env) submitEach(ps []prepared) op {
+	return func(ctx context.Context, _ int, n int64) error {
+		if n >= int64(len(ps)) {
+			return errExhausted
+		}
+		return e.submit(ctx, ps[n])
+	}
+}
+
+func (e *env) replay(p prepared) op {
+	return func(ctx context.Context, _ int, _ int64) error { return e.submit(ctx, p) }
+}
+
+// notification is a signed, encrypted v3 callback ready to send.
+type notification struct {
+	header http.Header
+	body   []byte
+}
+
+// notifications creates n unpaid orders with an open payment each (as a
+// prepay leaves them) and signs a TRANSACTION.SUCCESS notification for
+// each, as the platform would send it.
+func (e *env) notifications(ctx context.Context, n int) ([]notification, error) {
+	user := e.users[0]
+	uid, err := strconv.ParseInt(strings.TrimPrefix(userIDOf(user), ""), 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.db.Query(ctx, `WITH o AS (
+	    INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
+	      items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at)
+	    SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint * 1000000 + g, $1, $2,
+	      sha256(convert_to('i' || g || clock_timestamp(), 'UTF8')), sha256(convert_to('c' || g || clock_timestamp(), 'UTF8')), 1, 'SM3',
+	      'PENDING_PAYMENT', 1000, 300, 1300, '{"name":"B","phone":"1","detail":"d"}', now() + interval '1 hour', now(), now()
+	    FROM generate_series(1, $3) g RETURNING id),
+	  h AS (INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) SELECT id, NULL, 'PENDING_PAYMENT', 1, 'user:bench' FROM o)
+	  INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, prepay_id, prepay_expires_at)
+	  SELECT id, $6, $4, $5, 'T' || id || '-1', 1300, 'wx-prepay-' || id, now() + interval '1 hour' FROM o
+	  RETURNING order_id`, uid, e.merchant, n, benchMchID, "wxd0000000000000sim", payment.Channel)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]notification, len(ids))
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	var firstErr atomic.Value
+	for range 2 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(ids) {
+					return
+				}
+				nt, err := e.signNotification(ids[i])
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				out[i] = nt
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return nil, err
+	}
+	return out, nil
+}
+
+// userIDOf reads the subject of a session token without verifying it
+// (the bench issued it).
+func userIDOf(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	b, err := base64URL(parts[1])
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Sub string `json:"sub"`
+	}
+	_ = json.Unmarshal(b, &c)
+	return c.Sub
+}
+
+func (e *env) signNotification(orderID int64) (notification, error) {
+	plain, _ := json.Marshal(map[string]any{
+		"appid": "wxd0000000000000sim", "mchid": benchMchID, "out_trade_no": payment.OutTradeNo(orderID, 1),
+		"transaction_id": "42" + strconv.FormatInt(orderID, 10), "trade_type": "JSAPI", "trade_state": "SUCCESS",
+		"success_time": time.Now().Format(time.RFC3339), "payer": map[string]string{"openid": "sim-bench"},
+		"amount": map[string]any{"total": 1300, "payer_total": 1300, "currency": "CNY", "payer_currency": "CNY"},
+	})
+	nonce := randomHex(6)
+	ct, err := wxpay.EncryptAEAD(e.keys.APIv3Key, nonce, "transaction", plain)
+	if err != nil {
+		return notification{}, err
+	}
+	body, _ := json.Marshal(wxpay.Notification{ID: "EV-" + randomHex(8), CreateTime: time.Now().Format(time.RFC3339), EventType: "TRANSACTION.SUCCESS",
+		ResourceType: "encrypt-resource", Summary: "paid", Resource: wxpay.Resource{OriginalType: "transaction", Algorithm: "AEAD_AES_256_GCM",
+			Ciphertext: ct, AssociatedData: "transaction", Nonce: nonce}})
+	ts, n := strconv.FormatInt(time.Now().Unix(), 10), randomHex(8)
+	sig, err := wxpay.SignSHA256WithRSA(e.keys.Platform, []byte(ts+"\n"+n+"\n"+string(body)+"\n"))
+	if err != nil {
+		return notification{}, err
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Wechatpay-Timestamp", ts)
+	h.Set("Wechatpay-Nonce", n)
+	h.Set("Wechatpay-Serial", e.keys.PlatformSerial)
+	h.Set("Wechatpay-Signature", sig)
+	return notification{header: h, body: body}, nil
+}
+
+func (e *env) callback(ctx context.Context, nt notification) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.api+"/v1/payments/wechat/notify", bytes.NewReader(nt.body))
+	if err != nil {
+		return err
+	}
+	req.Header = nt.header.Clone()
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		return fmt.Errorf("callback: %d %.200s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+func (e *env) callbackEach(ns []notification) op {
+	return func(ctx context.Context, _ int, n int64) error {
+		if n >= int64(len(ns)) {
+			return errExhausted
+		}
+		return e.callback(ctx, ns[n])
+	}
+}
+
+func (e *env) callbackSame(nt notification) op {
+	return func(ctx context.Context, _ int, _ int64) error { return e.callback(ctx, nt) }
+}
+
+// seedPgbenchPayments writes n unpaid orders with open payments PB1..PBn
+// for the pgbench callback script, and its sequence.
+func (e *env) seedPgbenchPayments(ctx context.Context, n int) error {
+	_, err := e.db.Exec(ctx, `
+	  CREATE SEQUENCE bench_callback_seq;
+	  WITH o AS (
+	    INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
+	      items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at)
+	    SELECT 900000000000000000 + g, (SELECT min(id) FROM users), (SELECT min(id) FROM merchants),
+	      sha256(convert_to('pi' || g, 'UTF8')), sha256(convert_to('pc' || g, 'UTF8')), 1, 'SM3',
+	      'PENDING_PAYMENT', 1000, 300, 1300, '{}', now() + interval '1 hour', now(), now()
+	    FROM generate_series(1, `+strconv.Itoa(n)+`) g RETURNING id)
+	  INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, prepay_id)
+	  SELECT id, '`+payment.Channel+`', '`+benchMchID+`', 'wxd0000000000000sim', 'PB' || (id - 900000000000000000), 1300, 'p' || id FROM o;
+	  ANALYZE;`)
+	return err
+}
+
+// rssMB is a process's resident set size.
+func rssMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// result is one scenario at one concurrency.
+type result struct {
+	Scenario    string  `json:"scenario"`
+	Concurrency int     `json:"concurrency"`
+	Requests    int     `json:"requests"`
+	Errors      int     `json:"errors"`
+	DurationS   float64 `json:"duration_s"`
+	Throughput  float64 `json:"throughput_per_s"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	P999Ms      float64 `json:"p999_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	// FirstError is the first failure seen, to tell what went wrong.
+	FirstError string `json:"first_error,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// op is one request of a scenario; n counts requests across the workers
+// (for scenarios that consume prepared inputs). It reports an error when
+// the answer was not what the scenario expects; errExhausted ends the run.
+type op func(ctx context.Context, worker int, n int64) error
+
+// errExhausted ends a run whose prepared inputs are used up.
+type exhaustedError struct{}
+
+func (exhaustedError) Error() string { return "prepared inputs used up" }
+
+var errExhausted error = exhaustedError{}
+
+// load runs op from conc workers in a closed loop for d (after a warmup
+// of its own) and measures every request.
+func load(ctx context.Context, name string, conc int, warmup, d time.Duration, fn op) result {
+	var seq atomic.Int64
+	run := func(d time.Duration, record bool) ([][]time.Duration, []int, string, time.Duration) {
+		lat := make([][]time.Duration, conc)
+		errs := make([]int, conc)
+		var firstErr atomic.Value
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range conc {
+			wg.Go(func() {
+				local := make([]time.Duration, 0, 4096)
+				for ctx.Err() == nil {
+					t := time.Now()
+					err := fn(ctx, w, seq.Add(1)-1)
+					el := time.Since(t)
+					if err == errExhausted { //nolint:errorlint // sentinel of this package
+						cancel()
+						break
+					}
+					if ctx.Err() != nil {
+						break // cut off by the end of the run: not measured
+					}
+					if err != nil {
+						errs[w]++
+						firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					if record {
+						local = append(local, el)
+					}
+				}
+				lat[w] = local
+			})
+		}
+		wg.Wait()
+		fe, _ := firstErr.Load().(string)
+		return lat, errs, fe, time.Since(start)
+	}
+	if warmup > 0 {
+		run(warmup, false)
+	}
+	lat, errs, firstErr, elapsed := run(d, true)
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	r := result{Scenario: name, Concurrency: conc, Requests: len(all), DurationS: elapsed.Seconds(), FirstError: firstErr}
+	for _, e := range errs {
+		r.Errors += e
+	}
+	r.Throughput = float64(len(all)) / elapsed.Seconds()
+	r.P50Ms, r.P99Ms, r.P999Ms = pct(all, 0.50), pct(all, 0.99), pct(all, 0.999)
+	if len(all) > 0 {
+		r.MaxMs = ms(all[len(all)-1])
+	}
+	return r
+}
+
+func pct(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return ms(sorted[max(0, min(i, len(sorted)-1))])
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }

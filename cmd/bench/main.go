@@ -1,0 +1,137 @@
+// Command bench measures takeout against this machine's own limits in one
+// run: a bare chi JSON handler (the HTTP floor), pgbench running the very
+// SQL transactions of a submit and of a payment callback (the database
+// floor), and the real api binary on the same PostgreSQL and Redis for
+// unique submits, replays, unique and duplicate callbacks, the menu and a
+// hot dish, each at concurrency 16 and 64. It writes
+// docs/bench/results-<date>.json (every figure, the ratios the targets are
+// stated in, the machine), a Markdown table and an SVG chart.
+//
+//	make bench    (go run ./cmd/bench -out docs/bench)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	duration, warmup time.Duration
+	conc             []int
+	out              string
+	work             string
+	apiBin, wxsim    string
+	pgBin            string
+	adminURL         string
+	redisURL         string
+	only             map[string]bool
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 1 && args[1] == "hello" {
+		return hello(ctx, args[2:])
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var conc, only string
+	fs.DurationVar(&o.duration, "duration", 6*time.Second, "measured time of each scenario at each concurrency")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each measurement")
+	fs.StringVar(&conc, "concurrency", "16,64", "client concurrencies")
+	fs.StringVar(&o.out, "out", "docs/bench", "where results-<date>.{json,md,svg} go")
+	fs.StringVar(&o.work, "work-dir", ".dev/bench", "logs, keys and pgbench scripts")
+	fs.StringVar(&o.apiBin, "api-bin", "bin/api", "the api binary")
+	fs.StringVar(&o.wxsim, "wxsim-bin", "bin/wxsim", "the wxsim binary")
+	fs.StringVar(&o.pgBin, "pg-bin", "", "PostgreSQL programs (pgbench); default the newest /usr/lib/postgresql/*/bin")
+	fs.StringVar(&o.adminURL, "database-url", os.Getenv("TAKEOUT_TEST_DATABASE_URL"), "PostgreSQL to create the bench database in (default $TAKEOUT_TEST_DATABASE_URL)")
+	fs.StringVar(&o.redisURL, "redis-url", os.Getenv("TAKEOUT_TEST_REDIS_URL"), "Redis (default $TAKEOUT_TEST_REDIS_URL)")
+	fs.StringVar(&only, "only", "", "comma-separated scenarios to run (default all)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if o.adminURL == "" || o.redisURL == "" {
+		return errors.New("no PostgreSQL or Redis: run `make bench` (it starts them), or set TAKEOUT_TEST_DATABASE_URL and TAKEOUT_TEST_REDIS_URL")
+	}
+	for _, c := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-concurrency: %q", c)
+		}
+		o.conc = append(o.conc, n)
+	}
+	if only != "" {
+		o.only = map[string]bool{}
+		for _, s := range strings.Split(only, ",") {
+			o.only[strings.TrimSpace(s)] = true
+		}
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	res, err := bench(ctx, o, logf)
+	if err != nil {
+		return err
+	}
+	res.Command = strings.Join(args, " ")
+	if c := os.Getenv("TAKEOUT_BENCH_COMMAND"); c != "" {
+		res.Command = c
+	}
+	paths, err := res.write(o.out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, res.markdown())
+	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
+	return nil
+}
+
+// hello serves the HTTP floor: a bare chi router with one JSON handler.
+func hello(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("hello", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r := chi.NewRouter()
+	r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"hello": "world"})
+	})
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/takeout/takeout/internal/payment"
+)
+
+// namedQueries reads db/queries/*.sql into name -> SQL (comments dropped).
+func namedQueries(dir string) (map[string]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no queries in %s: %w", dir, err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f) //nolint:gosec // G304: the repository's query files
+		if err != nil {
+			return nil, err
+		}
+		name := ""
+		var body []string
+		flush := func() {
+			if name != "" {
+				out[name] = strings.TrimSpace(strings.Join(body, "\n"))
+			}
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "-- name: "); ok {
+				flush()
+				name, body = strings.Fields(rest)[0], nil
+				continue
+			}
+			if strings.HasPrefix(strings.TrimSpace(line), "--") {
+				continue
+			}
+			body = append(body, line)
+		}
+		flush()
+	}
+	return out, nil
+}
+
+var paramRE = regexp.MustCompile(`sqlc\.n?arg\('?(\w+)'?\)|@(\w+)`)
+
+// bind replaces a query's named parameters with pgbench expressions and
+// fails when one has no value: the script runs the service's own SQL.
+func bind(queries map[string]string, name string, values map[string]string) (string, error) {
+	q, ok := queries[name]
+	if !ok {
+		return "", fmt.Errorf("query %s not found in db/queries", name)
+	}
+	var missing []string
+	out := paramRE.ReplaceAllStringFunc(q, func(m string) string {
+		sub := paramRE.FindStringSubmatch(m)
+		p := sub[1] + sub[2]
+		v, ok := values[p]
+		if !ok {
+			missing = append(missing, p)
+			return m
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("query %s: no value for %v", name, missing)
+	}
+	// pgbench takes one command per line, without its semicolon before \gset.
+	return strings.TrimSuffix(strings.Join(strings.Fields(out), " "), ";"), nil
+}
+
+// submitScript is the placement transaction as submit runs it: the order,
+// its reservation, item, first history row, the payment-timeout job (River's
+// insert, written out), the idempotency record, and the stock last.
+func submitScript(queries map[string]string, merchantID int64, dishes []int64, mchid string) (string, error) {
+	_ = mchid
+	digest := func(salt string) string {
+		return fmt.Sprintf("decode(md5(CAST(:oid AS text) || '%s') || md5(CAST(:uid AS text) || '%s'), 'hex')", salt, salt)
+	}
+	steps := []struct {
+		name string
+		vals map[string]string
+	}{
+		{"OrderInsert", map[string]string{
+			"id": ":oid", "user_id": ":uid", "merchant_id": strconv.FormatInt(merchantID, 10),
+			"intent_digest": digest("i"), "content_digest": digest("c"), "intent_seq": "1", "digest_alg": "'SM3'",
+			"items_total_fen": "1000", "delivery_fee_fen": "300", "total_fen": "1300",
+			"address": `'{"name":"Bench","phone":"13800138000","detail":"1 Bench Road"}'`, "remark": "''",
+			"pay_deadline": "now() + interval '15 minutes'", "created_at": "now()",
+		}},
+		{"ReservationInsert", map[string]string{"order_id": ":oid", "dish_id": ":dish", "qty": "1"}},
+		{"OrderItemInsert", map[string]string{"order_id": ":oid", "dish_id": ":dish", "name": "'Dish'", "qty": "1",
+			"unit_price_fen": "1000", "line_total_fen": "1000"}},
+		{"OrderHistoryInsert", map[string]string{"order_id": ":oid", "from_status": "NULL", "to_status": "'PENDING_PAYMENT'",
+			"version": "1", "actor": "'user:' || CAST(:uid AS text)", "reason": "'placed'"}},
+		{"IdempotencyRecordInsert", map[string]string{"user_id": ":uid", "key": "'k' || CAST(:oid AS text)", "fingerprint": digest("f"),
+			"digest_alg": "'SM3'", "order_id": ":oid", "status_code": "201",
+			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",
+			"expires_at": "now() + interval '72 hours'"}},
+		{"DishReserveStock", map[string]string{"qty": "1", "id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "price_fen": "1000"}},
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n", slices.Min(dishes), slices.Max(dishes))
+	b.WriteString("BEGIN;\n")
+	for i, s := range steps {
+		q, err := bind(queries, s.name, s.vals)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(q + ";\n")
+		if i == 3 {
+			// River's unique insert of the payment-timeout job.
+			b.WriteString("INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, unique_key, unique_states) " +
+				"VALUES (json_build_object('order_id', CAST(:oid AS bigint))::jsonb, 'order.payment_timeout', 25, 1, 'default', 'scheduled', " +
+				"now() + interval '15 minutes', decode(md5('pt' || CAST(:oid AS text)), 'hex'), B'11110101') ON CONFLICT DO NOTHING;\n")
+		}
+	}
+	b.WriteString("COMMIT;\n")
+	return b.String(), nil
+}
+
+// callbackScript is the transaction a payment callback runs: lock the
+// payment, record the notification, mark the payment paid, read the order
+// and move it to PAID with its history row. Payments come from a
+// sequence, one per transaction (a callback pays a new order).
+func callbackScript(queries map[string]string, mchid string) (string, error) {
+	steps := []struct {
+		name, gset string
+		vals       map[string]string
+	}{
+		{"PaymentGetByOutTradeNoForUpdate", "p_", map[string]string{"channel": "'" + payment.Channel + "'", "mchid": "'" + mchid + "'", "out_trade_no": "'PB' || CAST(:n AS text)"}},
+		{"NotificationInsert", "", map[string]string{"channel": "'" + payment.Channel + "'", "notification_id": "'EV-PB' || CAST(:n AS text)", "transaction_id": "'42' || CAST(:n AS text)",
+			"event_type": "'TRANSACTION.SUCCESS'", "order_id": ":p_order_id", "outcome": "'SUCCESS'"}},
+		{"PaymentMarkPaid", "", map[string]string{"transaction_id": "'42' || CAST(:n AS text)", "paid_at": "now()", "id": ":p_id"}},
+		{"OrderGetByID", "o_", map[string]string{"id": ":p_order_id"}},
+		{"OrderTransition", "", map[string]string{"to_status": "'PAID'", "id": ":p_order_id", "from_status": "'PENDING_PAYMENT'", "version": ":o_version"}},
+		{"OrderHistoryInsert", "", map[string]string{"order_id": ":p_order_id", "from_status": "'PENDING_PAYMENT'", "to_status": "'PAID'",
+			"version": "CAST(:o_version AS bigint) + 1", "actor": "'payment' || chr(58) || 'v3'", "reason": "'paid'"}},
+	}
+	var b strings.Builder
+	b.WriteString("SELECT nextval('bench_callback_seq') AS n \\gset\nBEGIN;\n")
+	for _, s := range steps {
+		q, err := bind(queries, s.name, s.vals)
+		if err != nil {
+			return "", err
+		}
+		if s.gset != "" {
+			b.WriteString(q + " \\gset " + s.gset + "\n")
+		} else {
+			b.WriteString(q + ";\n")
+		}
+	}
+	b.WriteString("COMMIT;\n")
+	return b.String(), nil
+}
+
+// runPgbench runs script for d at conc clients and reads every
+// transaction's latency from pgbench's log.
+func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, warmup, d time.Duration, work string) (result, error) {
+	dir := filepath.Join(work, fmt.Sprintf("pgbench-%s-%d", name, conc))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return result{}, err
+	}
+	scriptPath := filepath.Join(dir, name+".sql")
+	if err := os.WriteFile(scriptPath, []byte(script), 0o600); err != nil {
+		return result{}, err
+	}
+	args := func(d time.Duration, log bool) []string {
+		a := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", "2", "-T", strconv.Itoa(int(d.Seconds())), "-f", scriptPath}
+		if log {
+			a = append(a, "-l", "--log-prefix", filepath.Join(dir, "log"))
+		}
+		return append(a, dbURL)
+	}
+	if warmup >= time.Second {
+		if out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args(warmup, false)...).CombinedOutput(); err != nil { //nolint:gosec // G204: pgbench
+			return result{}, fmt.Errorf("pgbench %s warmup: %w: %s", name, err, out)
+		}
+	}
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args(d, true)...).CombinedOutput() //nolint:gosec // G204: pgbench
+	elapsed := time.Since(start)
+	if err != nil {
+		return result{}, fmt.Errorf("pgbench %s: %w: %s", name, err, out)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
+	var lat []time.Duration
+	for _, l := range logs {
+		f, err := os.Open(l) //nolint:gosec // G304: pgbench's log in our work directory
+		if err != nil {
+			return result{}, err
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// client_id transaction_no time script_no time_epoch time_us
+			fields := strings.Fields(sc.Text())
+			if len(fields) >= 3 {
+				if us, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
+					lat = append(lat, time.Duration(us)*time.Microsecond)
+				}
+			}
+		}
+		f.Close()
+	}
+	slices.Sort(lat)
+	r := result{Scenario: name, Concurrency: conc, Requests: len(lat), DurationS: elapsed.Seconds()}
+	if m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
+		r.Throughput, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out); m != nil {
+		r.Errors, _ = strconv.Atoi(string(m[1]))
+	}
+	r.P50Ms, r.P99Ms, r.P999Ms = pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999)
+	if len(lat) > 0 {
+		r.MaxMs = ms(lat[len(lat)-1])
+	}
+	r.Note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
+	return r, nil
+}

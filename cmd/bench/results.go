@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/takeout/takeout/internal/hostinfo"
+)
+
+// target is one goal of the performance issue, checked on this run.
+type target struct {
+	Name  string  `json:"name"`
+	Ratio float64 `json:"ratio"`
+	Goal  float64 `json:"goal"`
+	Met   bool    `json:"met"`
+}
+
+// results is one bench run.
+type results struct {
+	Started   time.Time          `json:"started"`
+	Command   string             `json:"command"`
+	Machine   map[string]string  `json:"machine"`
+	DurationS float64            `json:"duration_s"`
+	WarmupS   float64            `json:"warmup_s"`
+	Results   []result           `json:"results"`
+	Ratios    map[string]float64 `json:"ratios"`
+	Targets   []target           `json:"targets"`
+	APIRSSMB  float64            `json:"api_rss_mb"`
+	Notes     []string           `json:"notes,omitempty"`
+}
+
+func (r *results) find(scenario string, conc int) (result, bool) {
+	for _, x := range r.Results {
+		if x.Scenario == scenario && x.Concurrency == conc {
+			return x, true
+		}
+	}
+	return result{}, false
+}
+
+// finish computes the ratios (at concurrency 64) and checks the targets.
+func (r *results) finish() {
+	r.Ratios = map[string]float64{}
+	ratio := func(name, a, b string, goal float64) {
+		x, ok1 := r.find(a, 64)
+		y, ok2 := r.find(b, 64)
+		if !ok1 || !ok2 || y.Throughput == 0 {
+			return
+		}
+		v := math.Round(x.Throughput/y.Throughput*1000) / 1000
+		r.Ratios[name] = v
+		r.Targets = append(r.Targets, target{Name: name + " >= " + fmt.Sprint(goal), Ratio: v, Goal: goal, Met: v >= goal})
+	}
+	ratio("submit_vs_pgbench", "submit", "pgbench_submit", 0.6)
+	ratio("replay_vs_hello", "replay", "hello", 0.8)
+	ratio("callback_dup_vs_hello", "callback_dup", "hello", 0.8)
+	ratio("callback_vs_pgbench", "callback", "pgbench_callback", 0.6)
+	ratio("hot_dish_vs_pgbench_submit", "hot_dish", "pgbench_submit", 0.8)
+}
+
+func (r *results) write(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	name := "results-" + r.Started.Format("2006-01-02")
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{filepath.Join(dir, name+".json"), filepath.Join(dir, name+".md"), filepath.Join(dir, name+".svg")}
+	for i, content := range [][]byte{append(b, '\n'), []byte(r.markdown()), []byte(r.svg())} {
+		if err := os.WriteFile(paths[i], content, 0o600); err != nil { //nolint:gosec // G703: the output directory the operator chose
+			return nil, err
+		}
+	}
+	return paths, nil
+}
+
+func (r *results) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup. Machine: %s, %s CPUs, %s, %s.\n\n",
+		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"])
+	b.WriteString("| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, x := range r.Results {
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |\n", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors)
+	}
+	b.WriteString("\n| target (at 64 clients) | ratio | met |\n|---|---:|---|\n")
+	for _, t := range r.Targets {
+		met := "no"
+		if t.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(&b, "| %s | %.3f | %s |\n", t.Name, t.Ratio, met)
+	}
+	fmt.Fprintf(&b, "\nAPI resident memory after the run: %.0f MB.\n", r.APIRSSMB)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\n%s\n", n)
+	}
+	return b.String()
+}
+
+// svg draws throughput (bars, left) and p99 (bars, right) per scenario at
+// each concurrency.
+func (r *results) svg() string {
+	scenarios := []string{}
+	seen := map[string]bool{}
+	concs := []int{}
+	seenC := map[int]bool{}
+	maxT, maxP := 1.0, 1.0
+	for _, x := range r.Results {
+		if !seen[x.Scenario] {
+			seen[x.Scenario] = true
+			scenarios = append(scenarios, x.Scenario)
+		}
+		if !seenC[x.Concurrency] {
+			seenC[x.Concurrency] = true
+			concs = append(concs, x.Concurrency)
+		}
+		maxT, maxP = math.Max(maxT, x.Throughput), math.Max(maxP, x.P99Ms)
+	}
+	const rowH, barH, left, width = 34, 12, 150, 330
+	h := 60 + rowH*len(scenarios)
+	colors := []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759"}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", left+2*width+60, h)
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="13">throughput (req/s)</text><text x="%d" y="18" font-size="13">p99 latency (ms)</text>`+"\n", left, left+width+40)
+	for i, c := range concs {
+		fmt.Fprintf(&b, `<rect x="%d" y="26" width="10" height="10" fill="%s"/><text x="%d" y="35">%d clients</text>`+"\n", left+i*90, colors[i%len(colors)], left+14+i*90, c)
+	}
+	for si, s := range scenarios {
+		y := 50 + si*rowH
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-8, y+barH, s)
+		for ci, c := range concs {
+			x, ok := r.find(s, c)
+			if !ok {
+				continue
+			}
+			by := y + ci*(barH+2)
+			tw := x.Throughput / maxT * (width - 60)
+			pw := x.P99Ms / maxP * (width - 60)
+			col := colors[ci%len(colors)]
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/><text x="%.1f" y="%d">%.0f</text>`+"\n", left, by, tw, barH, col, float64(left)+tw+3, by+barH-2, x.Throughput)
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/><text x="%.1f" y="%d">%.2f</text>`+"\n", left+width+40, by, pw, barH, col, float64(left+width+40)+pw+3, by+barH-2, x.P99Ms)
+		}
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func machine() map[string]string { return hostinfo.Facts() }
+
+func freePort() (int, error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func base64URL(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
