@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -212,6 +213,13 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if cfg.DebugAddr != "" {
+		stopDebug, err := serveDebug(ctx, cfg.DebugAddr, logger)
+		if err != nil {
+			return fmt.Errorf("TAKEOUT_DEBUG_ADDR: %w", err)
+		}
+		defer stopDebug()
+	}
 	logger.Info("http server listening", "addr", ln.Addr().String(), "redis", string(rds.State()))
 
 	select {
@@ -230,6 +238,25 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// serveDebug serves net/http/pprof on its own listener (keep it on
+// loopback or a private network: profiles reveal internals).
+func serveDebug(ctx context.Context, addr string, logger *slog.Logger) (func(), error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Info("debug server (pprof) listening", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
 
 // instanceName names this process for its worker-id lease.

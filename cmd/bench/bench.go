@@ -176,8 +176,12 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	if err != nil {
 		return nil, err
 	}
+	debugAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	apiEnv := map[string]string{
-		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": "32",
+		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_DEBUG_ADDR": debugAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": "32",
 		"TAKEOUT_REDIS_URL": o.redisURL, "TAKEOUT_REDIS_PREFIX": "bench:" + randomHex(4) + ":",
 		"TAKEOUT_SESSION_SECRET": sessionSecret, "TAKEOUT_STAFF_SECRET": staffSecret, "TAKEOUT_CONFIRM_SECRET": randomHex(24),
 		"TAKEOUT_WECHAT_API_BASE": "http://" + wxAddr, "TAKEOUT_WECHAT_APP_SECRET": appSecret, "TAKEOUT_WXPAY_API_BASE": "http://" + wxAddr,
@@ -252,6 +256,34 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, fmt.Errorf("seed pgbench payments: %w", err)
 	}
 	want := func(s string) bool { return o.only == nil || o.only[s] }
+	profiles := filepath.Join(work, "profiles")
+	if err := os.MkdirAll(profiles, 0o750); err != nil {
+		return nil, err
+	}
+	// profiled runs an API scenario while taking a CPU profile of the
+	// api process at the highest concurrency (go tool pprof reads them).
+	profiled := func(name string, c int, fn op) result {
+		if c != o.conc[len(o.conc)-1] || o.duration < 2*time.Second {
+			return load(ctx, name, c, o.warmup, o.duration, fn)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(o.warmup)
+			secs := int(o.duration.Seconds()) - 1
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, secs), nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			_ = os.WriteFile(filepath.Join(profiles, fmt.Sprintf("%s-c%d.cpu.pprof", name, c)), b, 0o600)
+		}()
+		r := load(ctx, name, c, o.warmup, o.duration, fn)
+		<-done
+		return r
+	}
 	add := func(r result) {
 		logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", r.Scenario, r.Concurrency, r.Throughput, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors, r.FirstError)
 		res.Results = append(res.Results, r)
@@ -275,42 +307,42 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			add(r)
 		}
 		if want("menu") {
-			add(load(ctx, "menu", c, o.warmup, o.duration, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
+			add(profiled("menu", c, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
 		}
 		if want("submit") {
 			toks, err := e.confirmMany(ctx, 12000, false)
 			if err != nil {
 				return nil, err
 			}
-			add(load(ctx, "submit", c, o.warmup, o.duration, e.submitEach(toks)))
+			add(profiled("submit", c, e.submitEach(toks)))
 		}
 		if want("replay") {
 			toks, err := e.confirmMany(ctx, 1, false)
 			if err != nil {
 				return nil, err
 			}
-			add(load(ctx, "replay", c, o.warmup, o.duration, e.replay(toks[0])))
+			add(profiled("replay", c, e.replay(toks[0])))
 		}
 		if want("hot_dish") {
 			toks, err := e.confirmMany(ctx, 12000, true)
 			if err != nil {
 				return nil, err
 			}
-			add(load(ctx, "hot_dish", c, o.warmup, o.duration, e.submitEach(toks)))
+			add(profiled("hot_dish", c, e.submitEach(toks)))
 		}
 		if want("callback") {
 			notes, err := e.notifications(ctx, 14000)
 			if err != nil {
 				return nil, err
 			}
-			add(load(ctx, "callback", c, o.warmup, o.duration, e.callbackEach(notes)))
+			add(profiled("callback", c, e.callbackEach(notes)))
 		}
 		if want("callback_dup") {
 			notes, err := e.notifications(ctx, 1)
 			if err != nil {
 				return nil, err
 			}
-			add(load(ctx, "callback_dup", c, o.warmup, o.duration, e.callbackSame(notes[0])))
+			add(profiled("callback_dup", c, e.callbackSame(notes[0])))
 		}
 	}
 	res.APIRSSMB = rssMB(e.apiPID)

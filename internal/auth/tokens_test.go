@@ -70,3 +70,28 @@ func TestParseRole(t *testing.T) {
 		}
 	}
 }
+
+// A remembered session token still expires on time, and only the exact
+// string is remembered: an altered copy is verified, and refused.
+func TestRememberedSessionExpires(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	tokens := auth.NewTokens([]byte("user-key-0123456789abcdef0123456"), []byte("staff-key-0123456789abcdef012345"), time.Hour, clock)
+	tok, _, err := tokens.IssueUser(42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second is served from memory
+		if id, err := tokens.VerifyUser(tok); err != nil || id != 42 {
+			t.Fatalf("fresh token: %d %v", id, err)
+		}
+	}
+	if _, err := tokens.VerifyUser(tok[:len(tok)-2] + "xx"); !errors.Is(err, auth.ErrInvalidToken) {
+		t.Errorf("altered token: %v", err)
+	}
+	now = now.Add(61 * time.Minute)
+	if _, err := tokens.VerifyUser(tok); !errors.Is(err, auth.ErrInvalidToken) {
+		t.Errorf("expired remembered token: %v, want invalid", err)
+	}
+}

@@ -28,6 +28,7 @@ type Config struct {
 	ShutdownTimeout   time.Duration `env:"TAKEOUT_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	MaxBodyBytes      int64         `env:"TAKEOUT_MAX_BODY_BYTES" envDefault:"65536"`
 	LogLevel          string        `env:"TAKEOUT_LOG_LEVEL" envDefault:"info"`
+	DebugAddr         string        `env:"TAKEOUT_DEBUG_ADDR"`
 	// Rate limits, requests per minute per instance; 0 turns one off.
 	RateLimitIP   int `env:"TAKEOUT_RATE_LIMIT_IP" envDefault:"600"`
 	RateLimitUser int `env:"TAKEOUT_RATE_LIMIT_USER" envDefault:"300"`
