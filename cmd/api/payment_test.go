@@ -113,6 +113,29 @@ func (ps *payShop) pay(t *testing.T, user, orderID string) payment.RequestPaymen
 	return rp
 }
 
+// simConfig sets wxsim's refund knobs.
+func (ps *payShop) simConfig(t *testing.T, body string) {
+	t.Helper()
+	resp, err := http.Post(ps.sim.URL+"/sim/config", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("sim config: %d", resp.StatusCode)
+	}
+}
+
+// expectOnce checks that each count query finds exactly one row for id.
+func (ps *payShop) expectOnce(t *testing.T, id string, queries ...string) {
+	t.Helper()
+	for _, q := range queries {
+		if n := ps.count(t, q, id); n != 1 {
+			t.Errorf("%s: %d, want 1", q, n)
+		}
+	}
+}
+
 // simPay tells wxsim the user paid, with delivery knobs.
 func (ps *payShop) simPay(t *testing.T, req wxsim.PayRequest) wxsim.PayResult {
 	t.Helper()
@@ -531,11 +554,7 @@ func TestDroppedCallbacksAreReconciled(t *testing.T) {
 func TestDroppedRefundNotificationsAreReconciled(t *testing.T) {
 	t.Parallel()
 	ps := newPayShop(t, map[string]string{"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "200ms", "TAKEOUT_WXPAY_QUERY_AFTER": "0s"}, 10)
-	resp, err := http.Post(ps.sim.URL+"/sim/config", "application/json", strings.NewReader(`{"drop_refund_notifications":true}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	ps.simConfig(t, `{"drop_refund_notifications":true}`)
 	user := ps.login(t, "refund-in-silence")
 	o := ps.place(t, user, "silent", 1)
 	ps.pay(t, user, o.ID)
@@ -546,15 +565,10 @@ func TestDroppedRefundNotificationsAreReconciled(t *testing.T) {
 	waitUntil(t, "the refund to be reconciled", func() bool {
 		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", o.ID) == 1
 	})
-	for q, want := range map[string]int{
-		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'":                          1,
-		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'":         1,
-		"SELECT count(*) FROM payment_notifications WHERE order_id = $1 AND event_type = 'REFUND.SUCCESS'": 1,
-	} {
-		if n := ps.count(t, q, o.ID); n != want {
-			t.Errorf("%s: %d, want %d", q, n, want)
-		}
-	}
+	ps.expectOnce(t, o.ID,
+		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'",
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'",
+		"SELECT count(*) FROM payment_notifications WHERE order_id = $1 AND event_type = 'REFUND.SUCCESS'")
 }
 
 // The refund API answers SUCCESS at once (as it does when a refund job is
@@ -565,11 +579,7 @@ func TestDroppedRefundNotificationsAreReconciled(t *testing.T) {
 func TestRefundAnsweredAtOnceIsApplied(t *testing.T) {
 	t.Parallel()
 	ps := newPayShop(t, map[string]string{"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h"}, 10)
-	resp, err := http.Post(ps.sim.URL+"/sim/config", "application/json", strings.NewReader(`{"refund_at_once":true,"drop_refund_notifications":true}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	ps.simConfig(t, `{"refund_at_once":true,"drop_refund_notifications":true}`)
 	user := ps.login(t, "refund-at-once")
 	o := ps.place(t, user, "at-once", 1)
 	ps.pay(t, user, o.ID)
@@ -580,15 +590,10 @@ func TestRefundAnsweredAtOnceIsApplied(t *testing.T) {
 	waitUntil(t, "the order to be refunded", func() bool {
 		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", o.ID) == 1
 	})
-	for q, want := range map[string]int{
-		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'":                  1,
-		"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'REFUNDED'":                1,
-		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'": 1,
-	} {
-		if n := ps.count(t, q, o.ID); n != want {
-			t.Errorf("%s: %d, want %d", q, n, want)
-		}
-	}
+	ps.expectOnce(t, o.ID,
+		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'",
+		"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'REFUNDED'",
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'")
 }
 
 // At the pay deadline an unpaid payment is closed at the provider, then
