@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/hostinfo"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/pgbin"
@@ -228,7 +229,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	}
 	defer pool.Close()
 	e := &env{o: o, api: "http://" + apiAddr, hello: "http://" + helloAddr, db: pool, dbURL: dbURL, keys: keys, apiPID: api.cmd.Process.Pid,
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}}}
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}}
 	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
 	adminToken, _, err := tokens.IssueStaff("bench", auth.Role{Admin: true}, time.Hour)
 	if err != nil {
@@ -239,12 +240,12 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 
-	res := &results{Started: time.Now().UTC(), Machine: machine(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds()}
+	res := &results{Started: time.Now().UTC(), Machine: hostinfo.Facts(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds()}
 	queries, err := namedQueries("db/queries")
 	if err != nil {
 		return nil, err
 	}
-	submitSQL, err := submitScript(queries, e.merchant, e.dishes, benchMchID)
+	submitSQL, err := submitScript(queries, e.merchant, e.dishes)
 	if err != nil {
 		return nil, err
 	}
@@ -532,22 +533,17 @@ type notification struct {
 // prepay leaves them) and signs a TRANSACTION.SUCCESS notification for
 // each, as the platform would send it.
 func (e *env) notifications(ctx context.Context, n int) ([]notification, error) {
-	user := e.users[0]
-	uid, err := strconv.ParseInt(strings.TrimPrefix(userIDOf(user), ""), 10, 64)
-	if err != nil {
-		return nil, err
-	}
 	rows, err := e.db.Query(ctx, `WITH o AS (
 	    INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
 	      items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at)
-	    SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint * 1000000 + g, $1, $2,
+	    SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint * 1000000 + g, (SELECT min(id) FROM users), $1,
 	      sha256(convert_to('i' || g || clock_timestamp(), 'UTF8')), sha256(convert_to('c' || g || clock_timestamp(), 'UTF8')), 1, 'SM3',
 	      'PENDING_PAYMENT', 1000, 300, 1300, '{"name":"B","phone":"1","detail":"d"}', now() + interval '1 hour', now(), now()
-	    FROM generate_series(1, $3) g RETURNING id),
+	    FROM generate_series(1, $2) g RETURNING id),
 	  h AS (INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) SELECT id, NULL, 'PENDING_PAYMENT', 1, 'user:bench' FROM o)
 	  INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, prepay_id, prepay_expires_at)
-	  SELECT id, $6, $4, $5, 'T' || id || '-1', 1300, 'wx-prepay-' || id, now() + interval '1 hour' FROM o
-	  RETURNING order_id`, uid, e.merchant, n, benchMchID, "wxd0000000000000sim", payment.Channel)
+	  SELECT id, $5, $3, $4, 'T' || id || '-1', 1300, 'wx-prepay-' || id, now() + interval '1 hour' FROM o
+	  RETURNING order_id`, e.merchant, n, benchMchID, "wxd0000000000000sim", payment.Channel)
 	if err != nil {
 		return nil, err
 	}
@@ -587,24 +583,6 @@ func (e *env) notifications(ctx context.Context, n int) ([]notification, error) 
 		return nil, err
 	}
 	return out, nil
-}
-
-// userIDOf reads the subject of a session token without verifying it
-// (the bench issued it).
-func userIDOf(token string) string {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return ""
-	}
-	b, err := base64URL(parts[1])
-	if err != nil {
-		return ""
-	}
-	var c struct {
-		Sub string `json:"sub"`
-	}
-	_ = json.Unmarshal(b, &c)
-	return c.Sub
 }
 
 func (e *env) signNotification(orderID int64) (notification, error) {

@@ -81,8 +81,7 @@ func bind(queries map[string]string, name string, values map[string]string) (str
 // submitScript is the placement transaction as submit runs it: the order,
 // its reservation, item, first history row, the payment-timeout job (River's
 // insert, written out), the idempotency record, and the stock last.
-func submitScript(queries map[string]string, merchantID int64, dishes []int64, mchid string) (string, error) {
-	_ = mchid
+func submitScript(queries map[string]string, merchantID int64, dishes []int64) (string, error) {
 	digest := func(salt string) string {
 		return fmt.Sprintf("decode(md5(CAST(:oid AS text) || '%s') || md5(CAST(:uid AS text) || '%s'), 'hex')", salt, salt)
 	}

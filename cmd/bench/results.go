@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/takeout/takeout/internal/hostinfo"
 )
 
 // target is one goal of the performance issue, checked on this run.
@@ -155,8 +152,6 @@ func (r *results) svg() string {
 	return b.String()
 }
 
-func machine() map[string]string { return hostinfo.Facts() }
-
 func freePort() (int, error) {
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
@@ -165,5 +160,3 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
-
-func base64URL(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }

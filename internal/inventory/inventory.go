@@ -52,15 +52,6 @@ func ErrQuoteChanged(dishIDs []int64) error {
 	return problem.New(problem.QuoteChanged, "the price or sale status of dishes %v changed since confirm; confirm again", ids).With("dish_ids", ids)
 }
 
-// Reserve takes the lines' stock for orderID in tx: Hold, then Take. It
-// suits transactions with nothing else to do after it.
-func Reserve(ctx context.Context, tx dbsqlc.DBTX, merchantID, orderID int64, lines []Line) error {
-	if err := Hold(ctx, tx, orderID, lines); err != nil {
-		return err
-	}
-	return Take(ctx, tx, merchantID, lines)
-}
-
 // Hold records one reservation row per line for orderID in tx. It locks no
 // dish row for writing, so it belongs early in the transaction.
 func Hold(ctx context.Context, tx dbsqlc.DBTX, orderID int64, lines []Line) error {
