@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -21,6 +22,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
@@ -586,6 +590,56 @@ func TestRefundWithoutNotificationIsApplied(t *testing.T) {
 				"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'",
 				"SELECT count(*) FROM payment_notifications WHERE order_id = $1 AND event_type = 'REFUND.SUCCESS'")
 		})
+	}
+}
+
+// At the pay deadline the payment went through but is being applied by
+// someone else at that moment (its Redis claim is in flight): the timeout
+// must not cancel the order, and once the claim is gone the retried
+// timeout applies the payment. Found by the soak, where the order was
+// cancelled and its paid payment left open.
+func TestTimeoutWaitsForAPaymentBeingApplied(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_ORDER_PAY_WINDOW": "1s", "TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h",
+		"TAKEOUT_JOB_RETRY_MAX_DELAY": "1s"}, 10)
+	user := ps.login(t, "being-applied")
+	o := ps.place(t, user, "being-applied", 1)
+	ps.pay(t, user, o.ID)
+	paid := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Drop: true})
+
+	opts, err := redis.ParseURL(ps.redis.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	claim := "wx:" + paid.TransactionID + ":TRANSACTION.SUCCESS"
+	fp := sm3.Sum([]byte(claim))
+	key := ps.redis.Prefix + "idem:{0:" + claim + "}"
+	if err := rdb.HSet(context.Background(), key, "state", "inflight", "owner", "another-instance", "fp", string(fp[:])).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Expire(context.Background(), key, time.Minute)
+
+	held := time.Now().Add(8 * time.Second) // longer than two coalescing waits (2s each)
+	for time.Now().Before(held) {
+		if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status <> 'PENDING_PAYMENT'", o.ID); n != 0 {
+			t.Fatal("the order left PENDING_PAYMENT while its payment was being applied elsewhere")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND attempt > 0"); n == 0 {
+		t.Fatal("the timeout never ran: the test proves nothing")
+	}
+	rdb.Del(context.Background(), key)
+	waitUntil(t, "the retried timeout to apply the payment", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", o.ID) == 1
+	})
+	ps.expectOnce(t, o.ID,
+		"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'",
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'")
+	if n := ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1", o.ID); n != 0 {
+		t.Errorf("%d refunds of an order that was paid in time", n)
 	}
 }
 

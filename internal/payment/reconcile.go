@@ -35,7 +35,7 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	}
 	var errs []error
 	for _, p := range pays {
-		if err := s.reconcile(ctx, p); err != nil {
+		if err := s.reconcile(ctx, p); err != nil && !errors.Is(err, ErrInFlight) { // in flight: being applied
 			errs = append(errs, fmt.Errorf("%s: %w", p.OutTradeNo, err))
 		}
 	}
@@ -67,8 +67,8 @@ func (s *Service) reconcileRefund(ctx context.Context, r dbsqlc.Refund) error {
 	return err
 }
 
-// reconcile applies the platform's view of one payment; it reports
-// whether the payment turned out paid.
+// reconcile applies the platform's view of one payment. ErrInFlight means
+// the payment went through and someone else is applying it right now.
 func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
 	t, err := s.o.Client.Query(ctx, p.OutTradeNo)
 	if err != nil {
@@ -77,17 +77,18 @@ func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
 	if t.TradeState != "SUCCESS" {
 		return nil
 	}
-	err = s.HandleTransaction(ctx, Source{Kind: "query", EventType: "TRANSACTION.SUCCESS"}, t)
-	if errors.Is(err, ErrInFlight) {
-		return nil // a callback is applying it right now
-	}
-	return err
+	return s.HandleTransaction(ctx, Source{Kind: "query", EventType: "TRANSACTION.SUCCESS"}, t)
 }
 
 // BeforeTimeout runs when an order reaches its pay deadline, before it is
 // cancelled: each open payment is queried (a payment that went through is
 // applied, so the order is paid, not cancelled) and otherwise closed at
 // the platform, so that it can no longer be paid.
+//
+// A payment that went through but is being applied elsewhere at that
+// moment (ErrInFlight) fails this, so the timeout job retries instead of
+// cancelling an order that is being paid (found by the soak: the order was
+// cancelled and its paid payment left open).
 func (s *Service) BeforeTimeout(ctx context.Context, orderID int64) error {
 	return s.closeOpenPayments(ctx, orderID)
 }
