@@ -103,7 +103,7 @@ func snapshot(t *testing.T, s *stack) string {
 	var out string
 	err := pool.QueryRow(t.Context(), `SELECT
 		(SELECT coalesce(string_agg(format('%s:%s:%s:%s', id, name, status, version), ',' ORDER BY id), '') FROM merchants) || '|' ||
-		(SELECT coalesce(string_agg(format('%s:%s:%s:%s:%s:%s', id, name, price_fen, stock, on_sale, version), ',' ORDER BY id), '') FROM dishes)`).Scan(&out)
+		(SELECT coalesce(string_agg(format('%s:%s:%s:%s:%s:%s', id, name, price_fen, stock, on_sale, version), ',' ORDER BY id), '') FROM dishes_with_stock)`).Scan(&out)
 	if err != nil {
 		t.Fatal(err)
 	}

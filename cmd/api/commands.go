@@ -14,6 +14,7 @@ import (
 	"github.com/takeout/takeout/internal/config"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/inventory"
 )
 
 // migrate applies pending migrations and reports the schema version.
@@ -79,15 +80,22 @@ func seedDemo(ctx context.Context, getenv func(string) string, stdout, stderr io
 		if err != nil {
 			return 0, err
 		}
-		for _, d := range []dbsqlc.DishInsertParams{
-			{Name: "Kung Pao Chicken", PriceFen: 3200, Stock: 100, OnSale: true},
-			{Name: "Mapo Tofu", PriceFen: 2200, Stock: 100, OnSale: true},
-			{Name: "Egg Fried Rice", PriceFen: 1500, Stock: 200, OnSale: true},
-			{Name: "Hot and Sour Soup", PriceFen: 1200, Stock: 50, OnSale: true},
-			{Name: "Peking Duck (half)", PriceFen: 8800, Stock: 10, OnSale: false},
+		for _, d := range []struct {
+			dbsqlc.DishInsertParams
+			stock int32
+		}{
+			{dbsqlc.DishInsertParams{Name: "Kung Pao Chicken", PriceFen: 3200, OnSale: true}, 100},
+			{dbsqlc.DishInsertParams{Name: "Mapo Tofu", PriceFen: 2200, OnSale: true}, 100},
+			{dbsqlc.DishInsertParams{Name: "Egg Fried Rice", PriceFen: 1500, OnSale: true}, 200},
+			{dbsqlc.DishInsertParams{Name: "Hot and Sour Soup", PriceFen: 1200, OnSale: true}, 50},
+			{dbsqlc.DishInsertParams{Name: "Peking Duck (half)", PriceFen: 8800, OnSale: false}, 10},
 		} {
 			d.MerchantID = m.ID
-			if _, err := q.DishInsert(ctx, tx, d); err != nil {
+			id, err := q.DishInsert(ctx, tx, d.DishInsertParams)
+			if err != nil {
+				return 0, err
+			}
+			if err := inventory.Set(ctx, tx, id, d.stock); err != nil {
 				return 0, err
 			}
 		}

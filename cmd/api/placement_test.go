@@ -123,7 +123,7 @@ func (sh *shop) submitUntilAnswered(t *testing.T, api *instance, user, key, toke
 
 func (sh *shop) stock(t *testing.T, dish int) int {
 	t.Helper()
-	return sh.count(t, "SELECT stock FROM dishes WHERE id = $1", sh.dishes[dish].ID)
+	return sh.count(t, "SELECT stock FROM dishes_with_stock WHERE id = $1", sh.dishes[dish].ID)
 }
 
 func placedOrder(t *testing.T, r response) order.Placed {
@@ -503,7 +503,7 @@ func TestCutOffTransaction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := blocker.Exec(ctx, "SELECT 1 FROM dishes WHERE id = $1 FOR UPDATE", sh.dishes[0].ID); err != nil {
+			if _, err := blocker.Exec(ctx, "SELECT 1 FROM dish_stock WHERE dish_id = $1 FOR UPDATE", sh.dishes[0].ID); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan response, 1)

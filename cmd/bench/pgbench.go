@@ -80,7 +80,8 @@ func bind(queries map[string]string, name string, values map[string]string) (str
 
 // submitScript is the placement transaction as submit runs it: the order,
 // its reservation, item, first history row, the payment-timeout job (River's
-// insert, written out), the idempotency record, and the stock last.
+// insert, written out), the idempotency record, and the stock last (the
+// first try of inventory.Take: one free shard, in a savepoint).
 func submitScript(queries map[string]string, merchantID int64, dishes []int64) (string, error) {
 	digest := func(salt string) string {
 		return fmt.Sprintf("decode(md5(CAST(:oid AS text) || '%s') || md5(CAST(:uid AS text) || '%s'), 'hex')", salt, salt)
@@ -105,15 +106,19 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 			"digest_alg": "'SM3'", "order_id": ":oid", "status_code": "201",
 			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",
 			"expires_at": "now() + interval '72 hours'"}},
-		{"DishReserveStock", map[string]string{"qty": "1", "id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "price_fen": "1000"}},
+		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "price_fen": "1000", "start": ":shard"}},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n", slices.Min(dishes), slices.Max(dishes))
+	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n\\set shard random(0, 15)\n", slices.Min(dishes), slices.Max(dishes))
 	b.WriteString("BEGIN;\n")
 	for i, s := range steps {
 		q, err := bind(queries, s.name, s.vals)
 		if err != nil {
 			return "", err
+		}
+		if s.name == "StockTakeFree" {
+			// inventory.Take runs its first try in a savepoint.
+			b.WriteString("SAVEPOINT sp_1;\n")
 		}
 		b.WriteString(q + ";\n")
 		if i == 3 {

@@ -192,17 +192,19 @@ func checkAcks(ctx context.Context, db querier, acks []ack, f *findings) error {
 }
 
 func checkStock(ctx context.Context, db querier, initial map[int64]int64, f *findings) error {
-	rows, err := db.Query(ctx, `SELECT d.id, d.stock,
+	// A dish's stock is the sum of its shards; each shard must stay at or
+	// above zero on its own.
+	rows, err := db.Query(ctx, `SELECT d.id, d.stock, (SELECT coalesce(min(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id),
 	    coalesce(sum(r.qty) FILTER (WHERE r.released_at IS NULL), 0),
 	    coalesce(sum(r.qty) FILTER (WHERE o.status NOT IN ('CANCELLED', 'REFUNDING', 'REFUNDED')), 0)
-	  FROM dishes d LEFT JOIN stock_reservations r ON r.dish_id = d.id LEFT JOIN orders o ON o.id = r.order_id
+	  FROM dishes_with_stock d LEFT JOIN stock_reservations r ON r.dish_id = d.id LEFT JOIN orders o ON o.id = r.order_id
 	  GROUP BY d.id, d.stock`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var id, stock, held, sold int64
-		if err := rows.Scan(&id, &stock, &held, &sold); err != nil {
+		var id, stock, lowest, held, sold int64
+		if err := rows.Scan(&id, &stock, &lowest, &held, &sold); err != nil {
 			return err
 		}
 		init, known := initial[id]
@@ -210,8 +212,8 @@ func checkStock(ctx context.Context, db querier, initial map[int64]int64, f *fin
 			f.add(invStockConserved, 1, fmt.Sprintf("dish %d was not seeded", id))
 			continue
 		}
-		if stock < 0 {
-			f.add(invNegativeStock, 1, fmt.Sprintf("dish %d stock %d", id, stock))
+		if stock < 0 || lowest < 0 {
+			f.add(invNegativeStock, 1, fmt.Sprintf("dish %d stock %d, lowest shard %d", id, stock, lowest))
 		}
 		if stock+held != init {
 			f.add(invStockConserved, 1, fmt.Sprintf("dish %d: seeded %d, stock %d + held %d = %d", id, init, stock, held, stock+held))

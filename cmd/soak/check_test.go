@@ -32,7 +32,7 @@ func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
 			t.Fatal(err)
 		}
 	}
-	if err := pool.QueryRow(ctx, `INSERT INTO dishes (merchant_id, name, price_fen, stock) VALUES ($1, 'D', 100, 9) RETURNING id`, merchant).Scan(&dish); err != nil {
+	if err := pool.QueryRow(ctx, `INSERT INTO dishes (merchant_id, name, price_fen) VALUES ($1, 'D', 100) RETURNING id`, merchant).Scan(&dish); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []struct {
@@ -43,6 +43,7 @@ func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
 		   items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at)
 		 VALUES (1001, $1, $2, decode(repeat('ab', 32), 'hex'), decode(repeat('cd', 32), 'hex'), 1, 'SM3', 'PENDING_PAYMENT',
 		   100, 0, 100, '{}', now() + interval '1 hour', now(), now())`, []any{user, merchant}},
+		{`INSERT INTO dish_stock (dish_id, shard, units) VALUES ($1, 0, 5), ($1, 1, 4)`, []any{dish}},
 		{`INSERT INTO order_items (order_id, dish_id, name, qty, unit_price_fen, line_total_fen) VALUES (1001, $1, 'D', 1, 100, 100)`, []any{dish}},
 		{`INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES (1001, $1, 1)`, []any{dish}},
 		{`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, NULL, 'PENDING_PAYMENT', 1, 'user:1')`, nil},
@@ -70,10 +71,10 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			want: map[string]int{invAckMissing: 1}},
 		{name: "one digest answered as two orders", acks: append(ack1001, ack{purchase: 1, digest: "d1", order: "4242"}),
 			want: map[string]int{invAckMissing: 1, invAckDiverges: 1, invPurchaseTwoOrders: 1}},
-		{name: "stock taken without a reservation", acks: ack1001, plant: []string{`UPDATE dishes SET stock = stock - 1`},
+		{name: "stock taken without a reservation", acks: ack1001, plant: []string{`UPDATE dish_stock SET units = units - 1 WHERE shard = 1`},
 			want: map[string]int{invStockConserved: 1}},
 		{name: "oversold", acks: ack1001, plant: []string{`UPDATE stock_reservations SET qty = 11`, `UPDATE order_items SET qty = 11, line_total_fen = 1100`,
-			`UPDATE dishes SET stock = 0`},
+			`UPDATE dish_stock SET units = 0`},
 			want: map[string]int{invOversold: 1, invStockConserved: 1}},
 		{name: "cancelled order still holds stock", acks: ack1001, plant: []string{
 			`UPDATE orders SET status = 'CANCELLED', version = 2`,

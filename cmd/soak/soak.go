@@ -425,7 +425,7 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 }
 
 func stockNow(ctx context.Context, db querier) (map[int64]int64, error) {
-	rows, err := db.Query(ctx, `SELECT id, stock FROM dishes`)
+	rows, err := db.Query(ctx, `SELECT id, stock FROM dishes_with_stock`)
 	if err != nil {
 		return nil, err
 	}

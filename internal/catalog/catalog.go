@@ -65,7 +65,7 @@ func merchantFromRow(m dbsqlc.Merchant) Merchant {
 	}
 }
 
-func dishFromRow(d dbsqlc.Dish) Dish {
+func dishFromRow(d dbsqlc.DishesWithStock) Dish {
 	return Dish{
 		ID:         strconv.FormatInt(d.ID, 10),
 		MerchantID: strconv.FormatInt(d.MerchantID, 10),
@@ -79,7 +79,7 @@ func dishFromRow(d dbsqlc.Dish) Dish {
 	}
 }
 
-func dishesFromRows(rows []dbsqlc.Dish) []Dish {
+func dishesFromRows(rows []dbsqlc.DishesWithStock) []Dish {
 	out := make([]Dish, len(rows))
 	for i, r := range rows {
 		out[i] = dishFromRow(r)

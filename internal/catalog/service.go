@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/redisconn"
 )
@@ -284,8 +286,18 @@ func (s *Service) CreateDish(ctx context.Context, staff auth.Staff, merchantID i
 	if req.OnSale != nil {
 		onSale = *req.OnSale
 	}
-	row, err := s.q.DishInsert(ctx, s.pool, dbsqlc.DishInsertParams{
-		MerchantID: merchantID, Name: req.Name, PriceFen: *req.PriceFen, Stock: *req.Stock, OnSale: onSale,
+	// The dish and its stock shards are written together.
+	row, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (dbsqlc.DishesWithStock, error) {
+		id, err := s.q.DishInsert(ctx, tx, dbsqlc.DishInsertParams{
+			MerchantID: merchantID, Name: req.Name, PriceFen: *req.PriceFen, OnSale: onSale,
+		})
+		if err != nil {
+			return dbsqlc.DishesWithStock{}, err
+		}
+		if err := inventory.Set(ctx, tx, id, *req.Stock); err != nil {
+			return dbsqlc.DishesWithStock{}, err
+		}
+		return s.q.DishGetByID(ctx, tx, id)
 	})
 	if err != nil {
 		if db.ForeignKeyViolation(err) {
@@ -317,15 +329,17 @@ func (s *Service) Dish(ctx context.Context, staff auth.Staff, id int64) (Dish, e
 func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, req UpdateDishRequest) (Dish, error) {
 	return s.updateDish(ctx, staff, id, dbsqlc.DishUpdateParams{
 		ID: id, Version: *req.Version, Name: req.Name, PriceFen: req.PriceFen, OnSale: req.OnSale,
-	})
+	}, nil)
 }
 
 // SetStock sets a dish's stock if req.Version is still current.
 func (s *Service) SetStock(ctx context.Context, staff auth.Staff, id int64, req SetStockRequest) (Dish, error) {
-	return s.updateDish(ctx, staff, id, dbsqlc.DishUpdateParams{ID: id, Version: *req.Version, Stock: req.Stock})
+	return s.updateDish(ctx, staff, id, dbsqlc.DishUpdateParams{ID: id, Version: *req.Version}, req.Stock)
 }
 
-func (s *Service) updateDish(ctx context.Context, staff auth.Staff, id int64, p dbsqlc.DishUpdateParams) (Dish, error) {
+// updateDish applies p (a compare-and-set on the version) and, when stock
+// is set, the new stock, in one transaction.
+func (s *Service) updateDish(ctx context.Context, staff auth.Staff, id int64, p dbsqlc.DishUpdateParams, stock *int32) (Dish, error) {
 	// A dish never moves between merchants, so checking the owner before
 	// the compare-and-set update is race-free.
 	cur, err := s.q.DishGetByID(ctx, s.pool, id)
@@ -335,7 +349,17 @@ func (s *Service) updateDish(ctx context.Context, staff auth.Staff, id int64, p 
 	if !staff.CanManage(cur.MerchantID) {
 		return Dish{}, auth.ErrOtherMerchant
 	}
-	row, err := s.q.DishUpdate(ctx, s.pool, p)
+	row, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (dbsqlc.DishesWithStock, error) {
+		if _, err := s.q.DishUpdate(ctx, tx, p); err != nil {
+			return dbsqlc.DishesWithStock{}, err
+		}
+		if stock != nil {
+			if err := inventory.Set(ctx, tx, id, *stock); err != nil {
+				return dbsqlc.DishesWithStock{}, err
+			}
+		}
+		return s.q.DishGetByID(ctx, tx, id)
+	})
 	if errors.Is(db.NoRows(err), db.ErrNotFound) {
 		cur, gerr := s.q.DishGetByID(ctx, s.pool, id)
 		if gerr != nil {

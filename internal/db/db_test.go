@@ -161,8 +161,9 @@ func TestErrorMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := dbsqlc.DishInsertParams{MerchantID: m.ID, Name: "rice", PriceFen: 100, Stock: 1, OnSale: true}
-	if _, err := q.DishInsert(ctx, pool, d); err != nil {
+	d := dbsqlc.DishInsertParams{MerchantID: m.ID, Name: "rice", PriceFen: 100, OnSale: true}
+	rice, err := q.DishInsert(ctx, pool, d)
+	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = q.DishInsert(ctx, pool, d)
@@ -173,8 +174,8 @@ func TestErrorMapping(t *testing.T) {
 	if _, err = q.DishInsert(ctx, pool, d); !db.ForeignKeyViolation(err) {
 		t.Errorf("unknown merchant: %v, want foreign key violation", err)
 	}
-	d.MerchantID, d.Stock = m.ID, -1
-	if _, err = q.DishInsert(ctx, pool, d); err == nil {
+	err = q.StockSpread(ctx, pool, dbsqlc.StockSpreadParams{DishID: rice, Units: -1, Shards: 1})
+	if err == nil {
 		t.Error("negative stock accepted")
 	} else if _, ok := db.CheckViolation(err); !ok {
 		t.Errorf("negative stock: %v, want check violation", err)

@@ -1,8 +1,8 @@
 // Package inventory reserves dish stock for orders inside the caller's
-// transaction: conditional decrements (never below zero) taken in dish-id
-// order so that concurrent orders cannot deadlock, plus one reservation row
-// per (order, dish) that is released exactly once when an order ends
-// unfulfilled.
+// transaction: conditional decrements (never below zero) of a dish's
+// stock shards, taken in dish-id order so that concurrent orders cannot
+// deadlock, plus one reservation row per (order, dish) that is released
+// exactly once when an order ends unfulfilled.
 package inventory
 
 import (
@@ -10,8 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
@@ -64,30 +67,156 @@ func Hold(ctx context.Context, tx dbsqlc.DBTX, orderID int64, lines []Line) erro
 	return nil
 }
 
-// Take decrements the lines' stock in tx, in dish-id order (so that
-// concurrent orders cannot deadlock), never below zero and only at the
-// quoted price. Each decrement locks its dish row until the transaction
-// ends, so callers run Take last, just before commit: a popular dish is
-// then locked for a commit, not for the whole order. When any dish is
-// short, or no longer sold at the quoted price, it returns the problem
-// naming every such dish; the caller rolls back, so nothing is taken.
-func Take(ctx context.Context, tx dbsqlc.DBTX, merchantID int64, lines []Line) error {
-	q := dbsqlc.New()
+// Take takes the lines' stock in tx, in dish-id order (so that concurrent
+// orders cannot deadlock across dishes), never below zero and only at the
+// quoted price. A dish's stock is split over shard rows (see Set); each
+// line takes its units from one shard, whose lock it holds until the
+// transaction ends, so callers run Take last, just before commit, and the
+// buyers of one popular dish spread over its shards instead of queueing
+// for one row. When any dish is short, or no longer sold at the quoted
+// price, it returns the problem naming every such dish; the caller rolls
+// back, so nothing is taken.
+func Take(ctx context.Context, tx pgx.Tx, merchantID int64, lines []Line) error {
 	var failed []Line
 	for _, l := range sorted(lines) {
-		_, err := q.DishReserveStock(ctx, tx, dbsqlc.DishReserveStockParams{
-			ID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen, Qty: l.Qty,
-		})
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
-			failed = append(failed, l)
-			continue
-		}
+		ok, err := take(ctx, tx, merchantID, l)
 		if err != nil {
-			return fmt.Errorf("reserve dish %d: %w", l.DishID, err)
+			return fmt.Errorf("take stock of dish %d: %w", l.DishID, err)
+		}
+		if !ok {
+			failed = append(failed, l)
 		}
 	}
 	if len(failed) > 0 {
 		return explain(ctx, tx, merchantID, failed)
+	}
+	return nil
+}
+
+// take takes one line's units, reporting false when the dish lacks them or
+// the quote no longer holds. It tries, in order:
+//
+//  1. a shard that has the units and is free, without waiting;
+//  2. a shard that had them, waiting for its lock (all were busy);
+//  3. every shard, locked in shard order, taking from several (the units
+//     are spread thin, near the end of the stock).
+//
+// Steps 1 and 2 run in a savepoint that is rolled back when they take
+// nothing: a row lock they took in passing (a shard that changed under
+// them) is dropped with it, so a transaction never waits for one shard of
+// a dish while it holds another, and waits cannot form a cycle.
+func take(ctx context.Context, tx pgx.Tx, merchantID int64, l Line) (bool, error) {
+	q := dbsqlc.New()
+	for range 3 {
+		ok, err := inSavepoint(ctx, tx, func(sp pgx.Tx) error {
+			_, err := q.StockTakeFree(ctx, sp, dbsqlc.StockTakeFreeParams{
+				Qty: l.Qty, DishID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen, Start: int16(rand.IntN(maxShards)), //nolint:gosec // G115: below maxShards
+			})
+			return err
+		})
+		if ok || err != nil {
+			return ok, err
+		}
+		shards, err := q.StockShardsWith(ctx, tx, dbsqlc.StockShardsWithParams{
+			DishID: l.DishID, Qty: l.Qty, MerchantID: merchantID, PriceFen: l.UnitPriceFen,
+		})
+		if err != nil {
+			return false, err
+		}
+		if len(shards) == 0 {
+			break
+		}
+		ok, err = inSavepoint(ctx, tx, func(sp pgx.Tx) error {
+			_, err := q.StockTakeShard(ctx, sp, dbsqlc.StockTakeShardParams{
+				Qty: l.Qty, DishID: l.DishID, Shard: shards[rand.IntN(len(shards))], MerchantID: merchantID, PriceFen: l.UnitPriceFen,
+			})
+			return err
+		})
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	return gather(ctx, tx, merchantID, l)
+}
+
+// inSavepoint runs take in a savepoint of tx, keeping its work when it
+// found a row and rolling it back, locks included, when it found none.
+func inSavepoint(ctx context.Context, tx pgx.Tx, take func(sp pgx.Tx) error) (bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	err = take(sp)
+	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		return false, sp.Rollback(ctx)
+	}
+	// Success keeps the savepoint open: it ends with tx, saving a round
+	// trip; an error aborts tx anyway.
+	return err == nil, err
+}
+
+// gather locks every shard of the line's dish in shard order and takes the
+// units from as many shards as it needs.
+func gather(ctx context.Context, tx pgx.Tx, merchantID int64, l Line) (bool, error) {
+	q := dbsqlc.New()
+	shards, err := q.StockLockShards(ctx, tx, l.DishID)
+	if err != nil {
+		return false, err
+	}
+	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen})
+	if err != nil || !holds {
+		return false, err
+	}
+	var total int64
+	for _, s := range shards {
+		total += int64(s.Units)
+	}
+	if total < int64(l.Qty) {
+		return false, nil
+	}
+	need := l.Qty
+	for _, s := range shards {
+		n := min(need, s.Units)
+		if n == 0 {
+			continue
+		}
+		if err := q.StockTakeLocked(ctx, tx, dbsqlc.StockTakeLockedParams{Qty: n, DishID: l.DishID, Shard: s.Shard}); err != nil {
+			return false, err
+		}
+		if need -= n; need == 0 {
+			break
+		}
+	}
+	return true, nil
+}
+
+// maxShards is the most shards a dish's stock is split over, and
+// unitsPerShard the fewest units that make a shard worth having: a dish
+// with 10 units has one shard, one with 100 has 6, one with 1000 has 16.
+const (
+	maxShards     = 16
+	unitsPerShard = 16
+)
+
+// shardsFor is the number of shards for units of stock.
+func shardsFor(units int32) int32 {
+	return min(maxShards, max(1, units/unitsPerShard))
+}
+
+// Set sets a dish's stock to units, spread evenly over its shards, in tx.
+// It waits for every order that holds one of the dish's shards; the caller
+// has the dish row locked (its version is bumped in the same tx).
+func Set(ctx context.Context, tx dbsqlc.DBTX, dishID int64, units int32) error {
+	q := dbsqlc.New()
+	if _, err := q.StockLockShards(ctx, tx, dishID); err != nil {
+		return fmt.Errorf("lock stock of dish %d: %w", dishID, err)
+	}
+	n := shardsFor(units)
+	if err := q.StockDeleteShardsFrom(ctx, tx, dbsqlc.StockDeleteShardsFromParams{DishID: dishID, Shards: int16(n)}); err != nil { //nolint:gosec // G115: at most maxShards
+		return fmt.Errorf("drop stock shards of dish %d: %w", dishID, err)
+	}
+	if err := q.StockSpread(ctx, tx, dbsqlc.StockSpreadParams{DishID: dishID, Units: units, Shards: n}); err != nil {
+		return fmt.Errorf("set stock of dish %d: %w", dishID, err)
 	}
 	return nil
 }
@@ -136,7 +265,8 @@ func explain(ctx context.Context, tx dbsqlc.DBTX, merchantID int64, failed []Lin
 
 // Release returns the stock an order holds, in tx. Each reservation is
 // released once however often Release runs; dishes are updated in id
-// order, like Reserve, so the two cannot deadlock.
+// order, like Take, and each waits for one shard while holding none of
+// that dish's, so the two cannot deadlock.
 func Release(ctx context.Context, tx dbsqlc.DBTX, orderID int64) (int32, error) {
 	q := dbsqlc.New()
 	rows, err := q.ReservationRelease(ctx, tx, orderID)
@@ -146,7 +276,8 @@ func Release(ctx context.Context, tx dbsqlc.DBTX, orderID int64) (int32, error) 
 	slices.SortFunc(rows, func(a, b dbsqlc.ReservationReleaseRow) int { return cmp.Compare(a.DishID, b.DishID) })
 	var units int32
 	for _, r := range rows {
-		if err := q.DishReturnStock(ctx, tx, dbsqlc.DishReturnStockParams{ID: r.DishID, Qty: r.Qty}); err != nil {
+		// Any shard will do: the stock is their sum.
+		if err := q.StockReturn(ctx, tx, dbsqlc.StockReturnParams{DishID: r.DishID, Qty: r.Qty, Pick: rand.Int32N(maxShards)}); err != nil {
 			return 0, fmt.Errorf("return stock of dish %d: %w", r.DishID, err)
 		}
 		units += r.Qty

@@ -15,6 +15,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/testenv"
@@ -51,11 +52,14 @@ func newBenchEnv(b testing.TB) benchEnv {
 	}
 	var dishes []int64
 	for i := range 64 {
-		d, err := q.DishInsert(ctx, pool, dbsqlc.DishInsertParams{MerchantID: m.ID, Name: fmt.Sprintf("Dish %d", i), PriceFen: 1000, Stock: 1_000_000, OnSale: true})
+		d, err := q.DishInsert(ctx, pool, dbsqlc.DishInsertParams{MerchantID: m.ID, Name: fmt.Sprintf("Dish %d", i), PriceFen: 1000, OnSale: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		dishes = append(dishes, d.ID)
+		if err := inventory.Set(ctx, pool, d, 1_000_000); err != nil {
+			b.Fatal(err)
+		}
+		dishes = append(dishes, d)
 	}
 	idem, err := idempotency.NewStore(idempotency.Options{DB: pool, Redis: rds, Logger: logger, Retention: 72 * time.Hour,
 		InflightTTL: time.Minute, CoalesceWait: 2 * time.Second, L1Bytes: 256 << 20, L1TTL: 10 * time.Minute})

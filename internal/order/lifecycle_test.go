@@ -41,7 +41,7 @@ func (e benchEnv) status(t testing.TB, id int64) string {
 func (e benchEnv) stock(t testing.TB, dish int64) int {
 	t.Helper()
 	var n int
-	if err := e.pool.QueryRow(context.Background(), "SELECT stock FROM dishes WHERE id = $1", dish).Scan(&n); err != nil {
+	if err := e.pool.QueryRow(context.Background(), "SELECT stock FROM dishes_with_stock WHERE id = $1", dish).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

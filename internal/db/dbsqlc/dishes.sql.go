@@ -10,12 +10,12 @@ import (
 )
 
 const dishGetByID = `-- name: DishGetByID :one
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at FROM dishes WHERE id = $1
+SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at FROM dishes_with_stock WHERE id = $1
 `
 
-func (q *Queries) DishGetByID(ctx context.Context, db DBTX, id int64) (Dish, error) {
+func (q *Queries) DishGetByID(ctx context.Context, db DBTX, id int64) (DishesWithStock, error) {
 	row := db.QueryRow(ctx, dishGetByID, id)
-	var i Dish
+	var i DishesWithStock
 	err := row.Scan(
 		&i.ID,
 		&i.MerchantID,
@@ -31,55 +31,44 @@ func (q *Queries) DishGetByID(ctx context.Context, db DBTX, id int64) (Dish, err
 }
 
 const dishInsert = `-- name: DishInsert :one
-INSERT INTO dishes (merchant_id, name, price_fen, stock, on_sale)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at
+INSERT INTO dishes (merchant_id, name, price_fen, on_sale)
+VALUES ($1, $2, $3, $4)
+RETURNING id
 `
 
 type DishInsertParams struct {
 	MerchantID int64
 	Name       string
 	PriceFen   int64
-	Stock      int32
 	OnSale     bool
 }
 
-func (q *Queries) DishInsert(ctx context.Context, db DBTX, arg DishInsertParams) (Dish, error) {
+// Its stock is set next, in the same transaction (StockSpread).
+func (q *Queries) DishInsert(ctx context.Context, db DBTX, arg DishInsertParams) (int64, error) {
 	row := db.QueryRow(ctx, dishInsert,
 		arg.MerchantID,
 		arg.Name,
 		arg.PriceFen,
-		arg.Stock,
 		arg.OnSale,
 	)
-	var i Dish
-	err := row.Scan(
-		&i.ID,
-		&i.MerchantID,
-		&i.Name,
-		&i.PriceFen,
-		&i.Stock,
-		&i.OnSale,
-		&i.Version,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const dishListByMerchant = `-- name: DishListByMerchant :many
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at FROM dishes WHERE merchant_id = $1 ORDER BY id
+SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at FROM dishes_with_stock WHERE merchant_id = $1 ORDER BY id
 `
 
-func (q *Queries) DishListByMerchant(ctx context.Context, db DBTX, merchantID int64) ([]Dish, error) {
+func (q *Queries) DishListByMerchant(ctx context.Context, db DBTX, merchantID int64) ([]DishesWithStock, error) {
 	rows, err := db.Query(ctx, dishListByMerchant, merchantID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Dish{}
+	items := []DishesWithStock{}
 	for rows.Next() {
-		var i Dish
+		var i DishesWithStock
 		if err := rows.Scan(
 			&i.ID,
 			&i.MerchantID,
@@ -106,43 +95,35 @@ UPDATE dishes SET
     name       = coalesce($1, name),
     price_fen  = coalesce($2, price_fen),
     on_sale    = coalesce($3, on_sale),
-    stock      = coalesce($4, stock),
     version    = version + 1,
     updated_at = now()
-WHERE id = $5 AND version = $6
-RETURNING id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at
+WHERE id = $4 AND version = $5
+RETURNING id, merchant_id
 `
 
 type DishUpdateParams struct {
 	Name     *string
 	PriceFen *int64
 	OnSale   *bool
-	Stock    *int32
 	ID       int64
 	Version  int64
 }
 
+type DishUpdateRow struct {
+	ID         int64
+	MerchantID int64
+}
+
 // Compare-and-set on version: a stale version updates nothing.
-func (q *Queries) DishUpdate(ctx context.Context, db DBTX, arg DishUpdateParams) (Dish, error) {
+func (q *Queries) DishUpdate(ctx context.Context, db DBTX, arg DishUpdateParams) (DishUpdateRow, error) {
 	row := db.QueryRow(ctx, dishUpdate,
 		arg.Name,
 		arg.PriceFen,
 		arg.OnSale,
-		arg.Stock,
 		arg.ID,
 		arg.Version,
 	)
-	var i Dish
-	err := row.Scan(
-		&i.ID,
-		&i.MerchantID,
-		&i.Name,
-		&i.PriceFen,
-		&i.Stock,
-		&i.OnSale,
-		&i.Version,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
+	var i DishUpdateRow
+	err := row.Scan(&i.ID, &i.MerchantID)
 	return i, err
 }

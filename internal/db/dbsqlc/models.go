@@ -13,6 +13,23 @@ type Dish struct {
 	MerchantID int64
 	Name       string
 	PriceFen   int64
+	OnSale     bool
+	Version    int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+type DishStock struct {
+	DishID int64
+	Shard  int16
+	Units  int32
+}
+
+type DishesWithStock struct {
+	ID         int64
+	MerchantID int64
+	Name       string
+	PriceFen   int64
 	Stock      int32
 	OnSale     bool
 	Version    int64

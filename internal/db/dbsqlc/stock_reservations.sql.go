@@ -9,54 +9,8 @@ import (
 	"context"
 )
 
-const dishReserveStock = `-- name: DishReserveStock :one
-UPDATE dishes SET stock = stock - $1
-WHERE id = $2 AND merchant_id = $3 AND price_fen = $4 AND on_sale AND stock >= $1
-RETURNING id, stock
-`
-
-type DishReserveStockParams struct {
-	Qty        int32
-	ID         int64
-	MerchantID int64
-	PriceFen   int64
-}
-
-type DishReserveStockRow struct {
-	ID    int64
-	Stock int32
-}
-
-// Takes qty units if the dish is still on sale at the quoted price and has
-// them; no row means it has not (the caller finds out which).
-func (q *Queries) DishReserveStock(ctx context.Context, db DBTX, arg DishReserveStockParams) (DishReserveStockRow, error) {
-	row := db.QueryRow(ctx, dishReserveStock,
-		arg.Qty,
-		arg.ID,
-		arg.MerchantID,
-		arg.PriceFen,
-	)
-	var i DishReserveStockRow
-	err := row.Scan(&i.ID, &i.Stock)
-	return i, err
-}
-
-const dishReturnStock = `-- name: DishReturnStock :exec
-UPDATE dishes SET stock = stock + $1 WHERE id = $2
-`
-
-type DishReturnStockParams struct {
-	Qty int32
-	ID  int64
-}
-
-func (q *Queries) DishReturnStock(ctx context.Context, db DBTX, arg DishReturnStockParams) error {
-	_, err := db.Exec(ctx, dishReturnStock, arg.Qty, arg.ID)
-	return err
-}
-
 const dishesForQuote = `-- name: DishesForQuote :many
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version FROM dishes
+SELECT id, merchant_id, name, price_fen, stock, on_sale, version FROM dishes_with_stock
 WHERE merchant_id = $1 AND id = ANY($2::bigint[])
 ORDER BY id
 `

@@ -1,0 +1,69 @@
+-- name: StockTakeFree :one
+-- (Stock shards: see migration 00006. The statements that take stock
+-- check the quote on the dish row without locking it, so orders of one
+-- dish never queue on that row.)
+-- Takes qty units from one shard that has them and that no other
+-- transaction holds, looking from shard @start on (so that concurrent
+-- orders spread over the shards). No row: no such shard right now.
+UPDATE dish_stock s SET units = s.units - @qty
+FROM (
+    SELECT ds.dish_id, ds.shard FROM dish_stock ds
+    JOIN dishes d ON d.id = ds.dish_id
+    WHERE ds.dish_id = @dish_id AND ds.units >= @qty
+      AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+    ORDER BY ds.shard < sqlc.arg(start)::smallint, ds.shard
+    LIMIT 1
+    FOR UPDATE OF ds SKIP LOCKED
+) pick
+WHERE s.dish_id = pick.dish_id AND s.shard = pick.shard
+RETURNING s.shard;
+
+-- name: StockShardsWith :many
+-- The shards that had at least qty units at the statement's snapshot, if
+-- the quote still holds; it locks nothing.
+SELECT ds.shard FROM dish_stock ds
+JOIN dishes d ON d.id = ds.dish_id
+WHERE ds.dish_id = @dish_id AND ds.units >= @qty
+  AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+ORDER BY ds.shard;
+
+-- name: StockTakeShard :one
+-- Takes qty units from one given shard, waiting for its lock; no row if,
+-- once it is free, the shard lacks them or the quote no longer holds.
+UPDATE dish_stock s SET units = s.units - @qty
+FROM dishes d
+WHERE s.dish_id = @dish_id AND s.shard = @shard AND s.units >= @qty
+  AND d.id = s.dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+RETURNING s.shard;
+
+-- name: StockLockShards :many
+-- Locks every shard of a dish, in shard order, and returns their units.
+SELECT shard, units FROM dish_stock WHERE dish_id = @dish_id ORDER BY shard FOR UPDATE;
+
+-- name: StockQuoteHolds :one
+SELECT EXISTS (
+    SELECT 1 FROM dishes
+    WHERE id = @dish_id AND merchant_id = @merchant_id AND price_fen = @price_fen AND on_sale
+);
+
+-- name: StockTakeLocked :exec
+-- Takes units from a shard this transaction has locked.
+UPDATE dish_stock s SET units = s.units - @qty WHERE s.dish_id = @dish_id AND s.shard = @shard;
+
+-- name: StockReturn :exec
+-- Returns qty units to one shard of the dish, the @pick-th modulo the
+-- dish's shard count (shards are numbered from 0 without gaps).
+UPDATE dish_stock s SET units = s.units + @qty
+WHERE s.dish_id = @dish_id
+  AND s.shard = sqlc.arg(pick)::integer % (SELECT count(*) FROM dish_stock c WHERE c.dish_id = @dish_id);
+
+-- name: StockDeleteShardsFrom :exec
+-- Drops the shards numbered @shards and up (their units are being reset).
+DELETE FROM dish_stock WHERE dish_id = @dish_id AND shard >= sqlc.arg(shards)::smallint;
+
+-- name: StockSpread :exec
+-- Sets a dish's stock to @units spread evenly over shards 0..@shards-1.
+INSERT INTO dish_stock (dish_id, shard, units)
+SELECT @dish_id, g::smallint, (sqlc.arg(units)::integer / sqlc.arg(shards)::integer + (g < sqlc.arg(units)::integer % sqlc.arg(shards)::integer)::integer)
+FROM generate_series(0, sqlc.arg(shards)::integer - 1) AS g
+ON CONFLICT (dish_id, shard) DO UPDATE SET units = excluded.units;
