@@ -67,3 +67,11 @@ INSERT INTO dish_stock (dish_id, shard, units)
 SELECT @dish_id, g::smallint, (sqlc.arg(units)::integer / sqlc.arg(shards)::integer + (g < sqlc.arg(units)::integer % sqlc.arg(shards)::integer)::integer)
 FROM generate_series(0, sqlc.arg(shards)::integer - 1) AS g
 ON CONFLICT (dish_id, shard) DO UPDATE SET units = excluded.units;
+
+-- name: StockSavepoint :exec
+-- Marks where a try at taking stock begins (see inventory.take).
+SAVEPOINT stock_take;
+
+-- name: StockRollbackToSavepoint :exec
+-- Undoes a try that took nothing, with any row lock it took in passing.
+ROLLBACK TO SAVEPOINT stock_take;

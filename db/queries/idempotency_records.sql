@@ -1,10 +1,9 @@
--- name: IdempotencyRecordInsert :one
--- ON CONFLICT DO NOTHING: a concurrent request with the same key committed
--- first; the caller rolls back and replays that one.
+-- name: IdempotencyRecordInsert :exec
+-- A unique violation (idempotency_records_user_key_key) means a concurrent
+-- request with the same key committed first; the caller rolls back and
+-- replays that one. No ON CONFLICT, so the insert can be pipelined.
 INSERT INTO idempotency_records (user_id, key, fingerprint, digest_alg, order_id, status_code, headers, body, expires_at)
-VALUES (@user_id, @key, @fingerprint, @digest_alg, @order_id, @status_code, @headers, @body, @expires_at)
-ON CONFLICT (user_id, key) DO NOTHING
-RETURNING created_at;
+VALUES (@user_id, @key, @fingerprint, @digest_alg, @order_id, @status_code, @headers, @body, @expires_at);
 
 -- name: IdempotencyRecordGet :one
 SELECT * FROM idempotency_records WHERE user_id = @user_id AND key = @key AND expires_at > now();

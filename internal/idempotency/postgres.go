@@ -12,31 +12,41 @@ import (
 )
 
 // InsertTx stores rec in the caller's transaction, next to the change it
-// answers. It reports false when a request with the same key committed
-// first: the caller must roll back and replay that one.
-func (s *Store) InsertTx(ctx context.Context, tx dbsqlc.DBTX, c *Claim, rec Record) (bool, error) {
+// answers; q is the transaction or a db.Pipeline sent in it. When a
+// request with the same key committed first, the insert fails and
+// Recorded reports it: the caller must roll back and replay that one.
+func (s *Store) InsertTx(ctx context.Context, q dbsqlc.DBTX, c *Claim, rec Record) error {
 	headers, err := json.Marshal(rec.Response.Headers)
 	if err != nil {
-		return false, fmt.Errorf("encode headers: %w", err)
+		return fmt.Errorf("encode headers: %w", err)
 	}
 	var orderID *int64
 	if rec.OrderID != 0 {
 		orderID = &rec.OrderID
 	}
-	_, err = s.q.IdempotencyRecordInsert(ctx, tx, dbsqlc.IdempotencyRecordInsertParams{
+	err = s.q.IdempotencyRecordInsert(ctx, q, dbsqlc.IdempotencyRecordInsertParams{
 		UserID: c.userID, Key: c.key, Fingerprint: rec.Fingerprint, DigestAlg: DigestAlg, OrderID: orderID,
 		StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body, //nolint:gosec // G115: an HTTP status fits
 		ExpiresAt: time.Now().Add(s.opts.Retention),
 	})
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
-		s.count("postgres", "backstop")
-		return false, nil
-	}
 	if err != nil {
-		return false, fmt.Errorf("insert idempotency record: %w", err)
+		return fmt.Errorf("insert idempotency record: %w", err)
 	}
-	return true, nil
+	return nil
 }
+
+// Recorded reports whether err is InsertTx's conflict with a record of
+// the same key, committed by a concurrent request.
+func (s *Store) Recorded(err error) bool {
+	if c, ok := db.UniqueViolation(err); ok && c == recordKeyConstraint {
+		s.count("postgres", "backstop")
+		return true
+	}
+	return false
+}
+
+// recordKeyConstraint allows one completed response per (user, key).
+const recordKeyConstraint = "idempotency_records_user_key_key"
 
 // Lookup reads a live record from PostgreSQL.
 func (s *Store) Lookup(ctx context.Context, q dbsqlc.DBTX, userID int64, key string) (Record, bool, error) {
@@ -59,7 +69,7 @@ func (s *Store) Lookup(ctx context.Context, q dbsqlc.DBTX, userID int64, key str
 }
 
 // Resolve is called when the transaction found the key already recorded
-// (InsertTx said false): it returns the stored response to replay, or
+// (Recorded said so): it returns the stored response to replay, or
 // ErrMismatch when the key answered another request.
 func (s *Store) Resolve(ctx context.Context, c *Claim) (Record, error) {
 	rec, ok, err := s.Lookup(ctx, s.opts.DB, c.userID, c.key)

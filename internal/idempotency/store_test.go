@@ -2,6 +2,8 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/redisconn"
@@ -130,8 +134,8 @@ func TestPrune(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := s.InsertTx(ctx, tx, out.Claim, record("fp")); !ok || err != nil {
-			t.Fatalf("insert %s: %v %v", key, ok, err)
+		if err := s.InsertTx(ctx, tx, out.Claim, record("fp")); err != nil {
+			t.Fatalf("insert %s: %v", key, err)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
@@ -286,5 +290,55 @@ func BenchmarkRedisClaim(b *testing.B) {
 		if err != nil || out.Claim == nil {
 			b.Fatalf("claim: %v", err)
 		}
+	}
+}
+
+// Two transactions record one key: the one that commits second fails the
+// insert, pipelined or not, and Recorded says why; the first record stays.
+func TestSecondRecordOfAKeyIsRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.NewDB(t)
+	rds, _ := redisconn.New(redisconn.Options{Logger: slog.New(slog.DiscardHandler)}) // no Redis: PostgreSQL decides
+	s, err := idempotency.NewStore(idempotency.Options{DB: pool, Redis: rds, Logger: slog.New(slog.DiscardHandler),
+		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: 1 << 20, L1TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprint("pipelined=", pipelined), func(t *testing.T) {
+			key := fmt.Sprint("k", pipelined)
+			insert := func(fp string) error {
+				out, err := s.Begin(ctx, 1, key, []byte(fp))
+				if err != nil {
+					return err
+				}
+				return db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+					if !pipelined {
+						return s.InsertTx(ctx, tx, out.Claim, record(fp))
+					}
+					pipe := db.NewPipeline(tx)
+					if err := s.InsertTx(ctx, pipe, out.Claim, record(fp)); err != nil {
+						return err
+					}
+					return pipe.Send(ctx)
+				})
+			}
+			if err := insert("first"); err != nil {
+				t.Fatal(err)
+			}
+			err := insert("second")
+			if err == nil || !s.Recorded(err) {
+				t.Fatalf("second record of one key: %v, want Recorded", err)
+			}
+			rec, ok, err := s.Lookup(ctx, pool, 1, key)
+			if err != nil || !ok || string(rec.Fingerprint) != "first" {
+				t.Errorf("stored record %q (%v, %v), want the first", rec.Fingerprint, ok, err)
+			}
+			if s.Recorded(errors.New("other")) {
+				t.Error("Recorded matched an unrelated error")
+			}
+		})
 	}
 }

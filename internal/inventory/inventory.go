@@ -73,13 +73,17 @@ func Hold(ctx context.Context, tx dbsqlc.DBTX, orderID int64, lines []Line) erro
 // line takes its units from one shard, whose lock it holds until the
 // transaction ends, so callers run Take last, just before commit, and the
 // buyers of one popular dish spread over its shards instead of queueing
-// for one row. When any dish is short, or no longer sold at the quoted
-// price, it returns the problem naming every such dish; the caller rolls
-// back, so nothing is taken.
-func Take(ctx context.Context, tx pgx.Tx, merchantID int64, lines []Line) error {
+// for one row. Statements queued on pending (if not nil) are sent in the
+// same round trip as Take's first. When any dish is short, or no longer
+// sold at the quoted price, it returns the problem naming every such
+// dish; the caller rolls back, so nothing is taken.
+func Take(ctx context.Context, tx pgx.Tx, pending *db.Pipeline, merchantID int64, lines []Line) error {
 	var failed []Line
 	for _, l := range sorted(lines) {
-		ok, err := take(ctx, tx, merchantID, l)
+		if pending == nil {
+			pending = db.NewPipeline(tx)
+		}
+		ok, err := take(ctx, tx, pending, merchantID, l)
 		if err != nil {
 			return fmt.Errorf("take stock of dish %d: %w", l.DishID, err)
 		}
@@ -104,12 +108,13 @@ func Take(ctx context.Context, tx pgx.Tx, merchantID int64, lines []Line) error 
 // Steps 1 and 2 run in a savepoint that is rolled back when they take
 // nothing: a row lock they took in passing (a shard that changed under
 // them) is dropped with it, so a transaction never waits for one shard of
-// a dish while it holds another, and waits cannot form a cycle.
-func take(ctx context.Context, tx pgx.Tx, merchantID int64, l Line) (bool, error) {
+// a dish while it holds another, and waits cannot form a cycle. The first
+// try goes out with whatever pipe holds.
+func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, merchantID int64, l Line) (bool, error) {
 	q := dbsqlc.New()
 	for range 3 {
-		ok, err := inSavepoint(ctx, tx, func(sp pgx.Tx) error {
-			_, err := q.StockTakeFree(ctx, sp, dbsqlc.StockTakeFreeParams{
+		ok, err := try(ctx, tx, pipe, func(p *db.Pipeline) error {
+			_, err := q.StockTakeFree(ctx, p, dbsqlc.StockTakeFreeParams{
 				Qty: l.Qty, DishID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen, Start: int16(rand.IntN(maxShards)), //nolint:gosec // G115: below maxShards
 			})
 			return err
@@ -126,8 +131,8 @@ func take(ctx context.Context, tx pgx.Tx, merchantID int64, l Line) (bool, error
 		if len(shards) == 0 {
 			break
 		}
-		ok, err = inSavepoint(ctx, tx, func(sp pgx.Tx) error {
-			_, err := q.StockTakeShard(ctx, sp, dbsqlc.StockTakeShardParams{
+		ok, err = try(ctx, tx, pipe, func(p *db.Pipeline) error {
+			_, err := q.StockTakeShard(ctx, p, dbsqlc.StockTakeShardParams{
 				Qty: l.Qty, DishID: l.DishID, Shard: shards[rand.IntN(len(shards))], MerchantID: merchantID, PriceFen: l.UnitPriceFen,
 			})
 			return err
@@ -139,19 +144,20 @@ func take(ctx context.Context, tx pgx.Tx, merchantID int64, l Line) (bool, error
 	return gather(ctx, tx, merchantID, l)
 }
 
-// inSavepoint runs take in a savepoint of tx, keeping its work when it
-// found a row and rolling it back, locks included, when it found none.
-func inSavepoint(ctx context.Context, tx pgx.Tx, take func(sp pgx.Tx) error) (bool, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
+// try runs attempt in a savepoint, both sent in one round trip with
+// whatever pipe holds. It keeps the attempt's work when it found a row and
+// rolls it back, row locks included, when it found none.
+func try(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, attempt func(*db.Pipeline) error) (bool, error) {
+	q := dbsqlc.New()
+	if err := q.StockSavepoint(ctx, pipe); err != nil {
 		return false, err
 	}
-	err = take(sp)
+	err := attempt(pipe)
 	if errors.Is(db.NoRows(err), db.ErrNotFound) {
-		return false, sp.Rollback(ctx)
+		return false, q.StockRollbackToSavepoint(ctx, tx)
 	}
-	// Success keeps the savepoint open: it ends with tx, saving a round
-	// trip; an error aborts tx anyway.
+	// Success leaves the savepoint in place: it ends with tx, saving a
+	// round trip; an error aborts tx anyway.
 	return err == nil, err
 }
 

@@ -335,6 +335,9 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 		})
 		var placed Placed
 		status := 201
+		// The inserts that follow the order's depend on nothing but
+		// their arguments: they go to PostgreSQL in one round trip.
+		pipe := db.NewPipeline(tx)
 		switch {
 		case errors.Is(db.NoRows(err), db.ErrNotFound):
 			// Already placed (same token, another key, or a retry after
@@ -350,7 +353,7 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 		case err != nil:
 			return fmt.Errorf("insert order: %w", err)
 		default:
-			if placed.Order, err = s.create(ctx, tx, row, tok); err != nil {
+			if placed.Order, err = s.create(ctx, tx, pipe, row, tok); err != nil {
 				return err
 			}
 		}
@@ -366,20 +369,20 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 				"Content-Type": "application/json", "Location": "/v1/orders/" + placed.ID,
 			}},
 		}
-		ok, err := s.opts.Idempotency.InsertTx(ctx, tx, claim, rec)
-		if err != nil {
+		if err := s.opts.Idempotency.InsertTx(ctx, pipe, claim, rec); err != nil {
 			return err
 		}
-		if !ok {
+		if status == 201 {
+			// Last, so that a stock shard is locked only until the
+			// commit that follows; the queued inserts go with it.
+			err = inventory.Take(ctx, tx, pipe, tok.MerchantID, stockLines(tok))
+		} else {
+			err = pipe.Send(ctx)
+		}
+		if err != nil && s.opts.Idempotency.Recorded(err) {
 			return errRecorded
 		}
-		if status == 201 {
-			// Last, so that a dish row is locked only until the commit
-			// that follows: everyone buying one dish queues for that
-			// short, not for the whole transaction.
-			return inventory.Take(ctx, tx, tok.MerchantID, stockLines(tok))
-		}
-		return nil
+		return err
 	})
 	switch {
 	case errors.Is(err, errRecorded):
@@ -403,22 +406,22 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 	return rec, false, nil
 }
 
-// create completes a newly inserted order in tx: its stock reservations,
-// items, history and payment-timeout job. The stock itself is taken at the
-// end of the transaction (see place).
-func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token) (Order, error) {
-	if err := inventory.Hold(ctx, tx, row.ID, stockLines(tok)); err != nil {
+// create completes a newly inserted order in tx: its payment-timeout job
+// at once, and its stock reservations, items and history queued on pipe.
+// The stock itself is taken at the end of the transaction (see place).
+func (s *Service) create(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, row dbsqlc.Order, tok Token) (Order, error) {
+	if err := inventory.Hold(ctx, pipe, row.ID, stockLines(tok)); err != nil {
 		return Order{}, err
 	}
 	items := make([]dbsqlc.OrderItem, len(tok.Items))
 	for i, it := range tok.Items {
 		items[i] = dbsqlc.OrderItem{OrderID: row.ID, DishID: it.DishID, Name: it.Name, Qty: it.Qty,
 			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty)}
-		if err := s.q.OrderItemInsert(ctx, tx, dbsqlc.OrderItemInsertParams(items[i])); err != nil {
+		if err := s.q.OrderItemInsert(ctx, pipe, dbsqlc.OrderItemInsertParams(items[i])); err != nil {
 			return Order{}, fmt.Errorf("insert order item: %w", err)
 		}
 	}
-	if err := s.q.OrderHistoryInsert(ctx, tx, dbsqlc.OrderHistoryInsertParams{
+	if err := s.q.OrderHistoryInsert(ctx, pipe, dbsqlc.OrderHistoryInsertParams{
 		OrderID: row.ID, ToStatus: row.Status, Version: row.Version, Actor: "user:" + strconv.FormatInt(row.UserID, 10), Reason: "placed",
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert order history: %w", err)

@@ -93,6 +93,26 @@ func (q *Queries) StockReturn(ctx context.Context, db DBTX, arg StockReturnParam
 	return err
 }
 
+const stockRollbackToSavepoint = `-- name: StockRollbackToSavepoint :exec
+ROLLBACK TO SAVEPOINT stock_take
+`
+
+// Undoes a try that took nothing, with any row lock it took in passing.
+func (q *Queries) StockRollbackToSavepoint(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, stockRollbackToSavepoint)
+	return err
+}
+
+const stockSavepoint = `-- name: StockSavepoint :exec
+SAVEPOINT stock_take
+`
+
+// Marks where a try at taking stock begins (see inventory.take).
+func (q *Queries) StockSavepoint(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, stockSavepoint)
+	return err
+}
+
 const stockShardsWith = `-- name: StockShardsWith :many
 SELECT ds.shard FROM dish_stock ds
 JOIN dishes d ON d.id = ds.dish_id

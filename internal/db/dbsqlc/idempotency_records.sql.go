@@ -54,11 +54,9 @@ func (q *Queries) IdempotencyRecordGet(ctx context.Context, db DBTX, arg Idempot
 	return i, err
 }
 
-const idempotencyRecordInsert = `-- name: IdempotencyRecordInsert :one
+const idempotencyRecordInsert = `-- name: IdempotencyRecordInsert :exec
 INSERT INTO idempotency_records (user_id, key, fingerprint, digest_alg, order_id, status_code, headers, body, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-ON CONFLICT (user_id, key) DO NOTHING
-RETURNING created_at
 `
 
 type IdempotencyRecordInsertParams struct {
@@ -73,10 +71,11 @@ type IdempotencyRecordInsertParams struct {
 	ExpiresAt   time.Time
 }
 
-// ON CONFLICT DO NOTHING: a concurrent request with the same key committed
-// first; the caller rolls back and replays that one.
-func (q *Queries) IdempotencyRecordInsert(ctx context.Context, db DBTX, arg IdempotencyRecordInsertParams) (time.Time, error) {
-	row := db.QueryRow(ctx, idempotencyRecordInsert,
+// A unique violation (idempotency_records_user_key_key) means a concurrent
+// request with the same key committed first; the caller rolls back and
+// replays that one. No ON CONFLICT, so the insert can be pipelined.
+func (q *Queries) IdempotencyRecordInsert(ctx context.Context, db DBTX, arg IdempotencyRecordInsertParams) error {
+	_, err := db.Exec(ctx, idempotencyRecordInsert,
 		arg.UserID,
 		arg.Key,
 		arg.Fingerprint,
@@ -87,9 +86,7 @@ func (q *Queries) IdempotencyRecordInsert(ctx context.Context, db DBTX, arg Idem
 		arg.Body,
 		arg.ExpiresAt,
 	)
-	var created_at time.Time
-	err := row.Scan(&created_at)
-	return created_at, err
+	return err
 }
 
 const idempotencyRecordsPrune = `-- name: IdempotencyRecordsPrune :execrows

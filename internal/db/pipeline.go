@@ -1,0 +1,102 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrPipelineRows is returned by a Pipeline asked for a multi-row query:
+// only statements whose results nobody reads, and one last row, can be
+// pipelined.
+var ErrPipelineRows = errors.New("db: a pipeline cannot run a multi-row query; run it on the transaction")
+
+// Pipeline queues statements for a transaction and sends them in one
+// round trip. Given to sqlc-generated queries as their DBTX, it queues
+// :exec statements (Exec), and a :one query (QueryRow) goes last: reading
+// its row sends everything queued before it with it. A transaction's
+// inserts that depend on nothing but their arguments, and the read that
+// follows them, then cost one round trip instead of one each.
+type Pipeline struct {
+	tx    pgx.Tx
+	batch pgx.Batch
+}
+
+// NewPipeline returns an empty pipeline for tx.
+func NewPipeline(tx pgx.Tx) *Pipeline {
+	return &Pipeline{tx: tx}
+}
+
+// Exec queues sql; its error, if any, comes from Send or from the row of
+// a later QueryRow.
+func (p *Pipeline) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	p.batch.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+// Query refuses: a pipelined query's rows cannot be iterated.
+func (p *Pipeline) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, ErrPipelineRows
+}
+
+// QueryRow returns the row of sql run after everything queued: scanning
+// it sends the pipeline with sql last. The scan reports the first queued
+// statement's error, if any, or the row's (pgx.ErrNoRows when none).
+func (p *Pipeline) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return pipelinedRow{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+// Len is the number of queued statements.
+func (p *Pipeline) Len() int { return p.batch.Len() }
+
+// Send runs the queued statements in order, in one round trip, and
+// returns the first error (PostgreSQL skips the rest after it, and the
+// transaction is then aborted). The pipeline is empty afterwards.
+func (p *Pipeline) Send(ctx context.Context) error {
+	return p.send(ctx, nil)
+}
+
+// send sends the queued statements and, when last is not nil, reads the
+// row of the last one into it.
+func (p *Pipeline) send(ctx context.Context, last func(pgx.Row) error) error {
+	n := p.batch.Len()
+	if n == 0 {
+		return nil
+	}
+	batch := p.batch
+	p.batch = pgx.Batch{}
+	results := p.tx.SendBatch(ctx, &batch)
+	execs := n
+	if last != nil {
+		execs--
+	}
+	var first error
+	for i := range execs {
+		if _, err := results.Exec(); err != nil {
+			first = fmt.Errorf("pipelined statement %d of %d: %w", i+1, n, err)
+			break
+		}
+	}
+	if first == nil && last != nil {
+		first = last(results.QueryRow())
+	}
+	if err := results.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+type pipelinedRow struct {
+	p    *Pipeline
+	ctx  context.Context //nolint:containedctx // the context of the QueryRow call, used when the row is scanned
+	sql  string
+	args []any
+}
+
+func (r pipelinedRow) Scan(dest ...any) error {
+	r.p.batch.Queue(r.sql, r.args...)
+	return r.p.send(r.ctx, func(row pgx.Row) error { return row.Scan(dest...) })
+}
