@@ -289,11 +289,25 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", r.Scenario, r.Concurrency, r.Throughput, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors, r.FirstError)
 		res.Results = append(res.Results, r)
 	}
+	// Unique inputs for a run at up to 4,000 per second: a run that used
+	// them up would end early and measure less.
+	unique := int(4000 * (o.warmup + o.duration).Seconds())
+	// settle makes every scenario that writes start from a checkpoint, so
+	// that none pays for the dirty pages of the one before.
+	settle := func() error {
+		if _, err := e.db.Exec(ctx, "CHECKPOINT"); err != nil {
+			return fmt.Errorf("checkpoint before a scenario: %w", err)
+		}
+		return nil
+	}
 	for _, c := range o.conc {
 		if want("hello") {
 			add(load(ctx, "hello", c, o.warmup, o.duration, e.get(e.hello+"/hello")))
 		}
 		if want("pgbench_submit") {
+			if err := settle(); err != nil {
+				return nil, err
+			}
 			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_submit", submitSQL, c, o.warmup, o.duration, work)
 			if err != nil {
 				return nil, err
@@ -301,6 +315,9 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			add(r)
 		}
 		if want("pgbench_callback") {
+			if err := settle(); err != nil {
+				return nil, err
+			}
 			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_callback", callbackSQL, c, o.warmup, o.duration, work)
 			if err != nil {
 				return nil, err
@@ -311,7 +328,10 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			add(profiled("menu", c, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
 		}
 		if want("submit") {
-			toks, err := e.confirmMany(ctx, 12000, false)
+			toks, err := e.confirmMany(ctx, unique, false)
+			if err == nil {
+				err = settle()
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -325,14 +345,20 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			add(profiled("replay", c, e.replay(toks[0])))
 		}
 		if want("hot_dish") {
-			toks, err := e.confirmMany(ctx, 12000, true)
+			toks, err := e.confirmMany(ctx, unique, true)
+			if err == nil {
+				err = settle()
+			}
 			if err != nil {
 				return nil, err
 			}
 			add(profiled("hot_dish", c, e.submitEach(toks)))
 		}
 		if want("callback") {
-			notes, err := e.notifications(ctx, 14000)
+			notes, err := e.notifications(ctx, unique)
+			if err == nil {
+				err = settle()
+			}
 			if err != nil {
 				return nil, err
 			}

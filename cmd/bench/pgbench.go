@@ -79,9 +79,9 @@ func bind(queries map[string]string, name string, values map[string]string) (str
 }
 
 // submitScript is the placement transaction as submit runs it: the order,
-// its reservation, item, first history row, the payment-timeout job (River's
-// insert, written out), the idempotency record, and the stock last (the
-// first try of inventory.Take: one free shard, in a savepoint). The
+// its reservation, item, first history row, payment-timeout job and
+// idempotency record, and the stock last (the first try of
+// inventory.Take: one free shard, in a savepoint). The
 // service sends the statements from the reservation on in one round trip;
 // pgbench sends one at a time.
 func submitScript(queries map[string]string, merchantID int64, dishes []int64) (string, error) {
@@ -104,6 +104,7 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 			"unit_price_fen": "1000", "line_total_fen": "1000"}},
 		{"OrderHistoryInsert", map[string]string{"order_id": ":oid", "from_status": "NULL", "to_status": "'PENDING_PAYMENT'",
 			"version": "1", "actor": "'user:' || CAST(:uid AS text)", "reason": "'placed'"}},
+		{"PaymentTimeoutJobInsert", map[string]string{"order_id": ":oid", "max_attempts": "25", "scheduled_at": "now() + interval '15 minutes'"}},
 		{"IdempotencyRecordInsert", map[string]string{"user_id": ":uid", "key": "'k' || CAST(:oid AS text)", "fingerprint": digest("f"),
 			"digest_alg": "'SM3'", "order_id": ":oid", "status_code": "201",
 			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",
@@ -112,20 +113,14 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "price_fen": "1000", "start": ":shard"}},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n\\set shard random(0, 15)\n", slices.Min(dishes), slices.Max(dishes))
+	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n\\set shard random(0, 31)\n", slices.Min(dishes), slices.Max(dishes))
 	b.WriteString("BEGIN;\n")
-	for i, s := range steps {
+	for _, s := range steps {
 		q, err := bind(queries, s.name, s.vals)
 		if err != nil {
 			return "", err
 		}
 		b.WriteString(q + ";\n")
-		if i == 3 {
-			// River's unique insert of the payment-timeout job.
-			b.WriteString("INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, unique_key, unique_states) " +
-				"VALUES (json_build_object('order_id', CAST(:oid AS bigint))::jsonb, 'order.payment_timeout', 25, 1, 'default', 'scheduled', " +
-				"now() + interval '15 minutes', decode(md5('pt' || CAST(:oid AS text)), 'hex'), B'11110101') ON CONFLICT DO NOTHING;\n")
-		}
 	}
 	b.WriteString("COMMIT;\n")
 	return b.String(), nil

@@ -198,9 +198,9 @@ func gather(ctx context.Context, tx pgx.Tx, merchantID int64, l Line) (bool, err
 
 // maxShards is the most shards a dish's stock is split over, and
 // unitsPerShard the fewest units that make a shard worth having: a dish
-// with 10 units has one shard, one with 100 has 6, one with 1000 has 16.
+// with 10 units has one shard, one with 100 has 6, one with 1000 has 32.
 const (
-	maxShards     = 16
+	maxShards     = 32
 	unitsPerShard = 16
 )
 

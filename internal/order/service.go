@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -35,7 +36,8 @@ type JobInserter interface {
 }
 
 // PaymentTimeoutArgs is the job that cancels an order still unpaid at its
-// pay deadline. It is unique per order.
+// pay deadline. Placement writes it with the order (PaymentTimeoutJobInsert
+// in db/queries/jobs.sql, which must encode these args), once per order.
 type PaymentTimeoutArgs struct {
 	OrderID int64 `json:"order_id,string"`
 }
@@ -66,6 +68,10 @@ type Options struct {
 	// WebhookMaxAttempts bounds their delivery attempts.
 	WebhookEnabled     bool
 	WebhookMaxAttempts int
+	// JobMaxAttempts bounds the attempts of the payment-timeout job, which
+	// is written to River's table directly (River's client applies its own
+	// setting to the jobs it inserts); 0 means 25, River's default.
+	JobMaxAttempts int
 	// RequestRefund, when set, starts the refund of an order's payment in
 	// tx (the payments capability provides it).
 	RequestRefund func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error
@@ -353,7 +359,7 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 		case err != nil:
 			return fmt.Errorf("insert order: %w", err)
 		default:
-			if placed.Order, err = s.create(ctx, tx, pipe, row, tok); err != nil {
+			if placed.Order, err = s.create(ctx, pipe, row, tok); err != nil {
 				return err
 			}
 		}
@@ -406,10 +412,10 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 	return rec, false, nil
 }
 
-// create completes a newly inserted order in tx: its payment-timeout job
-// at once, and its stock reservations, items and history queued on pipe.
+// create completes a newly inserted order: its stock reservations, items,
+// history and payment-timeout job, queued on pipe.
 // The stock itself is taken at the end of the transaction (see place).
-func (s *Service) create(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, row dbsqlc.Order, tok Token) (Order, error) {
+func (s *Service) create(ctx context.Context, pipe *db.Pipeline, row dbsqlc.Order, tok Token) (Order, error) {
 	if err := inventory.Hold(ctx, pipe, row.ID, stockLines(tok)); err != nil {
 		return Order{}, err
 	}
@@ -426,9 +432,12 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, row 
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert order history: %w", err)
 	}
-	if _, err := s.opts.Jobs.InsertTx(ctx, tx, PaymentTimeoutArgs{OrderID: row.ID}, &river.InsertOpts{
-		ScheduledAt: row.PayDeadline,
-		UniqueOpts:  river.UniqueOpts{ByArgs: true},
+	attempts := s.opts.JobMaxAttempts
+	if attempts == 0 {
+		attempts = 25
+	}
+	if err := s.q.PaymentTimeoutJobInsert(ctx, pipe, dbsqlc.PaymentTimeoutJobInsertParams{
+		OrderID: row.ID, MaxAttempts: int16(min(attempts, math.MaxInt16)), ScheduledAt: row.PayDeadline, //nolint:gosec // G115: clamped
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert payment timeout job: %w", err)
 	}
