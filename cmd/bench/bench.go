@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/config"
 	"github.com/takeout/takeout/internal/hostinfo"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
@@ -47,6 +48,8 @@ type env struct {
 	users    []string // session tokens
 	keys     wxsim.Keys
 	apiPID   int
+	debug    string        // the api's debug listener
+	apiCfg   config.Config // the api's configuration as the bench runs it
 }
 
 func randomHex(n int) string {
@@ -228,7 +231,12 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, err
 	}
 	defer pool.Close()
+	apiCfg, err := config.Load(func(k string) string { return apiEnv[k] })
+	if err != nil {
+		return nil, fmt.Errorf("the api's configuration: %w", err)
+	}
 	e := &env{o: o, api: "http://" + apiAddr, hello: "http://" + helloAddr, db: pool, dbURL: dbURL, keys: keys, apiPID: api.cmd.Process.Pid,
+		debug: debugAddr, apiCfg: apiCfg,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}}
 	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
 	adminToken, _, err := tokens.IssueStaff("bench", auth.Role{Admin: true}, time.Hour)
@@ -292,11 +300,14 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	// Unique inputs for a run at up to 4,000 per second: a run that used
 	// them up would end early and measure less.
 	unique := int(4000 * (o.warmup + o.duration).Seconds())
-	// settle makes every scenario that writes start from a checkpoint, so
-	// that none pays for the dirty pages of the one before.
+	// settle makes every scenario that writes start from a vacuumed and
+	// checkpointed database, so that none pays for the dead rows, the
+	// autovacuum or the dirty pages the one before left.
 	settle := func() error {
-		if _, err := e.db.Exec(ctx, "CHECKPOINT"); err != nil {
-			return fmt.Errorf("checkpoint before a scenario: %w", err)
+		for _, stmt := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
+			if _, err := e.db.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("%s before a scenario: %w", stmt, err)
+			}
 		}
 		return nil
 	}
@@ -371,6 +382,38 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			}
 			add(profiled("callback_dup", c, e.callbackSame(notes[0])))
 		}
+	}
+	if want("submit_half_rate") {
+		// Latency at half of the closed loop's maximum: headroom, not
+		// saturation, is where a p99 should stay near the p50.
+		top, ok := res.find("submit", 64)
+		if !ok || top.Throughput == 0 {
+			return nil, errors.New("submit_half_rate needs submit at 64 clients in the same run")
+		}
+		rate := top.Throughput / 2
+		toks, err := e.confirmMany(ctx, int(rate*(o.warmup+o.duration).Seconds())+64, false)
+		if err == nil {
+			err = settle()
+		}
+		if err != nil {
+			return nil, err
+		}
+		add(paced(ctx, "submit_half_rate", rate, o.warmup, o.duration, e.submitEach(toks)))
+	}
+	if want("replay_million") {
+		m, r, err := e.replayMillion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		add(r)
+		res.ReplayMillion = m
+	}
+	if want("l1_million") {
+		l, err := e.l1Million(ctx, self)
+		if err != nil {
+			return nil, err
+		}
+		res.L1Million = l
 	}
 	res.APIRSSMB = rssMB(e.apiPID)
 	res.finish()
@@ -690,18 +733,4 @@ func (e *env) seedPgbenchPayments(ctx context.Context, n int) error {
 }
 
 // rssMB is a process's resident set size.
-func rssMB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
-				return kb / 1024
-			}
-		}
-	}
-	return 0
-}
+func rssMB(pid int) float64 { return procStatusMB(pid, "VmRSS:") }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -110,3 +111,62 @@ func pct(sorted []time.Duration, p float64) float64 {
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// paced runs op in an open loop: requests start at rate per second, on
+// schedule whether or not earlier ones have finished (up to maxInFlight
+// at once), for warmup and then d. Each latency runs from the moment the
+// request was due, so a backlog shows as latency rather than hiding it.
+func paced(ctx context.Context, name string, rate float64, warmup, d time.Duration, fn op) result {
+	const maxInFlight = 4096
+	interval := time.Duration(float64(time.Second) / rate)
+	total := int((warmup + d).Seconds() * rate)
+	measuredFrom := int(warmup.Seconds() * rate)
+	lat := make([]time.Duration, total)
+	failed := make([]bool, total)
+	var firstErr atomic.Value
+	slots := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range total {
+		due := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(due); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return result{Scenario: name, FirstError: ctx.Err().Error()}
+			case <-time.After(wait):
+			}
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := fn(ctx, 0, int64(i))
+			lat[i] = time.Since(due)
+			if err != nil {
+				failed[i] = true
+				firstErr.CompareAndSwap(nil, err.Error())
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start.Add(time.Duration(measuredFrom) * interval))
+	var all []time.Duration
+	r := result{Scenario: name, Concurrency: 64, Note: fmt.Sprintf("open loop at %.0f/s", rate)}
+	for i := measuredFrom; i < total; i++ {
+		if failed[i] {
+			r.Errors++
+			continue
+		}
+		all = append(all, lat[i])
+	}
+	slices.Sort(all)
+	r.Requests, r.DurationS = len(all), elapsed.Seconds()
+	r.Throughput = float64(len(all)) / elapsed.Seconds()
+	r.P50Ms, r.P99Ms, r.P999Ms = pct(all, 0.50), pct(all, 0.99), pct(all, 0.999)
+	if len(all) > 0 {
+		r.MaxMs = ms(all[len(all)-1])
+	}
+	if fe, ok := firstErr.Load().(string); ok {
+		r.FirstError = fe
+	}
+	return r
+}

@@ -55,6 +55,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 && args[1] == "hello" {
 		return hello(ctx, args[2:])
 	}
+	if len(args) > 1 && args[1] == "l1" {
+		return l1Fill(ctx, args[2:], stdout)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options

@@ -15,9 +15,11 @@ import (
 // target is one goal of the performance issue, checked on this run.
 type target struct {
 	Name  string  `json:"name"`
-	Ratio float64 `json:"ratio"`
+	Ratio float64 `json:"ratio"` // the measured value (a ratio, or MB)
 	Goal  float64 `json:"goal"`
-	Met   bool    `json:"met"`
+	// AtMost marks a ceiling; otherwise the goal is a floor.
+	AtMost bool `json:"at_most,omitempty"`
+	Met    bool `json:"met"`
 }
 
 // results is one bench run.
@@ -31,7 +33,12 @@ type results struct {
 	Ratios    map[string]float64 `json:"ratios"`
 	Targets   []target           `json:"targets"`
 	APIRSSMB  float64            `json:"api_rss_mb"`
-	Notes     []string           `json:"notes,omitempty"`
+	// L1Million is `bench l1`: the api's idempotency store with its L1
+	// budget after a million completed responses.
+	L1Million *l1Report `json:"l1_million,omitempty"`
+	// ReplayMillion is the api's heap before and after a million replays.
+	ReplayMillion *heapRun `json:"replay_million,omitempty"`
+	Notes         []string `json:"notes,omitempty"`
 }
 
 func (r *results) find(scenario string, conc int) (result, bool) {
@@ -61,7 +68,37 @@ func (r *results) finish() {
 	ratio("callback_dup_vs_hello", "callback_dup", "hello", 0.8)
 	ratio("callback_vs_pgbench", "callback", "pgbench_callback", 0.6)
 	ratio("hot_dish_vs_pgbench_submit", "hot_dish", "pgbench_submit", 0.8)
+	ceiling := func(name string, v, goal float64) {
+		v = math.Round(v*1000) / 1000
+		r.Ratios[name] = v
+		r.Targets = append(r.Targets, target{Name: name + " <= " + fmt.Sprint(goal), Ratio: v, Goal: goal, AtMost: true, Met: v <= goal})
+	}
+	if x, ok := r.find("submit_half_rate", 64); ok && x.P50Ms > 0 {
+		ceiling("submit_p99_over_p50_at_half_rate", x.P99Ms/x.P50Ms, 3)
+	}
+	if r.L1Million != nil {
+		ceiling("l1_million_peak_rss_mb", r.L1Million.PeakRSSMB, 300)
+	}
+	if r.ReplayMillion != nil {
+		ceiling("replay_million_heap_growth_mb", r.ReplayMillion.GrowthMB, replayHeapSlackMB)
+	}
 }
+
+// heapRun is the api's memory around a long replay run.
+type heapRun struct {
+	Requests     int     `json:"requests"`
+	Throughput   float64 `json:"throughput_per_s"`
+	HeapBeforeMB float64 `json:"heap_inuse_before_mb"`
+	HeapAfterMB  float64 `json:"heap_inuse_after_mb"`
+	GrowthMB     float64 `json:"growth_mb"`
+	RSSBeforeMB  float64 `json:"rss_before_mb"`
+	RSSAfterMB   float64 `json:"rss_after_mb"`
+}
+
+// replayHeapSlackMB is how much the heap in use (after a GC) may differ
+// between two samples without growth: span and cache bookkeeping moves
+// by a few MB.
+const replayHeapSlackMB = 4
 
 func (r *results) write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -89,7 +126,7 @@ func (r *results) markdown() string {
 	for _, x := range r.Results {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |\n", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors)
 	}
-	b.WriteString("\n| target (at 64 clients) | ratio | met |\n|---|---:|---|\n")
+	b.WriteString("\n| target (at 64 clients) | measured | met |\n|---|---:|---|\n")
 	for _, t := range r.Targets {
 		met := "no"
 		if t.Met {
@@ -98,6 +135,14 @@ func (r *results) markdown() string {
 		fmt.Fprintf(&b, "| %s | %.3f | %s |\n", t.Name, t.Ratio, met)
 	}
 	fmt.Fprintf(&b, "\nAPI resident memory after the run: %.0f MB.\n", r.APIRSSMB)
+	if m := r.ReplayMillion; m != nil {
+		fmt.Fprintf(&b, "\nA million replays (%d requests at %.0f/s, 64 clients): the api's heap in use after a GC went from %.1f MB to %.1f MB (%+.1f MB); its RSS from %.0f MB to %.0f MB.\n",
+			m.Requests, m.Throughput, m.HeapBeforeMB, m.HeapAfterMB, m.GrowthMB, m.RSSBeforeMB, m.RSSAfterMB)
+	}
+	if l := r.L1Million; l != nil {
+		fmt.Fprintf(&b, "\nA million completed responses (%d-byte bodies) through the api's L1 (budget %.0f MB), in a fresh process: %d held (%.0f MB by the budget's weight), heap in use %.0f MB, RSS %.0f MB, peak RSS %.0f MB.\n",
+			l.BodyBytes, l.BudgetMB, l.HeldCount, l.HeldMB, l.HeapMB, l.RSSMB, l.PeakRSSMB)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n%s\n", n)
 	}

@@ -67,12 +67,21 @@ type Store struct {
 	breakerG prometheus.Gauge
 }
 
+// l1EntryOverhead is the memory a cached response takes beyond its bytes:
+// its header map, the record and the cache's node (about 1.5 KB, measured
+// with `bench l1`), so that L1Bytes bounds the memory L1 really uses.
+const l1EntryOverhead = 1500
+
 // NewStore returns a Store.
 func NewStore(opts Options) (*Store, error) {
 	l1, err := otter.New(&otter.Options[string, Record]{
 		MaximumWeight: opts.L1Bytes,
 		Weigher: func(k string, r Record) uint32 {
-			return uint32(min(len(k)+len(r.Response.Body)+len(r.Fingerprint)+128, math.MaxUint32)) //nolint:gosec // G115: clamped
+			w := len(k) + len(r.Response.Body) + len(r.Fingerprint) + l1EntryOverhead
+			for hk, hv := range r.Response.Headers {
+				w += len(hk) + len(hv)
+			}
+			return uint32(min(w, math.MaxUint32)) //nolint:gosec // G115: clamped
 		},
 		ExpiryCalculator: otter.ExpiryWriting[string, Record](opts.L1TTL),
 	})
@@ -109,14 +118,28 @@ func NewStore(opts Options) (*Store, error) {
 		},
 		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, redis.Nil) },
 	})
+	l1Entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "takeout_idempotency_l1_entries",
+		Help: "Completed responses held in the in-process cache.",
+	}, func() float64 { n, _ := s.L1Size(); return float64(n) })
+	l1Bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "takeout_idempotency_l1_bytes",
+		Help: "Weight of the in-process cache, as bounded by TAKEOUT_IDEMPOTENCY_L1_BYTES.",
+	}, func() float64 { _, w := s.L1Size(); return float64(w) })
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.outcomes, s.breakerG} {
+		for _, c := range []prometheus.Collector{s.outcomes, s.breakerG, l1Entries, l1Bytes} {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register idempotency metrics: %w", err)
 			}
 		}
 	}
 	return s, nil
+}
+
+// L1Size is the number of responses the in-process cache holds and their
+// weight (their size in bytes, as L1Bytes bounds it).
+func (s *Store) L1Size() (entries int, weight uint64) {
+	return s.l1.EstimatedSize(), s.l1.WeightedSize()
 }
 
 // Close stops the L1 cache's maintenance.

@@ -342,3 +342,42 @@ func TestSecondRecordOfAKeyIsRecorded(t *testing.T) {
 		})
 	}
 }
+
+// The in-process cache holds completed responses up to its byte budget,
+// however many pass through it.
+func TestL1StaysWithinItsBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds, _ := redisconn.New(redisconn.Options{Logger: slog.New(slog.DiscardHandler)}) // no Redis: L1 and PostgreSQL only
+	const budget = 1 << 20
+	s, err := idempotency.NewStore(idempotency.Options{Redis: rds, Logger: slog.New(slog.DiscardHandler),
+		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: budget, L1TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := make([]byte, 1000)
+	for i := range 10_000 {
+		key := fmt.Sprint("key-", i)
+		out, err := s.Begin(ctx, 1, key, []byte(key))
+		if err != nil || out.Claim == nil {
+			t.Fatalf("begin %d: %v", i, err)
+		}
+		out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte(key), Response: idempotency.Response{Status: 201, Body: body}})
+	}
+	// Eviction runs behind the writes; give it a moment to catch up.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		entries, weight := s.L1Size()
+		if weight <= budget && entries > 0 && entries < 10_000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("L1 holds %d entries weighing %d bytes, want at most %d bytes", entries, weight, budget)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok, err := s.Cached(1, "key-9999", []byte("key-9999")); err != nil || !ok {
+		t.Errorf("the newest response is not in L1: %v %v", ok, err)
+	}
+}
