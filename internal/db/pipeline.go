@@ -2,22 +2,16 @@ package db
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ErrPipelineRows is returned by a Pipeline asked for a multi-row query:
-// only statements whose results nobody reads, and one last row, can be
-// pipelined.
-var ErrPipelineRows = errors.New("db: a pipeline cannot run a multi-row query; run it on the transaction")
-
 // Pipeline queues statements for a transaction and sends them in one
 // round trip. Given to sqlc-generated queries as their DBTX, it queues
-// :exec statements (Exec), and a :one query (QueryRow) goes last: reading
-// its row sends everything queued before it with it. A transaction's
+// :exec statements (Exec), and a :one or :many query (QueryRow, Query)
+// goes last: reading its result sends everything queued before it. A transaction's
 // inserts that depend on nothing but their arguments, and the read that
 // follows them, then cost one round trip instead of one each.
 type Pipeline struct {
@@ -37,9 +31,51 @@ func (p *Pipeline) Exec(_ context.Context, sql string, args ...any) (pgconn.Comm
 	return pgconn.CommandTag{}, nil
 }
 
-// Query refuses: a pipelined query's rows cannot be iterated.
-func (p *Pipeline) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return nil, ErrPipelineRows
+// Query returns the rows of sql run after everything queued, sending the
+// pipeline with sql last. It fails with the first queued statement's
+// error, if any.
+func (p *Pipeline) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	n := p.batch.Len()
+	p.batch.Queue(sql, args...)
+	batch := p.batch
+	p.batch = pgx.Batch{}
+	results := p.tx.SendBatch(ctx, &batch)
+	for i := range n {
+		if _, err := results.Exec(); err != nil {
+			_ = results.Close()
+			return nil, fmt.Errorf("pipelined statement %d of %d: %w", i+1, n+1, err)
+		}
+	}
+	rows, err := results.Query()
+	if err != nil {
+		_ = results.Close()
+		return nil, err
+	}
+	return &pipelinedRows{Rows: rows, results: results}, nil
+}
+
+// pipelinedRows closes the batch once its rows are read.
+type pipelinedRows struct {
+	pgx.Rows
+	results pgx.BatchResults
+	err     error
+}
+
+func (r *pipelinedRows) Close() {
+	r.Rows.Close()
+	if r.results != nil {
+		if err := r.results.Close(); err != nil && r.Rows.Err() == nil {
+			r.err = err
+		}
+		r.results = nil
+	}
+}
+
+func (r *pipelinedRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
 }
 
 // QueryRow returns the row of sql run after everything queued: scanning

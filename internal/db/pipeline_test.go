@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,7 +14,7 @@ import (
 
 // Queued statements run in order in one round trip, with a last row-
 // returning query when there is one; the first failure is reported and
-// nothing after it runs; multi-row queries are refused.
+// nothing after it runs.
 func TestPipeline(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -81,10 +82,28 @@ func TestPipeline(t *testing.T) {
 		t.Errorf("%d rows after a failed pipeline, want 4 (rolled back)", count())
 	}
 
-	_ = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := db.NewPipeline(tx).Query(ctx, "SELECT 1"); !errors.Is(err, db.ErrPipelineRows) {
-			t.Errorf("Query: %v, want ErrPipelineRows", err)
+	// A multi-row query last.
+	var got []int
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		p := db.NewPipeline(tx)
+		_, _ = p.Exec(ctx, "INSERT INTO piped (n) VALUES ($1)", 20)
+		rows, err := p.Query(ctx, "SELECT n FROM piped WHERE n >= $1 ORDER BY n", 3)
+		if err != nil {
+			return err
 		}
-		return nil
+		got, err = pgx.CollectRows(rows, pgx.RowTo[int])
+		return err
 	})
+	if err != nil || fmt.Sprint(got) != "[3 10 20]" {
+		t.Fatalf("rows last: %v %v, want [3 10 20]", got, err)
+	}
+	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		p := db.NewPipeline(tx)
+		_, _ = p.Exec(ctx, "INSERT INTO piped (n) VALUES ($1)", 20) // duplicate
+		_, err := p.Query(ctx, "SELECT n FROM piped")
+		return err
+	})
+	if _, ok := db.UniqueViolation(err); !ok {
+		t.Fatalf("duplicate before rows: %v, want a unique violation", err)
+	}
 }

@@ -20,19 +20,53 @@ import (
 
 const requestIDHeader = "X-Request-Id"
 
-// requestID gives every request an id: the caller's X-Request-Id when it
-// is short and printable, else a new one. It is echoed in the response.
-func requestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(requestIDHeader)
-		if !validRequestID(id) {
-			var b [12]byte
-			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
-		}
-		w.Header().Set(requestIDHeader, id)
-		next.ServeHTTP(w, r.WithContext(web.WithRequestID(r.Context(), id)))
-	})
+// instrument gives every request an id (the caller's X-Request-Id when it
+// is short and printable, else a new one, echoed in the response), a
+// logger and access-log attributes in its context; once the request is
+// answered it logs one line and records its latency under its route
+// pattern (never the raw path, which would explode the label set). Query
+// strings are not logged: they may carry secrets. It is one middleware so
+// that a request costs one context and one response recorder.
+func instrument(logger *slog.Logger, m *httpMetrics) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			id := r.Header.Get(requestIDHeader)
+			if !validRequestID(id) {
+				var b [12]byte
+				_, _ = rand.Read(b[:])
+				id = hex.EncodeToString(b[:])
+			}
+			w.Header().Set(requestIDHeader, id)
+			rec := &statusRecorder{ResponseWriter: w}
+			ctx := web.WithRequest(r.Context(), id, logger)
+			r = r.WithContext(ctx)
+			next.ServeHTTP(rec, r)
+			if rec.status == 0 {
+				rec.status = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			route := routePattern(r)
+			m.duration.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			if !logger.Enabled(ctx, level) {
+				return
+			}
+			attrs := append([]slog.Attr{
+				slog.String("request_id", id),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.String("route", route),
+				slog.Int("status", rec.status),
+				slog.Int("bytes", rec.bytes),
+				slog.Duration("duration", elapsed),
+			}, web.LogAttrs(ctx)...)
+			logger.LogAttrs(ctx, level, "http request", attrs...)
+		})
+	}
 }
 
 func validRequestID(id string) bool {
@@ -72,37 +106,6 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// accessLog puts a logger carrying the request id into the context and
-// logs one line per request. Query strings are not logged: they may carry
-// secrets.
-func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			start := time.Now()
-			l := logger.With("request_id", web.RequestID(r.Context()))
-			rec := &statusRecorder{ResponseWriter: w}
-			ctx := web.WithLogAttrs(web.WithLogger(r.Context(), l))
-			next.ServeHTTP(rec, r.WithContext(ctx))
-			if rec.status == 0 {
-				rec.status = http.StatusOK
-			}
-			level := slog.LevelInfo
-			if rec.status >= 500 {
-				level = slog.LevelError
-			}
-			attrs := append([]slog.Attr{
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
-				slog.String("route", routePattern(r)),
-				slog.Int("status", rec.status),
-				slog.Int("bytes", rec.bytes),
-				slog.Duration("duration", time.Since(start)),
-			}, web.LogAttrs(ctx)...)
-			l.LogAttrs(r.Context(), level, "http request", attrs...)
-		})
-	}
-}
-
 func routePattern(r *http.Request) string {
 	if rc := chi.RouteContext(r.Context()); rc != nil {
 		if p := rc.RoutePattern(); p != "" {
@@ -129,20 +132,6 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 		return nil, fmt.Errorf("register http metrics: %w", err)
 	}
 	return m, nil
-}
-
-// observe records each request's latency under its route pattern (never
-// the raw path, which would explode the label set).
-func (m *httpMetrics) observe(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		if rec.status == 0 {
-			rec.status = http.StatusOK
-		}
-		m.duration.WithLabelValues(routePattern(r), r.Method, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
-	})
 }
 
 // recoverPanics turns a handler panic into a logged 500 problem.

@@ -19,9 +19,7 @@ import (
 func routes(d Deps, m *httpMetrics) http.Handler {
 	r := chi.NewRouter()
 	r.Use(
-		requestID,
-		accessLog(d.Logger),
-		m.observe,
+		instrument(d.Logger, m),
 		recoverPanics,
 		limitBody(d.MaxBodyBytes),
 	)

@@ -43,7 +43,7 @@ func HandleSubmit(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		req, err := web.Decode[SubmitRequest](r)
+		req, err := DecodeSubmit(r)
 		if err != nil {
 			web.Error(w, r, err)
 			return

@@ -101,12 +101,14 @@ func (s *Service) ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event s
 			return Applied{}, fmt.Errorf("transition order: %w", err)
 		}
 		from := o.Status
-		if err := s.q.OrderHistoryInsert(ctx, tx, dbsqlc.OrderHistoryInsertParams{
+		// The history row goes with the read of the items: one round trip.
+		pipe := db.NewPipeline(tx)
+		if err := s.q.OrderHistoryInsert(ctx, pipe, dbsqlc.OrderHistoryInsertParams{
 			OrderID: row.ID, FromStatus: &from, ToStatus: row.Status, Version: row.Version, Actor: actor.String(), Reason: reason,
 		}); err != nil {
 			return Applied{}, fmt.Errorf("insert order history: %w", err)
 		}
-		out, err := s.load(ctx, tx, row)
+		out, err := s.load(ctx, pipe, row)
 		if err != nil {
 			return Applied{}, err
 		}

@@ -1,12 +1,17 @@
 package order_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/testenv"
+	"github.com/takeout/takeout/internal/web"
 )
 
 func FuzzConfirmRequest(f *testing.F) {
@@ -45,4 +50,35 @@ func FuzzSubmitRequest(f *testing.F) {
 				t.Fatal("accepted an empty token")
 			}
 		})
+}
+
+// DecodeSubmit's fast path reads a body exactly as web.Decode does: the
+// same request, or the same problem.
+func FuzzDecodeSubmitMatchesDecode(f *testing.F) {
+	for _, s := range []string{`{"confirm_token":"v1.eyJ4IjoxfQ.c2ln"}`, `{"confirm_token":""}`, `{"confirm_token":"a\u0062"}`,
+		`{"confirm_token":"a"} `, `{"confirm_token":"a","x":1}`, `{"confirm_token":"a"}{}`, `{"confirm_token":"a b"}`, `{}`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		req := func() *http.Request {
+			r := httptest.NewRequestWithContext(t.Context(), "POST", "/v1/orders", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}
+		fast, fastErr := order.DecodeSubmit(req())
+		slow, slowErr := web.Decode[order.SubmitRequest](req())
+		if fast != slow {
+			t.Fatalf("body %q: DecodeSubmit %+v, web.Decode %+v", body, fast, slow)
+		}
+		if (fastErr == nil) != (slowErr == nil) {
+			t.Fatalf("body %q: DecodeSubmit error %v, web.Decode error %v", body, fastErr, slowErr)
+		}
+		if fastErr != nil {
+			fp, _ := problem.As(fastErr)
+			sp, _ := problem.As(slowErr)
+			if fp == nil || sp == nil || fp.Type != sp.Type || fp.Detail != sp.Detail {
+				t.Fatalf("body %q: DecodeSubmit %v, web.Decode %v", body, fastErr, slowErr)
+			}
+		}
+	})
 }

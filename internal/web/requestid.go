@@ -8,67 +8,68 @@ import (
 
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	loggerKey
-)
+const requestKey ctxKey = iota
 
-// WithRequestID returns ctx carrying the request's id.
-func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey, id)
+// request is what the middleware keeps for one request in its context:
+// its id, the logger its handlers log with (derived on first use, since
+// most requests log nothing but their access line), and the attributes
+// handlers add to that line.
+type request struct {
+	id     string
+	base   *slog.Logger
+	once   sync.Once
+	logger *slog.Logger
+	mu     sync.Mutex
+	attrs  []slog.Attr
+}
+
+// WithRequest returns ctx carrying one request's id, the logger its
+// handlers' logger derives from (adding the id), and room for access-log
+// attributes.
+func WithRequest(ctx context.Context, id string, logger *slog.Logger) context.Context {
+	return context.WithValue(ctx, requestKey, &request{id: id, base: logger})
+}
+
+func requestOf(ctx context.Context) *request {
+	r, _ := ctx.Value(requestKey).(*request)
+	return r
 }
 
 // RequestID returns the id of the request ctx belongs to, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
-
-// WithLogger returns ctx carrying a request-scoped logger.
-func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
-	return context.WithValue(ctx, loggerKey, l)
-}
-
-// Logger returns the request-scoped logger of ctx; one that discards
-// everything when the middleware did not set one.
-func Logger(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
-		return l
+	if r := requestOf(ctx); r != nil {
+		return r.id
 	}
-	return slog.New(slog.DiscardHandler)
+	return ""
 }
 
-// logAttrs collects attributes a handler learns (e.g. the order id) for
-// the request's access log line.
-type logAttrs struct {
-	mu    sync.Mutex
-	attrs []slog.Attr
-}
-
-const logAttrsKey ctxKey = 100
-
-// WithLogAttrs returns ctx able to collect access-log attributes; the
-// access-log middleware reads them with LogAttrs after the handler.
-func WithLogAttrs(ctx context.Context) context.Context {
-	return context.WithValue(ctx, logAttrsKey, &logAttrs{})
+// Logger returns the request-scoped logger of ctx, which adds the request
+// id to every record; one that discards everything outside a request.
+func Logger(ctx context.Context) *slog.Logger {
+	r := requestOf(ctx)
+	if r == nil || r.base == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	r.once.Do(func() { r.logger = r.base.With("request_id", r.id) })
+	return r.logger
 }
 
 // AddLogAttrs adds attributes to the request's access log line (a no-op
 // outside a request).
 func AddLogAttrs(ctx context.Context, attrs ...slog.Attr) {
-	if h, ok := ctx.Value(logAttrsKey).(*logAttrs); ok {
-		h.mu.Lock()
-		h.attrs = append(h.attrs, attrs...)
-		h.mu.Unlock()
+	if r := requestOf(ctx); r != nil {
+		r.mu.Lock()
+		r.attrs = append(r.attrs, attrs...)
+		r.mu.Unlock()
 	}
 }
 
 // LogAttrs returns the attributes handlers added.
 func LogAttrs(ctx context.Context) []slog.Attr {
-	if h, ok := ctx.Value(logAttrsKey).(*logAttrs); ok {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return append([]slog.Attr(nil), h.attrs...)
+	if r := requestOf(ctx); r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return append([]slog.Attr(nil), r.attrs...)
 	}
 	return nil
 }
