@@ -127,22 +127,23 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 }
 
 // callbackScript is the transaction a payment callback runs: lock the
-// payment, record the notification, mark the payment paid, read the order
-// and move it to PAID with its history row. Payments come from a
-// sequence, one per transaction (a callback pays a new order).
+// payment, record the notification and mark the payment paid (one
+// statement), read the order, move it to PAID with its history row and
+// read its items. Payments come from a sequence, one per transaction (a
+// callback pays a new order).
 func callbackScript(queries map[string]string, mchid string) (string, error) {
 	steps := []struct {
 		name, gset string
 		vals       map[string]string
 	}{
 		{"PaymentGetByOutTradeNoForUpdate", "p_", map[string]string{"channel": "'" + payment.Channel + "'", "mchid": "'" + mchid + "'", "out_trade_no": "'PB' || CAST(:n AS text)"}},
-		{"NotificationInsert", "", map[string]string{"channel": "'" + payment.Channel + "'", "notification_id": "'EV-PB' || CAST(:n AS text)", "transaction_id": "'42' || CAST(:n AS text)",
-			"event_type": "'TRANSACTION.SUCCESS'", "order_id": ":p_order_id", "outcome": "'SUCCESS'"}},
-		{"PaymentMarkPaid", "", map[string]string{"transaction_id": "'42' || CAST(:n AS text)", "paid_at": "now()", "id": ":p_id"}},
+		{"PaymentRecordSuccess", "", map[string]string{"channel": "'" + payment.Channel + "'", "notification_id": "'EV-PB' || CAST(:n AS text)",
+			"transaction_id": "'42' || CAST(:n AS text)", "order_id": ":p_order_id", "paid_at": "now()", "payment_id": ":p_id"}},
 		{"OrderGetByID", "o_", map[string]string{"id": ":p_order_id"}},
 		{"OrderTransition", "", map[string]string{"to_status": "'PAID'", "id": ":p_order_id", "from_status": "'PENDING_PAYMENT'", "version": ":o_version"}},
 		{"OrderHistoryInsert", "", map[string]string{"order_id": ":p_order_id", "from_status": "'PENDING_PAYMENT'", "to_status": "'PAID'",
 			"version": "CAST(:o_version AS bigint) + 1", "actor": "'payment' || chr(58) || 'v3'", "reason": "'paid'"}},
+		{"OrderItemsByOrder", "", map[string]string{"order_id": ":p_order_id"}},
 	}
 	var b strings.Builder
 	b.WriteString("SELECT nextval('bench_callback_seq') AS n \\gset\nBEGIN;\n")

@@ -18,11 +18,6 @@ SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade
 -- name: PaymentsByOrder :many
 SELECT * FROM payments WHERE order_id = @order_id ORDER BY id;
 
--- name: PaymentMarkPaid :one
-UPDATE payments SET status = 'SUCCESS', transaction_id = @transaction_id, paid_at = @paid_at, updated_at = now()
-WHERE id = @id AND status IN ('CREATED', 'CLOSED')
-RETURNING *;
-
 -- name: PaymentMarkRefunded :exec
 UPDATE payments SET status = 'REFUNDED', updated_at = now() WHERE id = @id;
 
@@ -74,3 +69,20 @@ SELECT * FROM refunds
 WHERE status = 'PROCESSING' AND updated_at <= @older_than
 ORDER BY id
 LIMIT @max_rows;
+
+-- name: PaymentRecordSuccess :one
+-- Records a SUCCESS notification and marks its payment paid, in one
+-- statement. recorded is false for a duplicate notification (by id, or by
+-- transaction and event), which then changes nothing; paid is false when
+-- the payment was already SUCCESS (the query got there first).
+WITH n AS (
+    INSERT INTO payment_notifications (channel, notification_id, transaction_id, event_type, order_id, outcome)
+    VALUES (@channel, @notification_id, @transaction_id, 'TRANSACTION.SUCCESS', @order_id, 'SUCCESS')
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), p AS (
+    UPDATE payments pm SET status = 'SUCCESS', transaction_id = @transaction_id, paid_at = @paid_at, updated_at = now()
+    WHERE pm.id = @payment_id AND pm.status IN ('CREATED', 'CLOSED') AND EXISTS (SELECT 1 FROM n)
+    RETURNING pm.id
+)
+SELECT EXISTS (SELECT 1 FROM n) AS recorded, EXISTS (SELECT 1 FROM p) AS paid;

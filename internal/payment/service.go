@@ -272,15 +272,16 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 		if nid == "" {
 			nid = src.Kind + ":" + t.TransactionID
 		}
-		if _, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: nid,
-			TransactionID: t.TransactionID, EventType: "TRANSACTION.SUCCESS", OrderID: &p.OrderID, Outcome: t.TradeState}); err != nil {
-			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if t.TradeState != "SUCCESS" {
+			_, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: nid,
+				TransactionID: t.TransactionID, EventType: "TRANSACTION.SUCCESS", OrderID: &p.OrderID, Outcome: t.TradeState})
+			switch {
+			case errors.Is(db.NoRows(err), db.ErrNotFound):
 				outcome = "duplicate"
 				return nil
+			case err != nil:
+				return err
 			}
-			return err
-		}
-		if t.TradeState != "SUCCESS" {
 			outcome = "ignored"
 			return nil
 		}
@@ -288,12 +289,15 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 		if ts, err := time.Parse(time.RFC3339, t.SuccessTime); err == nil {
 			paidAt = ts
 		}
-		if _, err := s.q.PaymentMarkPaid(ctx, tx, dbsqlc.PaymentMarkPaidParams{ID: p.ID, TransactionID: &t.TransactionID, PaidAt: &paidAt}); err != nil {
-			if errors.Is(db.NoRows(err), db.ErrNotFound) {
-				outcome = "duplicate" // already SUCCESS (e.g. the query got there first)
-				return nil
-			}
+		// The notification and the payment in one statement.
+		rec, err := s.q.PaymentRecordSuccess(ctx, tx, dbsqlc.PaymentRecordSuccessParams{Channel: Channel, NotificationID: nid,
+			TransactionID: t.TransactionID, OrderID: &p.OrderID, PaidAt: &paidAt, PaymentID: p.ID})
+		switch {
+		case err != nil:
 			return err
+		case !rec.Recorded, !rec.Paid:
+			outcome = "duplicate" // seen before, or already SUCCESS (e.g. the query got there first)
+			return nil
 		}
 		a, err := s.o.Orders.ApplyTx(ctx, tx, p.OrderID, statemachine.Pay, order.Actor{Kind: statemachine.Payment, Name: src.Kind}, "paid "+t.TransactionID)
 		switch pe, _ := problem.As(err); {

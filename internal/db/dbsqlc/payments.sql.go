@@ -219,41 +219,6 @@ func (q *Queries) PaymentMarkClosed(ctx context.Context, db DBTX, id int64) erro
 	return err
 }
 
-const paymentMarkPaid = `-- name: PaymentMarkPaid :one
-UPDATE payments SET status = 'SUCCESS', transaction_id = $1, paid_at = $2, updated_at = now()
-WHERE id = $3 AND status IN ('CREATED', 'CLOSED')
-RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at
-`
-
-type PaymentMarkPaidParams struct {
-	TransactionID *string
-	PaidAt        *time.Time
-	ID            int64
-}
-
-func (q *Queries) PaymentMarkPaid(ctx context.Context, db DBTX, arg PaymentMarkPaidParams) (Payment, error) {
-	row := db.QueryRow(ctx, paymentMarkPaid, arg.TransactionID, arg.PaidAt, arg.ID)
-	var i Payment
-	err := row.Scan(
-		&i.ID,
-		&i.OrderID,
-		&i.Channel,
-		&i.Mchid,
-		&i.Appid,
-		&i.OutTradeNo,
-		&i.AmountFen,
-		&i.Currency,
-		&i.PrepayID,
-		&i.PrepayExpiresAt,
-		&i.Status,
-		&i.TransactionID,
-		&i.PaidAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const paymentMarkRefunded = `-- name: PaymentMarkRefunded :exec
 UPDATE payments SET status = 'REFUNDED', updated_at = now() WHERE id = $1
 `
@@ -261,6 +226,52 @@ UPDATE payments SET status = 'REFUNDED', updated_at = now() WHERE id = $1
 func (q *Queries) PaymentMarkRefunded(ctx context.Context, db DBTX, id int64) error {
 	_, err := db.Exec(ctx, paymentMarkRefunded, id)
 	return err
+}
+
+const paymentRecordSuccess = `-- name: PaymentRecordSuccess :one
+WITH n AS (
+    INSERT INTO payment_notifications (channel, notification_id, transaction_id, event_type, order_id, outcome)
+    VALUES ($1, $2, $3, 'TRANSACTION.SUCCESS', $4, 'SUCCESS')
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), p AS (
+    UPDATE payments pm SET status = 'SUCCESS', transaction_id = $3, paid_at = $5, updated_at = now()
+    WHERE pm.id = $6 AND pm.status IN ('CREATED', 'CLOSED') AND EXISTS (SELECT 1 FROM n)
+    RETURNING pm.id
+)
+SELECT EXISTS (SELECT 1 FROM n) AS recorded, EXISTS (SELECT 1 FROM p) AS paid
+`
+
+type PaymentRecordSuccessParams struct {
+	Channel        string
+	NotificationID string
+	TransactionID  string
+	OrderID        *int64
+	PaidAt         *time.Time
+	PaymentID      int64
+}
+
+type PaymentRecordSuccessRow struct {
+	Recorded bool
+	Paid     bool
+}
+
+// Records a SUCCESS notification and marks its payment paid, in one
+// statement. recorded is false for a duplicate notification (by id, or by
+// transaction and event), which then changes nothing; paid is false when
+// the payment was already SUCCESS (the query got there first).
+func (q *Queries) PaymentRecordSuccess(ctx context.Context, db DBTX, arg PaymentRecordSuccessParams) (PaymentRecordSuccessRow, error) {
+	row := db.QueryRow(ctx, paymentRecordSuccess,
+		arg.Channel,
+		arg.NotificationID,
+		arg.TransactionID,
+		arg.OrderID,
+		arg.PaidAt,
+		arg.PaymentID,
+	)
+	var i PaymentRecordSuccessRow
+	err := row.Scan(&i.Recorded, &i.Paid)
+	return i, err
 }
 
 const paymentSetPrepay = `-- name: PaymentSetPrepay :one
