@@ -32,6 +32,11 @@ type Record struct {
 	Fingerprint []byte   `json:"f"`
 	Response    Response `json:"r"`
 	OrderID     int64    `json:"o,omitempty"`
+	// Request is the request itself (for a submit, its confirm token),
+	// kept in L1 only: a replay is then recognised by comparing it, not
+	// by hashing it again. Records read from Redis or PostgreSQL lack it
+	// and are compared by Fingerprint.
+	Request string `json:"-"`
 }
 
 // Options configure a Store.
@@ -77,7 +82,7 @@ func NewStore(opts Options) (*Store, error) {
 	l1, err := otter.New(&otter.Options[string, Record]{
 		MaximumWeight: opts.L1Bytes,
 		Weigher: func(k string, r Record) uint32 {
-			w := len(k) + len(r.Response.Body) + len(r.Fingerprint) + l1EntryOverhead
+			w := len(k) + len(r.Response.Body) + len(r.Fingerprint) + len(r.Request) + l1EntryOverhead
 			for hk, hv := range r.Response.Headers {
 				w += len(hk) + len(hv)
 			}
@@ -174,11 +179,22 @@ type Claim struct {
 // key answered another request, or ok false on a miss. It touches
 // nothing outside the process.
 func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, error) {
+	return s.CachedRequest(userID, key, "", func() []byte { return fp })
+}
+
+// CachedRequest is Cached for a request given as itself (see
+// Record.Request) with its fingerprint computed only when the cached
+// record has to be compared by fingerprint.
+func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (*Response, bool, error) {
 	rec, ok := s.l1.GetIfPresent(recordKey(userID, key))
 	if !ok {
 		return nil, false, nil
 	}
-	if !bytes.Equal(rec.Fingerprint, fp) {
+	same := request != "" && rec.Request == request
+	if !same && (request == "" || rec.Request == "") {
+		same = bytes.Equal(rec.Fingerprint, fingerprint())
+	}
+	if !same {
 		s.count("l1", "mismatch")
 		return nil, false, ErrMismatch
 	}

@@ -381,3 +381,52 @@ func TestL1StaysWithinItsBudget(t *testing.T) {
 		t.Errorf("the newest response is not in L1: %v %v", ok, err)
 	}
 }
+
+// L1 recognises a replay by the request itself when it kept it, without
+// computing a fingerprint, and by fingerprint when it did not.
+func TestCachedRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds, _ := redisconn.New(redisconn.Options{Logger: slog.New(slog.DiscardHandler)})
+	s, err := idempotency.NewStore(idempotency.Options{Redis: rds, Logger: slog.New(slog.DiscardHandler),
+		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: 1 << 20, L1TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	finalize := func(key, request, fp string) {
+		t.Helper()
+		out, err := s.Begin(ctx, 1, key, []byte(fp))
+		if err != nil || out.Claim == nil {
+			t.Fatalf("begin %s: %v", key, err)
+		}
+		out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte(fp), Request: request, Response: idempotency.Response{Status: 201, Body: []byte(key)}})
+	}
+	finalize("kept", "token-a", "fp-a")
+	finalize("bare", "", "fp-a")
+	noHash := func() []byte { t.Error("fingerprint computed although the request was kept"); return nil }
+	hash := func(fp string) func() []byte { return func() []byte { return []byte(fp) } }
+	for _, tc := range []struct {
+		name, key, request string
+		fingerprint        func() []byte
+		hit                bool
+		mismatch           bool
+	}{
+		{"same request, kept", "kept", "token-a", noHash, true, false},
+		{"other request, kept", "kept", "token-b", noHash, false, true},
+		{"same fingerprint, not kept", "bare", "token-a", hash("fp-a"), true, false},
+		{"other fingerprint, not kept", "bare", "token-b", hash("fp-b"), false, true},
+		{"by fingerprint only", "kept", "", hash("fp-a"), true, false},
+		{"unknown key", "none", "token-a", noHash, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, ok, err := s.CachedRequest(1, tc.key, tc.request, tc.fingerprint)
+			if ok != tc.hit || errors.Is(err, idempotency.ErrMismatch) != tc.mismatch {
+				t.Fatalf("hit %v, err %v; want hit %v, mismatch %v", ok, err, tc.hit, tc.mismatch)
+			}
+			if ok && string(resp.Body) != tc.key {
+				t.Errorf("replayed %q", resp.Body)
+			}
+		})
+	}
+}

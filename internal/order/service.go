@@ -271,15 +271,15 @@ type Submitted struct {
 
 // Submit places the order of a confirm token exactly once.
 func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string) (Submitted, error) {
-	fp := Fingerprint(rawToken)
 	// A completed answer to these exact bytes under this key is replayed
 	// from memory: the token verified when it was first submitted.
-	if resp, ok, err := s.opts.Idempotency.Cached(userID, key, fp); err != nil || ok {
+	if resp, ok, err := s.opts.Idempotency.CachedRequest(userID, key, rawToken, func() []byte { return Fingerprint(rawToken) }); err != nil || ok {
 		if err != nil {
 			return Submitted{}, err
 		}
 		return Submitted{Response: *resp, Replayed: true}, nil
 	}
+	fp := Fingerprint(rawToken)
 	// Signature and ownership next: a forged token touches nothing.
 	tok, err := s.opts.Signer.Verify(rawToken)
 	if err != nil {
@@ -306,6 +306,7 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 	// gets its answer even after the token expired.
 	if tok.Expired(s.now()) {
 		if rec, ok, err := s.opts.Idempotency.Lookup(ctx, s.opts.Pool, userID, key); err == nil && ok && string(rec.Fingerprint) == string(claim.Fingerprint()) {
+			rec.Request = rawToken
 			claim.Finalize(ctx, rec)
 			return Submitted{Response: rec.Response, Replayed: true}, nil
 		}
@@ -317,6 +318,7 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 		claim.Release(ctx)
 		return Submitted{}, err
 	}
+	rec.Request = rawToken
 	claim.Finalize(ctx, rec)
 	return Submitted{Response: rec.Response, Replayed: replayed}, nil
 }

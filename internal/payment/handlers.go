@@ -63,7 +63,6 @@ func HandleNotifyV3(s *Service) http.Handler {
 			notifyFail(w, http.StatusServiceUnavailable, "payments are not configured")
 			return
 		}
-		logger := web.Logger(r.Context())
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			notifyFail(w, http.StatusRequestEntityTooLarge, "body too large")
@@ -82,7 +81,7 @@ func HandleNotifyV3(s *Service) http.Handler {
 		}
 		if err := s.o.Platform.VerifyMessage(h, body, s.o.Now()); err != nil {
 			s.callbacks.WithLabelValues("v3", "rejected").Inc()
-			logger.WarnContext(r.Context(), "payment notification refused", "err", err)
+			web.Logger(r.Context()).WarnContext(r.Context(), "payment notification refused", "err", err)
 			notifyFail(w, http.StatusUnauthorized, "signature verification failed")
 			return
 		}
@@ -95,7 +94,7 @@ func HandleNotifyV3(s *Service) http.Handler {
 		plain, err := wxpay.DecryptAEAD(s.o.APIv3Key, n.Resource.Nonce, n.Resource.AssociatedData, n.Resource.Ciphertext)
 		if err != nil {
 			s.callbacks.WithLabelValues("v3", "rejected").Inc()
-			logger.WarnContext(r.Context(), "payment notification does not decrypt", "id", n.ID, "err", err)
+			web.Logger(r.Context()).WarnContext(r.Context(), "payment notification does not decrypt", "id", n.ID, "err", err)
 			notifyFail(w, http.StatusBadRequest, "resource does not decrypt")
 			return
 		}
@@ -119,7 +118,7 @@ func HandleNotifyV3(s *Service) http.Handler {
 			}
 			_, err = s.HandleRefund(ctx, src, rr)
 		default:
-			logger.InfoContext(r.Context(), "payment notification ignored", "event_type", n.EventType)
+			web.Logger(r.Context()).InfoContext(r.Context(), "payment notification ignored", "event_type", n.EventType)
 		}
 		if err != nil {
 			answerError(w, r, err)
