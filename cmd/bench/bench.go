@@ -319,7 +319,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			if err := settle(); err != nil {
 				return nil, err
 			}
-			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_submit", submitSQL, c, o.warmup, o.duration, work)
+			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_submit", submitSQL, c, 0, o.warmup, o.duration, work)
 			if err != nil {
 				return nil, err
 			}
@@ -329,7 +329,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			if err := settle(); err != nil {
 				return nil, err
 			}
-			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_callback", callbackSQL, c, o.warmup, o.duration, work)
+			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_callback", callbackSQL, c, 0, o.warmup, o.duration, work)
 			if err != nil {
 				return nil, err
 			}
@@ -399,6 +399,18 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			return nil, err
 		}
 		add(paced(ctx, "submit_half_rate", rate, o.warmup, o.duration, e.submitEach(toks)))
+		// The database's own floor by the same measure: its transaction at
+		// half of pgbench's maximum, in an open loop.
+		if pg, ok := res.find("pgbench_submit", 64); ok && pg.Throughput > 0 {
+			if err := settle(); err != nil {
+				return nil, err
+			}
+			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_submit_half_rate", submitSQL, 64, pg.Throughput/2, o.warmup, o.duration, work)
+			if err != nil {
+				return nil, err
+			}
+			add(r)
+		}
 	}
 	if want("replay_million") {
 		m, r, err := e.replayMillion(ctx)

@@ -162,10 +162,15 @@ func callbackScript(queries map[string]string, mchid string) (string, error) {
 	return b.String(), nil
 }
 
-// runPgbench runs script for d at conc clients and reads every
-// transaction's latency from pgbench's log.
-func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, warmup, d time.Duration, work string) (result, error) {
+// runPgbench runs script for d at conc clients, as fast as they go or, if
+// rate > 0, at rate transactions per second (pgbench -R, an open loop),
+// and reads every transaction's latency from pgbench's log.
+func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (result, error) {
 	dir := filepath.Join(work, fmt.Sprintf("pgbench-%s-%d", name, conc))
+	// Logs of an earlier run must not mix into this one's latencies.
+	if err := os.RemoveAll(dir); err != nil {
+		return result{}, err
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return result{}, err
 	}
@@ -175,6 +180,9 @@ func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, 
 	}
 	args := func(d time.Duration, log bool) []string {
 		a := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", "2", "-T", strconv.Itoa(int(d.Seconds())), "-f", scriptPath}
+		if rate > 0 {
+			a = append(a, "-R", strconv.FormatFloat(rate, 'f', 0, 64))
+		}
 		if log {
 			a = append(a, "-l", "--log-prefix", filepath.Join(dir, "log"))
 		}
@@ -201,9 +209,15 @@ func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, 
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			// client_id transaction_no time script_no time_epoch time_us
+			// [schedule_lag]: with -R the latency runs from the scheduled
+			// start, as the API's open loop measures it.
 			fields := strings.Fields(sc.Text())
 			if len(fields) >= 3 {
 				if us, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
+					if rate > 0 && len(fields) >= 7 {
+						lag, _ := strconv.ParseInt(fields[6], 10, 64)
+						us += lag
+					}
 					lat = append(lat, time.Duration(us)*time.Microsecond)
 				}
 			}
@@ -223,5 +237,8 @@ func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, 
 		r.MaxMs = ms(lat[len(lat)-1])
 	}
 	r.Note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
+	if rate > 0 {
+		r.Note += fmt.Sprintf("; open loop at %.0f/s (-R)", rate)
+	}
 	return r, nil
 }
