@@ -70,7 +70,7 @@ func l1Fill(ctx context.Context, args []string, stdout io.Writer) error {
 		fp := []byte(fmt.Sprintf("%032d", i))
 		out, err := store.Begin(ctx, int64(1+i%64), key, fp)
 		if err != nil || out.Claim == nil {
-			return fmt.Errorf("begin %d: %v", i, err)
+			return fmt.Errorf("begin %d: claim %v: %w", i, out.Claim != nil, err)
 		}
 		// Each response is its own allocation, as each submit's is.
 		body := make([]byte, *bodyBytes)
@@ -181,11 +181,15 @@ func (e *env) l1Million(ctx context.Context, self string) (*l1Report, error) {
 		return nil, err
 	}
 	st, body, err := e.do(ctx, "POST", "/v1/orders", toks[0].user, map[string]string{"confirm_token": toks[0].token}, map[string]string{"Idempotency-Key": toks[0].key})
-	if err != nil || st != 201 {
-		return nil, fmt.Errorf("a submit to size L1's entries: %d %v", st, err)
+	if err != nil {
+		return nil, fmt.Errorf("a submit to size L1's entries: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, self, "l1", "-n", strconv.Itoa(million), "-bytes", strconv.FormatUint(e.apiCfg.IdemL1Bytes, 10),
-		"-ttl", e.apiCfg.IdemL1TTL.String(), "-body-bytes", strconv.Itoa(len(body))) //nolint:gosec // G204: this very program
+	if st != 201 {
+		return nil, fmt.Errorf("a submit to size L1's entries: %d %.200s", st, body)
+	}
+	args := []string{"l1", "-n", strconv.Itoa(million), "-bytes", strconv.FormatUint(e.apiCfg.IdemL1Bytes, 10),
+		"-ttl", e.apiCfg.IdemL1TTL.String(), "-body-bytes", strconv.Itoa(len(body))}
+	cmd := exec.CommandContext(ctx, self, args...) //nolint:gosec // G204: this very program
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("bench l1: %w", err)

@@ -100,7 +100,10 @@ func TestPipeline(t *testing.T) {
 	err = db.WithTx(ctx, pool, func(tx pgx.Tx) error {
 		p := db.NewPipeline(tx)
 		_, _ = p.Exec(ctx, "INSERT INTO piped (n) VALUES ($1)", 20) // duplicate
-		_, err := p.Query(ctx, "SELECT n FROM piped")
+		rows, err := p.Query(ctx, "SELECT n FROM piped")
+		if err == nil {
+			rows.Close()
+		}
 		return err
 	})
 	if _, ok := db.UniqueViolation(err); !ok {

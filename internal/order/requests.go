@@ -153,11 +153,20 @@ func bareToken(b []byte) (string, bool) {
 	}
 	tok := b[len(prefix) : len(b)-len(suffix)]
 	for _, c := range tok {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~') {
+		if !tokenByte(c) {
 			return "", false
 		}
 	}
 	return string(tok), true
+}
+
+// tokenByte reports whether c may appear in a confirm token as is.
+func tokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return c == '-' || c == '_' || c == '.' || c == '~'
 }
 
 type errReader struct{ err error }
