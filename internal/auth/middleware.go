@@ -18,9 +18,15 @@ const (
 
 // UserID returns the authenticated user of ctx (set by RequireUser).
 func UserID(ctx context.Context) (int64, bool) {
-	id, ok := ctx.Value(userKey).(int64)
-	return id, ok
+	if id, ok := ctx.Value(userKey).(int64); ok {
+		return id, true
+	}
+	u, ok := web.Principal(ctx).(user)
+	return int64(u), ok
 }
+
+// user is the principal RequireUser records in the request's scope.
+type user int64
 
 // StaffFrom returns the authenticated staff member of ctx (set by
 // RequireStaff).
@@ -48,7 +54,10 @@ func RequireUser(tokens *Tokens) func(http.Handler) http.Handler {
 				web.Error(w, r, problem.Wrap(problem.Unauthorized, err, "the session token is invalid or expired: log in again"))
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(WithUser(r.Context(), id)))
+			if !web.SetPrincipal(r.Context(), user(id)) {
+				r = r.WithContext(WithUser(r.Context(), id))
+			}
+			next.ServeHTTP(w, r)
 		})
 	}
 }

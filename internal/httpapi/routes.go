@@ -30,48 +30,49 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 	r.Get("/readyz", handleReadyz(d))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 
-	r.Route("/v1", func(r chi.Router) {
-		// Payment callbacks come from the provider: never rate limited.
-		r.Method(http.MethodPost, "/payments/wechat/notify", payment.HandleNotifyV3(d.Payments))
-		r.Method(http.MethodPost, "/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments))
+	// Groups with full paths rather than mounted subrouters: a mount adds
+	// a wildcard path value to every request it routes.
+	// Payment callbacks come from the provider: never rate limited.
+	r.Method(http.MethodPost, "/v1/payments/wechat/notify", payment.HandleNotifyV3(d.Payments))
+	r.Method(http.MethodPost, "/v1/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments))
+
+	r.Group(func(r chi.Router) {
+		r.Use(limitByIP(d.RateLimitIP, d.ClientIPHeader))
+		r.Method(http.MethodPost, "/v1/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
+		r.Method(http.MethodGet, "/v1/merchants", catalog.HandleMerchants(d.Catalog))
+		r.Method(http.MethodGet, "/v1/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
 
 		r.Group(func(r chi.Router) {
-			r.Use(limitByIP(d.RateLimitIP, d.ClientIPHeader))
-			r.Method(http.MethodPost, "/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
-			r.Method(http.MethodGet, "/merchants", catalog.HandleMerchants(d.Catalog))
-			r.Method(http.MethodGet, "/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
-
-			r.Group(func(r chi.Router) {
-				r.Use(auth.RequireUser(d.Tokens), limitByUser(d.RateLimitUser))
-				r.Method(http.MethodPost, "/orders/confirm", order.HandleConfirm(d.Orders))
-				r.Method(http.MethodPost, "/orders", order.HandleSubmit(d.Orders))
-				r.Method(http.MethodGet, "/orders", order.HandleList(d.Orders))
-				r.Method(http.MethodGet, "/orders/{id}", order.HandleGet(d.Orders))
-				r.Method(http.MethodPost, "/orders/{id}/cancel", order.HandleCancel(d.Orders))
-				r.Method(http.MethodPost, "/orders/{id}/pay", payment.HandlePay(d.Payments))
-			})
+			r.Use(auth.RequireUser(d.Tokens), limitByUser(d.RateLimitUser))
+			r.Method(http.MethodPost, "/v1/orders/confirm", order.HandleConfirm(d.Orders))
+			r.Method(http.MethodPost, "/v1/orders", order.HandleSubmit(d.Orders))
+			r.Method(http.MethodGet, "/v1/orders", order.HandleList(d.Orders))
+			r.Method(http.MethodGet, "/v1/orders/{id}", order.HandleGet(d.Orders))
+			r.Method(http.MethodPost, "/v1/orders/{id}/cancel", order.HandleCancel(d.Orders))
+			r.Method(http.MethodPost, "/v1/orders/{id}/pay", payment.HandlePay(d.Payments))
 		})
 	})
 
-	r.Route("/admin/v1", func(r chi.Router) {
+	r.Group(func(r chi.Router) {
 		r.Use(auth.RequireStaff(d.Tokens))
-		r.With(auth.RequireAdmin).Method(http.MethodPost, "/merchants", catalog.HandleCreateMerchant(d.Catalog))
-		r.Method(http.MethodPatch, "/merchants/{id}", catalog.HandleUpdateMerchant(d.Catalog))
-		r.Method(http.MethodGet, "/merchants/{id}/dishes", catalog.HandleListDishes(d.Catalog))
-		r.Method(http.MethodPost, "/merchants/{id}/dishes", catalog.HandleCreateDish(d.Catalog))
-		r.Method(http.MethodGet, "/dishes/{id}", catalog.HandleGetDish(d.Catalog))
-		r.Method(http.MethodPatch, "/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
-		r.Method(http.MethodPut, "/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
-		r.Method(http.MethodGet, "/orders", order.HandleSearch(d.Orders))
-		r.Method(http.MethodPost, "/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
-		r.Method(http.MethodPost, "/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
-		r.Method(http.MethodPost, "/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
-		r.Method(http.MethodPost, "/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
-		r.Method(http.MethodPost, "/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
-		r.With(auth.RequireAdmin).Method(http.MethodGet, "/jobs/dead", jobs.HandleDead(d.Jobs))
-		r.With(auth.RequireAdmin).Method(http.MethodPost, "/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
-		r.With(auth.RequireAdmin).Method(http.MethodGet, "/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))
-		r.With(auth.RequireAdmin).Method(http.MethodDelete, "/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
+		const a = "/admin/v1"
+		r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants", catalog.HandleCreateMerchant(d.Catalog))
+		r.Method(http.MethodPatch, a+"/merchants/{id}", catalog.HandleUpdateMerchant(d.Catalog))
+		r.Method(http.MethodGet, a+"/merchants/{id}/dishes", catalog.HandleListDishes(d.Catalog))
+		r.Method(http.MethodPost, a+"/merchants/{id}/dishes", catalog.HandleCreateDish(d.Catalog))
+		r.Method(http.MethodGet, a+"/dishes/{id}", catalog.HandleGetDish(d.Catalog))
+		r.Method(http.MethodPatch, a+"/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
+		r.Method(http.MethodPut, a+"/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
+		r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
+		r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
+		r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
+		r.Method(http.MethodPost, a+"/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
+		r.Method(http.MethodPost, a+"/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
+		r.Method(http.MethodPost, a+"/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
+		r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
+		r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
+		r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))
+		r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 	})
 	return r
 }

@@ -186,13 +186,21 @@ func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, er
 // Record.Request) with its fingerprint computed only when the cached
 // record has to be compared by fingerprint.
 func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (*Response, bool, error) {
-	rec, ok := s.l1.GetIfPresent(recordKey(userID, key))
+	rk := recordKey(userID, key)
+	rec, ok := s.l1.GetIfPresent(rk)
 	if !ok {
 		return nil, false, nil
 	}
 	same := request != "" && rec.Request == request
 	if !same && (request == "" || rec.Request == "") {
 		same = bytes.Equal(rec.Fingerprint, fingerprint())
+		if same && request != "" {
+			// Proven the same request: keep it, so that the next replay
+			// (of a record that came from Redis or PostgreSQL) compares
+			// instead of hashing.
+			rec.Request = request
+			s.l1.Set(rk, rec)
+		}
 	}
 	if !same {
 		s.count("l1", "mismatch")

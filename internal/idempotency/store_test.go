@@ -418,8 +418,10 @@ func TestCachedRequest(t *testing.T) {
 		{"other fingerprint, not kept", "bare", "token-b", hash("fp-b"), false, true},
 		{"by fingerprint only", "kept", "", hash("fp-a"), true, false},
 		{"unknown key", "none", "token-a", noHash, false, false},
+		// The fingerprint match above kept the request: no hash now.
+		{"same request, kept after a match", "bare", "token-a", noHash, true, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) { // in order: one case relies on an earlier one
 			resp, ok, err := s.CachedRequest(1, tc.key, tc.request, tc.fingerprint)
 			if ok != tc.hit || errors.Is(err, idempotency.ErrMismatch) != tc.mismatch {
 				t.Fatalf("hit %v, err %v; want hit %v, mismatch %v", ok, err, tc.hit, tc.mismatch)

@@ -15,12 +15,13 @@ const requestKey ctxKey = iota
 // most requests log nothing but their access line), and the attributes
 // handlers add to that line.
 type request struct {
-	id     string
-	base   *slog.Logger
-	once   sync.Once
-	logger *slog.Logger
-	mu     sync.Mutex
-	attrs  []slog.Attr
+	id        string
+	principal any // who the request acts for, set by auth middleware
+	base      *slog.Logger
+	once      sync.Once
+	logger    *slog.Logger
+	mu        sync.Mutex
+	attrs     []slog.Attr
 }
 
 // WithRequest returns ctx carrying one request's id, the logger its
@@ -41,6 +42,27 @@ func RequestID(ctx context.Context) string {
 		return r.id
 	}
 	return ""
+}
+
+// SetPrincipal records who the request of ctx acts for, for Principal; it
+// reports false outside a request (the caller then carries it in a
+// context of its own). Middleware calls it before the handler runs, on the
+// request's goroutine: it saves copying the request for a context value.
+func SetPrincipal(ctx context.Context, p any) bool {
+	r := requestOf(ctx)
+	if r == nil {
+		return false
+	}
+	r.principal = p
+	return true
+}
+
+// Principal returns what SetPrincipal recorded, or nil.
+func Principal(ctx context.Context) any {
+	if r := requestOf(ctx); r != nil {
+		return r.principal
+	}
+	return nil
 }
 
 // Logger returns the request-scoped logger of ctx, which adds the request
