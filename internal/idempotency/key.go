@@ -9,7 +9,7 @@
 package idempotency
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/takeout/takeout/internal/problem"
@@ -73,4 +73,6 @@ func InProgress(retryAfterSeconds int) *problem.Error {
 		With("retry_after", retryAfterSeconds)
 }
 
-func recordKey(userID int64, key string) string { return fmt.Sprintf("%d\x00%s", userID, key) }
+func recordKey(userID int64, key string) string {
+	return strconv.FormatInt(userID, 10) + "\x00" + key
+}

