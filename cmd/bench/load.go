@@ -89,17 +89,24 @@ func load(ctx context.Context, name string, conc int, warmup, d time.Duration, f
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	slices.Sort(all)
-	r := result{Scenario: name, Concurrency: conc, Requests: len(all), DurationS: elapsed.Seconds(), FirstError: firstErr}
+	r := result{Scenario: name, Concurrency: conc, FirstError: firstErr}
 	for _, e := range errs {
 		r.Errors += e
 	}
-	r.Throughput = float64(len(all)) / elapsed.Seconds()
-	r.P50Ms, r.P99Ms, r.P999Ms = pct(all, 0.50), pct(all, 0.99), pct(all, 0.999)
-	if len(all) > 0 {
-		r.MaxMs = ms(all[len(all)-1])
-	}
+	r.summarize(all, elapsed)
 	return r
+}
+
+// summarize fills in the figures of the successful requests' latencies,
+// measured over elapsed.
+func (r *result) summarize(lat []time.Duration, elapsed time.Duration) {
+	slices.Sort(lat)
+	r.Requests, r.DurationS = len(lat), elapsed.Seconds()
+	r.Throughput = float64(len(lat)) / elapsed.Seconds()
+	r.P50Ms, r.P99Ms, r.P999Ms = pct(lat, 0.50), pct(lat, 0.99), pct(lat, 0.999)
+	if len(lat) > 0 {
+		r.MaxMs = ms(lat[len(lat)-1])
+	}
 }
 
 func pct(sorted []time.Duration, p float64) float64 {
@@ -158,13 +165,7 @@ func paced(ctx context.Context, name string, rate float64, warmup, d time.Durati
 		}
 		all = append(all, lat[i])
 	}
-	slices.Sort(all)
-	r.Requests, r.DurationS = len(all), elapsed.Seconds()
-	r.Throughput = float64(len(all)) / elapsed.Seconds()
-	r.P50Ms, r.P99Ms, r.P999Ms = pct(all, 0.50), pct(all, 0.99), pct(all, 0.999)
-	if len(all) > 0 {
-		r.MaxMs = ms(all[len(all)-1])
-	}
+	r.summarize(all, elapsed)
 	if fe, ok := firstErr.Load().(string); ok {
 		r.FirstError = fe
 	}

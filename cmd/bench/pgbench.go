@@ -224,17 +224,14 @@ func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, 
 		}
 		f.Close()
 	}
-	slices.Sort(lat)
-	r := result{Scenario: name, Concurrency: conc, Requests: len(lat), DurationS: elapsed.Seconds()}
+	r := result{Scenario: name, Concurrency: conc}
+	r.summarize(lat, elapsed)
+	// pgbench's own rate leaves out its connection time.
 	if m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
 		r.Throughput, _ = strconv.ParseFloat(string(m[1]), 64)
 	}
 	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out); m != nil {
 		r.Errors, _ = strconv.Atoi(string(m[1]))
-	}
-	r.P50Ms, r.P99Ms, r.P999Ms = pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999)
-	if len(lat) > 0 {
-		r.MaxMs = ms(lat[len(lat)-1])
 	}
 	r.Note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
 	if rate > 0 {

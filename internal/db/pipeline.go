@@ -35,16 +35,10 @@ func (p *Pipeline) Exec(_ context.Context, sql string, args ...any) (pgconn.Comm
 // pipeline with sql last. It fails with the first queued statement's
 // error, if any.
 func (p *Pipeline) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	n := p.batch.Len()
 	p.batch.Queue(sql, args...)
-	batch := p.batch
-	p.batch = pgx.Batch{}
-	results := p.tx.SendBatch(ctx, &batch)
-	for i := range n {
-		if _, err := results.Exec(); err != nil {
-			_ = results.Close()
-			return nil, fmt.Errorf("pipelined statement %d of %d: %w", i+1, n+1, err)
-		}
+	results, err := p.flush(ctx, 1)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := results.Query()
 	if err != nil {
@@ -92,37 +86,32 @@ func (p *Pipeline) Len() int { return p.batch.Len() }
 // returns the first error (PostgreSQL skips the rest after it, and the
 // transaction is then aborted). The pipeline is empty afterwards.
 func (p *Pipeline) Send(ctx context.Context) error {
-	return p.send(ctx, nil)
-}
-
-// send sends the queued statements and, when last is not nil, reads the
-// row of the last one into it.
-func (p *Pipeline) send(ctx context.Context, last func(pgx.Row) error) error {
-	n := p.batch.Len()
-	if n == 0 {
+	if p.batch.Len() == 0 {
 		return nil
 	}
+	results, err := p.flush(ctx, 0)
+	if err != nil {
+		return err
+	}
+	return results.Close()
+}
+
+// flush sends the queued statements and reads the results of all but the
+// last keep of them, leaving those to the caller, who closes the results.
+// On an error the results are closed already. The pipeline is empty
+// afterwards.
+func (p *Pipeline) flush(ctx context.Context, keep int) (pgx.BatchResults, error) {
+	n := p.batch.Len()
 	batch := p.batch
 	p.batch = pgx.Batch{}
 	results := p.tx.SendBatch(ctx, &batch)
-	execs := n
-	if last != nil {
-		execs--
-	}
-	var first error
-	for i := range execs {
+	for i := range n - keep {
 		if _, err := results.Exec(); err != nil {
-			first = fmt.Errorf("pipelined statement %d of %d: %w", i+1, n, err)
-			break
+			_ = results.Close()
+			return nil, fmt.Errorf("pipelined statement %d of %d: %w", i+1, n, err)
 		}
 	}
-	if first == nil && last != nil {
-		first = last(results.QueryRow())
-	}
-	if err := results.Close(); err != nil && first == nil {
-		first = err
-	}
-	return first
+	return results, nil
 }
 
 type pipelinedRow struct {
@@ -134,5 +123,13 @@ type pipelinedRow struct {
 
 func (r pipelinedRow) Scan(dest ...any) error {
 	r.p.batch.Queue(r.sql, r.args...)
-	return r.p.send(r.ctx, func(row pgx.Row) error { return row.Scan(dest...) })
+	results, err := r.p.flush(r.ctx, 1)
+	if err != nil {
+		return err
+	}
+	err = results.QueryRow().Scan(dest...)
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
