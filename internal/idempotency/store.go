@@ -179,17 +179,21 @@ type Claim struct {
 // key answered another request, or ok false on a miss. It touches
 // nothing outside the process.
 func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, error) {
-	return s.CachedRequest(userID, key, "", func() []byte { return fp })
+	resp, ok, err := s.CachedRequest(userID, key, "", func() []byte { return fp })
+	if !ok {
+		return nil, false, err
+	}
+	return &resp, true, nil
 }
 
 // CachedRequest is Cached for a request given as itself (see
 // Record.Request) with its fingerprint computed only when the cached
 // record has to be compared by fingerprint.
-func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (*Response, bool, error) {
+func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (Response, bool, error) {
 	rk := recordKey(userID, key)
 	rec, ok := s.l1.GetIfPresent(rk)
 	if !ok {
-		return nil, false, nil
+		return Response{}, false, nil
 	}
 	same := request != "" && rec.Request == request
 	if !same && (request == "" || rec.Request == "") {
@@ -204,10 +208,10 @@ func (s *Store) CachedRequest(userID int64, key, request string, fingerprint fun
 	}
 	if !same {
 		s.count("l1", "mismatch")
-		return nil, false, ErrMismatch
+		return Response{}, false, ErrMismatch
 	}
 	s.count("l1", "hit")
-	return &rec.Response, true, nil
+	return rec.Response, true, nil
 }
 
 // Begin looks the key up in L1, then claims it in Redis. A hit with the

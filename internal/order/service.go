@@ -277,7 +277,7 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 		if err != nil {
 			return Submitted{}, err
 		}
-		return Submitted{Response: *resp, Replayed: true}, nil
+		return Submitted{Response: resp, Replayed: true}, nil
 	}
 	fp := Fingerprint(rawToken)
 	// Signature and ownership next: a forged token touches nothing.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -63,7 +62,7 @@ func HandleNotifyV3(s *Service) http.Handler {
 			notifyFail(w, http.StatusServiceUnavailable, "payments are not configured")
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		body, err := web.ReadBody(r)
 		if err != nil {
 			notifyFail(w, http.StatusRequestEntityTooLarge, "body too large")
 			return

@@ -56,6 +56,41 @@ func Decode[T any](r *http.Request) (T, error) {
 	return v, nil
 }
 
+// maxSizedBody bounds the buffer ReadBody sizes from Content-Length
+// before reading: a larger claim is read as it arrives.
+const maxSizedBody = 64 << 10
+
+// ReadBody reads r's body to its end as io.ReadAll does, into one buffer
+// sized by the request's Content-Length when it gives one, instead of a
+// buffer grown and copied as the bytes arrive.
+func ReadBody(r *http.Request) ([]byte, error) {
+	return readBody(r.Body, r.ContentLength)
+}
+
+func readBody(body io.Reader, announced int64) ([]byte, error) {
+	if announced <= 0 || announced > maxSizedBody {
+		return io.ReadAll(body)
+	}
+	// One byte of room past the announced length, for the read that
+	// sees the end.
+	b := make([]byte, 0, announced+1)
+	for {
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			// Longer than announced: the rest as it comes.
+			rest, err := io.ReadAll(body)
+			return append(b, rest...), err
+		}
+	}
+}
+
 func tooLarge(mbe *http.MaxBytesError) error {
 	return problem.New(problem.BodyTooLarge, "the body exceeds %d bytes", mbe.Limit)
 }
