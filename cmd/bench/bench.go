@@ -269,17 +269,13 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	if err := os.MkdirAll(profiles, 0o750); err != nil {
 		return nil, err
 	}
-	// profiled runs an API scenario while taking a CPU profile of the
-	// api process at the highest concurrency (go tool pprof reads them).
-	profiled := func(name string, c int, fn op) result {
-		if c != o.conc[len(o.conc)-1] || o.duration < 2*time.Second {
-			return load(ctx, name, c, o.warmup, o.duration, fn)
-		}
+	// cpuProfile starts a CPU profile of the api process for secs
+	// seconds, written as name-c<c>.cpu.pprof (go tool pprof reads it);
+	// what it returns waits for the profile to be written.
+	cpuProfile := func(name string, c, secs int) func() {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			time.Sleep(o.warmup)
-			secs := int(o.duration.Seconds()) - 1
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, secs), nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -289,14 +285,30 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			b, _ := io.ReadAll(resp.Body)
 			_ = os.WriteFile(filepath.Join(profiles, fmt.Sprintf("%s-c%d.cpu.pprof", name, c)), b, 0o600)
 		}()
+		return func() { <-done }
+	}
+	// profiled runs an API scenario while taking a CPU profile of the
+	// api process at the highest concurrency.
+	profiled := func(name string, c int, fn op) result {
+		if c != o.conc[len(o.conc)-1] || o.duration < 2*time.Second {
+			return load(ctx, name, c, o.warmup, o.duration, fn)
+		}
+		started := make(chan func(), 1)
+		go func() {
+			time.Sleep(o.warmup) // the measured part only
+			started <- cpuProfile(name, c, int(o.duration.Seconds())-1)
+		}()
 		r := load(ctx, name, c, o.warmup, o.duration, fn)
-		<-done
+		(<-started)()
 		return r
 	}
 	add := func(r result) {
 		logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", r.Scenario, r.Concurrency, r.Throughput, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors, r.FirstError)
 		res.Results = append(res.Results, r)
 	}
+	// floorRounds is how many times over hello, replay and callback_dup
+	// take turns.
+	const floorRounds = 3
 	// Unique inputs for a run at up to 4,000 per second: a run that used
 	// them up would end early and measure less.
 	unique := int(4000 * (o.warmup + o.duration).Seconds())
@@ -312,8 +324,37 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil
 	}
 	for _, c := range o.conc {
+		// The HTTP floor and the two answers from memory are compared with
+		// each other: they are measured interleaved.
+		var floor []scenario
 		if want("hello") {
-			add(load(ctx, "hello", c, o.warmup, o.duration, e.get(e.hello+"/hello")))
+			floor = append(floor, scenario{"hello", e.get(e.hello + "/hello")})
+		}
+		if want("replay") {
+			toks, err := e.confirmMany(ctx, 1, false)
+			if err != nil {
+				return nil, err
+			}
+			floor = append(floor, scenario{"replay", e.replay(toks[0])})
+		}
+		if want("callback_dup") {
+			notes, err := e.notifications(ctx, 1)
+			if err != nil {
+				return nil, err
+			}
+			floor = append(floor, scenario{"callback_dup", e.callbackSame(notes[0])})
+		}
+		if len(floor) > 0 {
+			for _, r := range interleaved(ctx, c, o.warmup, o.duration, floorRounds, floor, func(s scenario, round int, window time.Duration) func() {
+				// One profile of each API scenario, from its middle round,
+				// at the highest concurrency.
+				if s.name == "hello" || round != floorRounds/2 || c != o.conc[len(o.conc)-1] || window < time.Second {
+					return func() {}
+				}
+				return cpuProfile(s.name, c, int(window.Seconds()))
+			}) {
+				add(r)
+			}
 		}
 		if want("pgbench_submit") {
 			if err := settle(); err != nil {
@@ -348,13 +389,6 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			}
 			add(profiled("submit", c, e.submitEach(toks)))
 		}
-		if want("replay") {
-			toks, err := e.confirmMany(ctx, 1, false)
-			if err != nil {
-				return nil, err
-			}
-			add(profiled("replay", c, e.replay(toks[0])))
-		}
 		if want("hot_dish") {
 			toks, err := e.confirmMany(ctx, unique, true)
 			if err == nil {
@@ -374,13 +408,6 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 				return nil, err
 			}
 			add(profiled("callback", c, e.callbackEach(notes)))
-		}
-		if want("callback_dup") {
-			notes, err := e.notifications(ctx, 1)
-			if err != nil {
-				return nil, err
-			}
-			add(profiled("callback_dup", c, e.callbackSame(notes[0])))
 		}
 	}
 	if want("submit_half_rate") {

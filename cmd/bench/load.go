@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,58 +44,121 @@ var errExhausted error = exhaustedError{}
 // of its own) and measures every request.
 func load(ctx context.Context, name string, conc int, warmup, d time.Duration, fn op) result {
 	var seq atomic.Int64
-	run := func(d time.Duration, record bool) ([][]time.Duration, []int, string, time.Duration) {
-		lat := make([][]time.Duration, conc)
-		errs := make([]int, conc)
-		var firstErr atomic.Value
-		ctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for w := range conc {
-			wg.Go(func() {
-				local := make([]time.Duration, 0, 4096)
-				for ctx.Err() == nil {
-					t := time.Now()
-					err := fn(ctx, w, seq.Add(1)-1)
-					el := time.Since(t)
-					if err == errExhausted { //nolint:errorlint // sentinel of this package
-						cancel()
-						break
-					}
-					if ctx.Err() != nil {
-						break // cut off by the end of the run: not measured
-					}
-					if err != nil {
-						errs[w]++
-						firstErr.CompareAndSwap(nil, err.Error())
-						continue
-					}
-					if record {
-						local = append(local, el)
-					}
-				}
-				lat[w] = local
-			})
-		}
-		wg.Wait()
-		fe, _ := firstErr.Load().(string)
-		return lat, errs, fe, time.Since(start)
-	}
 	if warmup > 0 {
-		run(warmup, false)
+		closedLoop(ctx, conc, warmup, fn, &seq, false)
 	}
-	lat, errs, firstErr, elapsed := run(d, true)
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	r := result{Scenario: name, Concurrency: conc, FirstError: firstErr}
-	for _, e := range errs {
-		r.Errors += e
-	}
-	r.summarize(all, elapsed)
+	w := closedLoop(ctx, conc, d, fn, &seq, true)
+	r := result{Scenario: name, Concurrency: conc, Errors: w.errors, FirstError: w.firstErr}
+	r.summarize(w.lat, w.elapsed)
 	return r
+}
+
+// scenario is an op with its name, for interleaved.
+type scenario struct {
+	name string
+	fn   op
+}
+
+// interleaved runs the scenarios in turn, rounds times over, each for
+// d/rounds after a warmup of its own (warmup/rounds), and sums each one's
+// measured windows into its result. Figures that are compared with each
+// other are measured so: on a machine whose speed drifts from minute to
+// minute, each then sees the same moments, not one the fast minute and
+// another the slow one. during, when not nil, is called as each window
+// starts, and what it returns when the window ends.
+func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds int, ss []scenario, during func(s scenario, round int, window time.Duration) func()) []result {
+	seqs := make([]atomic.Int64, len(ss))
+	sums := make([]window, len(ss))
+	for round := range rounds {
+		for i, s := range ss {
+			if warmup > 0 {
+				closedLoop(ctx, conc, warmup/time.Duration(rounds), s.fn, &seqs[i], false)
+			}
+			end := func() {}
+			if during != nil {
+				end = during(s, round, d/time.Duration(rounds))
+			}
+			w := closedLoop(ctx, conc, d/time.Duration(rounds), s.fn, &seqs[i], true)
+			end()
+			sums[i].lat = append(sums[i].lat, w.lat...)
+			sums[i].errors += w.errors
+			sums[i].elapsed += w.elapsed
+			if sums[i].firstErr == "" {
+				sums[i].firstErr = w.firstErr
+			}
+		}
+	}
+	out := make([]result, len(ss))
+	for i, s := range ss {
+		out[i] = result{Scenario: s.name, Concurrency: conc, Errors: sums[i].errors, FirstError: sums[i].firstErr,
+			Note: fmt.Sprintf("interleaved with %s over %d rounds", others(ss, i), rounds)}
+		out[i].summarize(sums[i].lat, sums[i].elapsed)
+	}
+	return out
+}
+
+func others(ss []scenario, skip int) string {
+	var names []string
+	for i, s := range ss {
+		if i != skip {
+			names = append(names, s.name)
+		}
+	}
+	return strings.Join(names, " and ")
+}
+
+// window is what one closed-loop run measured.
+type window struct {
+	lat      []time.Duration
+	errors   int
+	firstErr string
+	elapsed  time.Duration
+}
+
+// closedLoop runs op from conc workers for d; with record, it keeps the
+// latency of every request that succeeded.
+func closedLoop(ctx context.Context, conc int, d time.Duration, fn op, seq *atomic.Int64, record bool) window {
+	lat := make([][]time.Duration, conc)
+	errs := make([]int, conc)
+	var firstErr atomic.Value
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range conc {
+		wg.Go(func() {
+			local := make([]time.Duration, 0, 4096)
+			for ctx.Err() == nil {
+				t := time.Now()
+				err := fn(ctx, w, seq.Add(1)-1)
+				el := time.Since(t)
+				if err == errExhausted { //nolint:errorlint // sentinel of this package
+					cancel()
+					break
+				}
+				if ctx.Err() != nil {
+					break // cut off by the end of the run: not measured
+				}
+				if err != nil {
+					errs[w]++
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				if record {
+					local = append(local, el)
+				}
+			}
+			lat[w] = local
+		})
+	}
+	wg.Wait()
+	out := window{elapsed: time.Since(start)}
+	out.firstErr, _ = firstErr.Load().(string)
+	for w := range conc {
+		out.lat = append(out.lat, lat[w]...)
+		out.errors += errs[w]
+	}
+	return out
 }
 
 // summarize fills in the figures of the successful requests' latencies,
