@@ -317,6 +317,8 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{"bad redis url", map[string]string{"TAKEOUT_REDIS_URL": "http://x"}, "TAKEOUT_REDIS_URL"},
 		{"bad log level", map[string]string{"TAKEOUT_LOG_LEVEL": "loud"}, "TAKEOUT_LOG_LEVEL"},
 		{"bad addr", map[string]string{"TAKEOUT_HTTP_ADDR": "8080"}, "TAKEOUT_HTTP_ADDR"},
+		{"tiny gc percent", map[string]string{"TAKEOUT_GC_PERCENT": "1"}, "TAKEOUT_GC_PERCENT"},
+		{"tiny memory limit", map[string]string{"TAKEOUT_MEMORY_LIMIT": "1000"}, "TAKEOUT_MEMORY_LIMIT"},
 		{"missing secret file", map[string]string{"TAKEOUT_SESSION_SECRET": "", "TAKEOUT_SESSION_SECRET_FILE": "/nonexistent/secret"}, "TAKEOUT_SESSION_SECRET_FILE"},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +45,24 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
+// applyGC sets the garbage collector as cfg asks, except what GOGC or
+// GOMEMLIMIT in the environment set (the runtime applied those at start),
+// and returns what is in effect: GOGC's value, and the soft memory limit
+// in bytes (math.MaxInt64 for none).
+func applyGC(cfg config.Config, getenv func(string) string) (string, int64) {
+	gogc := getenv("GOGC")
+	if gogc == "" {
+		debug.SetGCPercent(cfg.GCPercent)
+		gogc = strconv.Itoa(cfg.GCPercent)
+	}
+	if getenv("GOMEMLIMIT") == "" {
+		if limit := cfg.MemoryLimitBytes(); limit > 0 {
+			debug.SetMemoryLimit(limit)
+		}
+	}
+	return gogc, debug.SetMemoryLimit(-1) // a negative limit only reads it
+}
+
 // serve runs the HTTP service until ctx ends, then shuts down gracefully:
 // stop accepting, finish in-flight requests, stop background workers.
 func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
@@ -51,6 +71,8 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	logger := newLogger(cfg, stderr)
+	gogc, memLimit := applyGC(cfg, getenv)
+	logger.Info("garbage collector", "gogc", gogc, "memory_limit_bytes", memLimit)
 
 	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DatabaseMaxConns)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -45,8 +46,14 @@ func l1Fill(ctx context.Context, args []string, stdout io.Writer) error {
 	budget := fs.Uint64("bytes", 128<<20, "L1 budget (TAKEOUT_IDEMPOTENCY_L1_BYTES)")
 	ttl := fs.Duration("ttl", 10*time.Minute, "L1 time to live (TAKEOUT_IDEMPOTENCY_L1_TTL)")
 	bodyBytes := fs.Int("body-bytes", 600, "size of one response body")
+	gcPercent := fs.Int("gc-percent", 100, "the collector's GOGC, as the api sets it (TAKEOUT_GC_PERCENT)")
+	memoryLimit := fs.Int64("memory-limit", -1, "the soft memory limit in bytes, as the api sets it (TAKEOUT_MEMORY_LIMIT); below 0 none")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	debug.SetGCPercent(*gcPercent)
+	if *memoryLimit > 0 {
+		debug.SetMemoryLimit(*memoryLimit)
 	}
 	logger := slog.New(slog.DiscardHandler)
 	// No Redis: Begin claims without a round trip and Finalize fills L1,
@@ -188,7 +195,8 @@ func (e *env) l1Million(ctx context.Context, self string) (*l1Report, error) {
 		return nil, fmt.Errorf("a submit to size L1's entries: %d %.200s", st, body)
 	}
 	args := []string{"l1", "-n", strconv.Itoa(million), "-bytes", strconv.FormatUint(e.apiCfg.IdemL1Bytes, 10),
-		"-ttl", e.apiCfg.IdemL1TTL.String(), "-body-bytes", strconv.Itoa(len(body))}
+		"-ttl", e.apiCfg.IdemL1TTL.String(), "-body-bytes", strconv.Itoa(len(body)),
+		"-gc-percent", strconv.Itoa(e.apiCfg.GCPercent), "-memory-limit", strconv.FormatInt(e.apiCfg.MemoryLimitBytes(), 10)}
 	cmd := exec.CommandContext(ctx, self, args...) //nolint:gosec // G204: this very program
 	out, err := cmd.Output()
 	if err != nil {

@@ -68,6 +68,16 @@ type Config struct {
 	IdemL1TTL         time.Duration `env:"TAKEOUT_IDEMPOTENCY_L1_TTL" envDefault:"10m"`
 	IdemPruneInterval time.Duration `env:"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
 
+	// GCPercent is the garbage collector's GOGC for `api serve`: a heap
+	// of small live size (the L1 not yet full) is then collected a
+	// quarter as often, its growth bounded by MemoryLimit. GOGC in the
+	// environment wins.
+	GCPercent int `env:"TAKEOUT_GC_PERCENT" envDefault:"400"`
+	// MemoryLimit is the soft memory limit (GOMEMLIMIT) in bytes; 0
+	// means the L1 budget plus 128 MiB, below 0 none. GOMEMLIMIT in the
+	// environment wins.
+	MemoryLimit int64 `env:"TAKEOUT_MEMORY_LIMIT" envDefault:"0"`
+
 	AutoCompleteAfter  time.Duration `env:"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER" envDefault:"3h"`
 	JobWorkers         int           `env:"TAKEOUT_JOB_WORKERS" envDefault:"20"`
 	JobMaxAttempts     int           `env:"TAKEOUT_JOB_MAX_ATTEMPTS" envDefault:"25"`
@@ -116,6 +126,18 @@ func (s Secret) Bytes() []byte { return []byte(s) }
 // minSecretBytes is the shortest signing key we accept: HMAC keys shorter
 // than the hash output weaken it.
 const minSecretBytes = 32
+
+// MemoryLimitBytes is the soft memory limit MemoryLimit asks for, in
+// bytes, or -1 for none.
+func (c Config) MemoryLimitBytes() int64 {
+	switch {
+	case c.MemoryLimit < 0:
+		return -1
+	case c.MemoryLimit == 0:
+		return int64(min(c.IdemL1Bytes, 1<<50)) + 128<<20 //nolint:gosec // G115: bounded above
+	}
+	return c.MemoryLimit
+}
 
 // Load reads the configuration through getenv. A secret variable X may
 // instead be given as X_FILE, the path of a file holding it. Every problem
@@ -248,6 +270,8 @@ func (c Config) validate() error {
 	check(c.IdemL1Bytes >= 1<<20, "TAKEOUT_IDEMPOTENCY_L1_BYTES: want at least 1048576")
 	check(c.IdemL1TTL > 0, "TAKEOUT_IDEMPOTENCY_L1_TTL: want a positive duration")
 	check(c.IdemPruneInterval > 0, "TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL: want a positive duration")
+	check(c.GCPercent >= 10, "TAKEOUT_GC_PERCENT: want at least 10")
+	check(c.MemoryLimit <= 0 || c.MemoryLimit >= 64<<20, "TAKEOUT_MEMORY_LIMIT: want at least 67108864, 0 for the L1 budget plus 128 MiB, or below 0 for none")
 	check(c.AutoCompleteAfter >= time.Second, "TAKEOUT_ORDER_AUTO_COMPLETE_AFTER: want at least 1s")
 	check(c.JobWorkers >= 1, "TAKEOUT_JOB_WORKERS: want at least 1")
 	check(c.JobMaxAttempts >= 1, "TAKEOUT_JOB_MAX_ATTEMPTS: want at least 1")
