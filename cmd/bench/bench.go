@@ -425,7 +425,13 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		if err != nil {
 			return nil, err
 		}
+		started := make(chan func(), 1)
+		go func() {
+			time.Sleep(o.warmup) // the measured part only
+			started <- cpuProfile("submit_half_rate", 64, max(1, int(o.duration.Seconds())-1))
+		}()
 		add(paced(ctx, "submit_half_rate", rate, o.warmup, o.duration, e.submitEach(toks)))
+		(<-started)()
 		// The database's own floor by the same measure: its transaction at
 		// half of pgbench's maximum, in an open loop.
 		if pg, ok := res.find("pgbench_submit", 64); ok && pg.Throughput > 0 {
