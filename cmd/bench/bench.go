@@ -306,9 +306,8 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", r.Scenario, r.Concurrency, r.Throughput, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors, r.FirstError)
 		res.Results = append(res.Results, r)
 	}
-	// floorRounds is how many times over hello, replay and callback_dup
-	// take turns.
-	const floorRounds = 3
+	// rounds is how many times over the two sides of a ratio take turns.
+	const rounds = 3
 	// Unique inputs for a run at up to 4,000 per second: a run that used
 	// them up would end early and measure less.
 	unique := int(4000 * (o.warmup + o.duration).Seconds())
@@ -323,91 +322,81 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		}
 		return nil
 	}
+	top := o.conc[len(o.conc)-1]
+	// turns runs scenarios interleaved (see interleaved), with a CPU
+	// profile of each API scenario from its middle round at the highest
+	// concurrency.
+	turns := func(c int, ss []scenario) error {
+		if len(ss) == 0 {
+			return nil
+		}
+		rs, err := interleaved(ctx, c, o.warmup, o.duration, rounds, ss, func(s scenario, round int, window time.Duration) func() {
+			if strings.HasPrefix(s.name, "pgbench") || s.name == "hello" || round != rounds/2 || c != top || window < time.Second {
+				return func() {}
+			}
+			return cpuProfile(s.name, c, int(window.Seconds()))
+		})
+		for _, r := range rs {
+			add(r)
+		}
+		return err
+	}
 	for _, c := range o.conc {
-		// The HTTP floor and the two answers from memory are compared with
-		// each other: they are measured interleaved.
-		var floor []scenario
+		// Each ratio's two sides take turns (see interleaved): the HTTP
+		// floor with the answers from memory, pgbench's placement with
+		// the API's, pgbench's callback with the API's.
+		var floor, placement, callbacks []scenario
 		if want("hello") {
-			floor = append(floor, scenario{"hello", e.get(e.hello + "/hello")})
+			floor = append(floor, closedScenario("hello", c, nil, e.get(e.hello+"/hello")))
 		}
 		if want("replay") {
 			toks, err := e.confirmMany(ctx, 1, false)
 			if err != nil {
 				return nil, err
 			}
-			floor = append(floor, scenario{"replay", e.replay(toks[0])})
+			floor = append(floor, closedScenario("replay", c, nil, e.replay(toks[0])))
 		}
 		if want("callback_dup") {
 			notes, err := e.notifications(ctx, 1)
 			if err != nil {
 				return nil, err
 			}
-			floor = append(floor, scenario{"callback_dup", e.callbackSame(notes[0])})
-		}
-		if len(floor) > 0 {
-			for _, r := range interleaved(ctx, c, o.warmup, o.duration, floorRounds, floor, func(s scenario, round int, window time.Duration) func() {
-				// One profile of each API scenario, from its middle round,
-				// at the highest concurrency.
-				if s.name == "hello" || round != floorRounds/2 || c != o.conc[len(o.conc)-1] || window < time.Second {
-					return func() {}
-				}
-				return cpuProfile(s.name, c, int(window.Seconds()))
-			}) {
-				add(r)
-			}
+			floor = append(floor, closedScenario("callback_dup", c, nil, e.callbackSame(notes[0])))
 		}
 		if want("pgbench_submit") {
-			if err := settle(); err != nil {
-				return nil, err
-			}
-			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_submit", submitSQL, c, 0, o.warmup, o.duration, work)
-			if err != nil {
-				return nil, err
-			}
-			add(r)
-		}
-		if want("pgbench_callback") {
-			if err := settle(); err != nil {
-				return nil, err
-			}
-			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_callback", callbackSQL, c, 0, o.warmup, o.duration, work)
-			if err != nil {
-				return nil, err
-			}
-			add(r)
-		}
-		if want("menu") {
-			add(profiled("menu", c, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
+			placement = append(placement, pgbenchScenario(pgBin, dbURL, "pgbench_submit", submitSQL, c, work, settle))
 		}
 		if want("submit") {
 			toks, err := e.confirmMany(ctx, unique, false)
-			if err == nil {
-				err = settle()
-			}
 			if err != nil {
 				return nil, err
 			}
-			add(profiled("submit", c, e.submitEach(toks)))
+			placement = append(placement, closedScenario("submit", c, settle, e.submitEach(toks)))
 		}
 		if want("hot_dish") {
 			toks, err := e.confirmMany(ctx, unique, true)
-			if err == nil {
-				err = settle()
-			}
 			if err != nil {
 				return nil, err
 			}
-			add(profiled("hot_dish", c, e.submitEach(toks)))
+			placement = append(placement, closedScenario("hot_dish", c, settle, e.submitEach(toks)))
+		}
+		if want("pgbench_callback") {
+			callbacks = append(callbacks, pgbenchScenario(pgBin, dbURL, "pgbench_callback", callbackSQL, c, work, settle))
 		}
 		if want("callback") {
 			notes, err := e.notifications(ctx, unique)
-			if err == nil {
-				err = settle()
-			}
 			if err != nil {
 				return nil, err
 			}
-			add(profiled("callback", c, e.callbackEach(notes)))
+			callbacks = append(callbacks, closedScenario("callback", c, settle, e.callbackEach(notes)))
+		}
+		for _, ss := range [][]scenario{floor, placement, callbacks} {
+			if err := turns(c, ss); err != nil {
+				return nil, err
+			}
+		}
+		if want("menu") {
+			add(profiled("menu", c, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
 		}
 	}
 	if want("submit_half_rate") {

@@ -53,10 +53,25 @@ func load(ctx context.Context, name string, conc int, warmup, d time.Duration, f
 	return r
 }
 
-// scenario is an op with its name, for interleaved.
+// scenario is one thing measured by interleaved: before (when not nil)
+// runs first, unmeasured; measure warms up for warmup and then measures
+// for d.
 type scenario struct {
-	name string
-	fn   op
+	name    string
+	before  func() error
+	measure func(ctx context.Context, warmup, d time.Duration) (window, error)
+}
+
+// closedScenario is op run from conc workers in a closed loop; its
+// requests are numbered across all its windows.
+func closedScenario(name string, conc int, before func() error, fn op) scenario {
+	var seq atomic.Int64
+	return scenario{name: name, before: before, measure: func(ctx context.Context, warmup, d time.Duration) (window, error) {
+		if warmup > 0 {
+			closedLoop(ctx, conc, warmup, fn, &seq, false)
+		}
+		return closedLoop(ctx, conc, d, fn, &seq, true), nil
+	}}
 }
 
 // interleaved runs the scenarios in turn, rounds times over, each for
@@ -64,37 +79,47 @@ type scenario struct {
 // measured windows into its result. Figures that are compared with each
 // other are measured so: on a machine whose speed drifts from minute to
 // minute, each then sees the same moments, not one the fast minute and
-// another the slow one. during, when not nil, is called as each window
-// starts, and what it returns when the window ends.
-func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds int, ss []scenario, during func(s scenario, round int, window time.Duration) func()) []result {
-	seqs := make([]atomic.Int64, len(ss))
+// another the slow one. during, when not nil, is called as each
+// scenario's turn starts, and what it returns when the turn ends.
+func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds int, ss []scenario, during func(s scenario, round int, window time.Duration) func()) ([]result, error) {
 	sums := make([]window, len(ss))
 	for round := range rounds {
 		for i, s := range ss {
-			if warmup > 0 {
-				closedLoop(ctx, conc, warmup/time.Duration(rounds), s.fn, &seqs[i], false)
+			if s.before != nil {
+				if err := s.before(); err != nil {
+					return nil, fmt.Errorf("%s: %w", s.name, err)
+				}
 			}
 			end := func() {}
 			if during != nil {
 				end = during(s, round, d/time.Duration(rounds))
 			}
-			w := closedLoop(ctx, conc, d/time.Duration(rounds), s.fn, &seqs[i], true)
+			w, err := s.measure(ctx, warmup/time.Duration(rounds), d/time.Duration(rounds))
 			end()
+			if err != nil {
+				return nil, err
+			}
 			sums[i].lat = append(sums[i].lat, w.lat...)
 			sums[i].errors += w.errors
 			sums[i].elapsed += w.elapsed
 			if sums[i].firstErr == "" {
 				sums[i].firstErr = w.firstErr
 			}
+			if sums[i].note == "" {
+				sums[i].note = w.note
+			}
 		}
 	}
 	out := make([]result, len(ss))
 	for i, s := range ss {
-		out[i] = result{Scenario: s.name, Concurrency: conc, Errors: sums[i].errors, FirstError: sums[i].firstErr,
-			Note: fmt.Sprintf("interleaved with %s over %d rounds", others(ss, i), rounds)}
+		note := fmt.Sprintf("interleaved with %s over %d rounds", others(ss, i), rounds)
+		if sums[i].note != "" {
+			note = sums[i].note + "; " + note
+		}
+		out[i] = result{Scenario: s.name, Concurrency: conc, Errors: sums[i].errors, FirstError: sums[i].firstErr, Note: note}
 		out[i].summarize(sums[i].lat, sums[i].elapsed)
 	}
-	return out
+	return out, nil
 }
 
 func others(ss []scenario, skip int) string {
@@ -107,12 +132,14 @@ func others(ss []scenario, skip int) string {
 	return strings.Join(names, " and ")
 }
 
-// window is what one closed-loop run measured.
+// window is what one run of a scenario measured: the latencies of the
+// requests that succeeded, over elapsed.
 type window struct {
 	lat      []time.Duration
 	errors   int
 	firstErr string
 	elapsed  time.Duration
+	note     string
 }
 
 // closedLoop runs op from conc workers for d; with record, it keeps the
@@ -152,7 +179,9 @@ func closedLoop(ctx context.Context, conc int, d time.Duration, fn op, seq *atom
 		})
 	}
 	wg.Wait()
-	out := window{elapsed: time.Since(start)}
+	// The run is the d it was given (less, when its inputs ran out), not
+	// the wait for the requests the end cut off, which are not counted.
+	out := window{elapsed: min(time.Since(start), d)}
 	out.firstErr, _ = firstErr.Load().(string)
 	for w := range conc {
 		out.lat = append(out.lat, lat[w]...)

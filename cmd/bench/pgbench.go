@@ -165,18 +165,42 @@ func callbackScript(queries map[string]string, mchid string) (string, error) {
 // runPgbench runs script for d at conc clients, as fast as they go or, if
 // rate > 0, at rate transactions per second (pgbench -R, an open loop),
 // and reads every transaction's latency from pgbench's log.
+// runPgbench runs pgbench as pgbenchWindow does and summarizes it.
 func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (result, error) {
+	w, err := pgbenchWindow(ctx, bin, dbURL, name, script, conc, rate, warmup, d, work)
+	if err != nil {
+		return result{}, err
+	}
+	r := result{Scenario: name, Concurrency: conc, Errors: w.errors, Note: w.note}
+	r.summarize(w.lat, w.elapsed)
+	return r, nil
+}
+
+// pgbenchScenario is pgbench running script from conc clients, for
+// interleaved.
+func pgbenchScenario(bin, dbURL, name, script string, conc int, work string, before func() error) scenario {
+	return scenario{name: name, before: before, measure: func(ctx context.Context, warmup, d time.Duration) (window, error) {
+		return pgbenchWindow(ctx, bin, dbURL, name, script, conc, 0, warmup, d, work)
+	}}
+}
+
+// pgbenchWindow runs pgbench with script from conc clients (at rate per
+// second in an open loop when rate > 0; closed otherwise) for d, after a
+// warmup run when warmup is a second or more, and reads every
+// transaction's latency from its log. The window's elapsed time is
+// pgbench's own, without connecting.
+func pgbenchWindow(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (window, error) {
 	dir := filepath.Join(work, fmt.Sprintf("pgbench-%s-%d", name, conc))
 	// Logs of an earlier run must not mix into this one's latencies.
 	if err := os.RemoveAll(dir); err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	scriptPath := filepath.Join(dir, name+".sql")
 	if err := os.WriteFile(scriptPath, []byte(script), 0o600); err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	args := func(d time.Duration, log bool) []string {
 		a := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", "2", "-T", strconv.Itoa(int(d.Seconds())), "-f", scriptPath}
@@ -190,52 +214,50 @@ func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, 
 	}
 	if warmup >= time.Second {
 		if out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args(warmup, false)...).CombinedOutput(); err != nil { //nolint:gosec // G204: pgbench
-			return result{}, fmt.Errorf("pgbench %s warmup: %w: %s", name, err, out)
+			return window{}, fmt.Errorf("pgbench %s warmup: %w: %s", name, err, out)
 		}
 	}
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args(d, true)...).CombinedOutput() //nolint:gosec // G204: pgbench
 	elapsed := time.Since(start)
 	if err != nil {
-		return result{}, fmt.Errorf("pgbench %s: %w: %s", name, err, out)
+		return window{}, fmt.Errorf("pgbench %s: %w: %s", name, err, out)
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
 	var lat []time.Duration
 	for _, l := range logs {
 		f, err := os.Open(l) //nolint:gosec // G304: pgbench's log in our work directory
 		if err != nil {
-			return result{}, err
+			return window{}, err
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			// client_id transaction_no time script_no time_epoch time_us
-			// [schedule_lag]: with -R the latency runs from the scheduled
-			// start, as the API's open loop measures it.
+			// [schedule_lag]: with -R, time already runs from the
+			// scheduled start (it includes schedule_lag), as the API's open
+			// loop measures it.
 			fields := strings.Fields(sc.Text())
 			if len(fields) >= 3 {
 				if us, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
-					if rate > 0 && len(fields) >= 7 {
-						lag, _ := strconv.ParseInt(fields[6], 10, 64)
-						us += lag
-					}
 					lat = append(lat, time.Duration(us)*time.Microsecond)
 				}
 			}
 		}
 		f.Close()
 	}
-	r := result{Scenario: name, Concurrency: conc}
-	r.summarize(lat, elapsed)
+	w := window{lat: lat, elapsed: elapsed}
 	// pgbench's own rate leaves out its connection time.
 	if m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
-		r.Throughput, _ = strconv.ParseFloat(string(m[1]), 64)
+		if tps, _ := strconv.ParseFloat(string(m[1]), 64); tps > 0 {
+			w.elapsed = time.Duration(float64(len(lat)) / tps * float64(time.Second))
+		}
 	}
 	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out); m != nil {
-		r.Errors, _ = strconv.Atoi(string(m[1]))
+		w.errors, _ = strconv.Atoi(string(m[1]))
 	}
-	r.Note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
+	w.note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
 	if rate > 0 {
-		r.Note += fmt.Sprintf("; open loop at %.0f/s (-R)", rate)
+		w.note += fmt.Sprintf("; open loop at %.0f/s (-R)", rate)
 	}
-	return r, nil
+	return w, nil
 }

@@ -125,7 +125,8 @@ func (r *results) write(dir string) ([]string, error) {
 func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
-		"(hello, replay and callback_dup take turns, a third of each at a time, so that their ratios compare the same moments). "+
+		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
+		"hello with replay and callback_dup, pgbench_submit with submit and hot_dish, pgbench_callback with callback). "+
 		"Machine: %s, %s CPUs, %s, %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"])
 	b.WriteString("| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
