@@ -43,11 +43,7 @@ var errExhausted error = exhaustedError{}
 // load runs op from conc workers in a closed loop for d (after a warmup
 // of its own) and measures every request.
 func load(ctx context.Context, name string, conc int, warmup, d time.Duration, fn op) result {
-	var seq atomic.Int64
-	if warmup > 0 {
-		closedLoop(ctx, conc, warmup, fn, &seq, false)
-	}
-	w := closedLoop(ctx, conc, d, fn, &seq, true)
+	w, _ := closedScenario(name, conc, nil, fn).measure(ctx, warmup, d) // a closed loop fails no run
 	r := result{Scenario: name, Concurrency: conc, Errors: w.errors, FirstError: w.firstErr}
 	r.summarize(w.lat, w.elapsed)
 	return r
@@ -112,9 +108,9 @@ func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds 
 	}
 	out := make([]result, len(ss))
 	for i, s := range ss {
-		note := fmt.Sprintf("interleaved with %s over %d rounds", others(ss, i), rounds)
-		if sums[i].note != "" {
-			note = sums[i].note + "; " + note
+		note := sums[i].note
+		if len(ss) > 1 {
+			note = strings.TrimPrefix(note+"; ", "; ") + fmt.Sprintf("interleaved with %s over %d rounds", others(ss, i), rounds)
 		}
 		out[i] = result{Scenario: s.name, Concurrency: conc, Errors: sums[i].errors, FirstError: sums[i].firstErr, Note: note}
 		out[i].summarize(sums[i].lat, sums[i].elapsed)
