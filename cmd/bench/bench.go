@@ -287,21 +287,6 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		}()
 		return func() { <-done }
 	}
-	// profiled runs an API scenario while taking a CPU profile of the
-	// api process at the highest concurrency.
-	profiled := func(name string, c int, fn op) result {
-		if c != o.conc[len(o.conc)-1] || o.duration < 2*time.Second {
-			return load(ctx, name, c, o.warmup, o.duration, fn)
-		}
-		started := make(chan func(), 1)
-		go func() {
-			time.Sleep(o.warmup) // the measured part only
-			started <- cpuProfile(name, c, int(o.duration.Seconds())-1)
-		}()
-		r := load(ctx, name, c, o.warmup, o.duration, fn)
-		(<-started)()
-		return r
-	}
 	add := func(r result) {
 		logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", r.Scenario, r.Concurrency, r.Throughput, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors, r.FirstError)
 		res.Results = append(res.Results, r)
@@ -390,13 +375,14 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			}
 			callbacks = append(callbacks, closedScenario("callback", c, settle, e.callbackEach(notes)))
 		}
-		for _, ss := range [][]scenario{floor, placement, callbacks} {
+		var menu []scenario // compared with nothing: it runs alone, in the same rounds
+		if want("menu") {
+			menu = append(menu, closedScenario("menu", c, nil, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
+		}
+		for _, ss := range [][]scenario{floor, placement, callbacks, menu} {
 			if err := turns(c, ss); err != nil {
 				return nil, err
 			}
-		}
-		if want("menu") {
-			add(profiled("menu", c, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
 		}
 	}
 	if want("submit_half_rate") {
