@@ -401,12 +401,27 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			return nil, err
 		}
 		started := make(chan func(), 1)
+		collectedBefore := make(chan int, 1)
 		go func() {
 			time.Sleep(o.warmup) // the measured part only
 			started <- cpuProfile("submit_half_rate", 64, max(1, int(o.duration.Seconds())-1))
+			n, err := e.gcCycles(ctx)
+			if err != nil {
+				n = -1
+			}
+			collectedBefore <- n
 		}()
-		add(paced(ctx, "submit_half_rate", rate, o.warmup, o.duration, e.submitEach(toks)))
+		r := paced(ctx, "submit_half_rate", rate, o.warmup, o.duration, e.submitEach(toks))
 		(<-started)()
+		// The api's own collections are what this tail is made of on a
+		// machine whose two cores it shares with PostgreSQL (see README,
+		// Performance): the note says how many fell in the window.
+		if before := <-collectedBefore; before >= 0 {
+			if after, err := e.gcCycles(ctx); err == nil {
+				r.Note += fmt.Sprintf("; the api's garbage collections in the measured part: %d", after-before)
+			}
+		}
+		add(r)
 		// The database's own floor by the same measure: its transaction at
 		// half of pgbench's maximum, in an open loop.
 		if pg, ok := res.find("pgbench_submit", 64); ok && pg.Throughput > 0 {

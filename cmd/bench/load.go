@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -222,6 +224,7 @@ func paced(ctx context.Context, name string, rate float64, warmup, d time.Durati
 	var firstErr atomic.Value
 	slots := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
+	defer collectorPaused()()
 	start := time.Now()
 	for i := range total {
 		due := start.Add(time.Duration(i) * interval)
@@ -260,3 +263,23 @@ func paced(ctx context.Context, name string, rate float64, warmup, d time.Durati
 	}
 	return r
 }
+
+// collectorPaused stops this process's garbage collector until the
+// returned func is called, which collects once and restores it. An open
+// loop reads a pause of its own as the server's latency: the requests
+// due during a collection here start late, and each counts from when it
+// was due. pgbench, the figure it is set against, has no collector. A
+// soft memory limit still collects should a run outgrow it.
+func collectorPaused() (restore func()) {
+	percent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(collectorPausedLimit)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+		runtime.GC()
+	}
+}
+
+// collectorPausedLimit bounds the heap while the collector is paused: an
+// open loop of a few seconds allocates tens of megabytes.
+const collectorPausedLimit = 1 << 30

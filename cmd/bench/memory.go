@@ -124,6 +124,31 @@ func heapInuseMB(ctx context.Context, client *http.Client, debugAddr string) (fl
 	return v / (1 << 20), err
 }
 
+var gcCyclesRE = regexp.MustCompile(`(?m)^go_gc_duration_seconds_count (\d+)$`)
+
+// gcCycles is how many garbage collections the api has completed, from
+// its metrics.
+func (e *env) gcCycles(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.api+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	m := gcCyclesRE.FindSubmatch(b)
+	if m == nil {
+		return 0, fmt.Errorf("no go_gc_duration_seconds_count in the api's metrics (status %d)", resp.StatusCode)
+	}
+	return strconv.Atoi(string(m[1]))
+}
+
 // procStatusMB reads a kB field of /proc/<pid>/status (VmRSS:, VmHWM:).
 func procStatusMB(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
