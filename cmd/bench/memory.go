@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -23,14 +24,17 @@ import (
 
 // l1Report is what `bench l1` prints.
 type l1Report struct {
-	Responses  int     `json:"responses"`
-	BodyBytes  int     `json:"body_bytes"`
-	BudgetMB   float64 `json:"budget_mb"`
-	HeldCount  int     `json:"held"`
-	HeldMB     float64 `json:"held_mb"`
-	HeapMB     float64 `json:"heap_inuse_mb"`
-	RSSMB      float64 `json:"rss_mb"`
-	PeakRSSMB  float64 `json:"peak_rss_mb"`
+	Responses int     `json:"responses"`
+	BodyBytes int     `json:"body_bytes"`
+	BudgetMB  float64 `json:"budget_mb"`
+	HeldCount int     `json:"held"`
+	HeldMB    float64 `json:"held_mb"`
+	HeapMB    float64 `json:"heap_inuse_mb"`
+	RSSMB     float64 `json:"rss_mb"`
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// GCCPUMs is the collector's CPU time per collection with L1 full:
+	// what every collection of an api whose L1 is full costs at once.
+	GCCPUMs    float64 `json:"gc_cpu_ms_per_cycle"`
 	ElapsedS   float64 `json:"elapsed_s"`
 	Subprocess string  `json:"how"`
 }
@@ -88,14 +92,29 @@ func l1Fill(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	elapsed := time.Since(start)
 	time.Sleep(200 * time.Millisecond) // let L1's eviction catch up with the writes
-	runtime.GC()
+	gcCPU := collectorCPU()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	held, weight := store.L1Size()
 	rep := l1Report{Responses: *n, BodyBytes: *bodyBytes, BudgetMB: float64(*budget) / (1 << 20), HeldCount: held, HeldMB: float64(weight) / (1 << 20),
 		HeapMB: float64(ms.HeapInuse) / (1 << 20), RSSMB: procStatusMB(os.Getpid(), "VmRSS:"), PeakRSSMB: procStatusMB(os.Getpid(), "VmHWM:"),
-		ElapsedS: elapsed.Seconds(), Subprocess: "bench l1: a fresh process with the api's idempotency store and L1 budget"}
+		GCCPUMs: gcCPU * 1000, ElapsedS: elapsed.Seconds(), Subprocess: "bench l1: a fresh process with the api's idempotency store and L1 budget"}
 	return json.NewEncoder(stdout).Encode(rep)
+}
+
+// collectorCPU is the collector's CPU time, in seconds, per forced
+// collection of what the heap holds now, over a few collections.
+func collectorCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	runtime.GC()
+	metrics.Read(s)
+	before := s[0].Value.Float64()
+	const cycles = 5
+	for range cycles {
+		runtime.GC()
+	}
+	metrics.Read(s)
+	return (s[0].Value.Float64() - before) / cycles
 }
 
 var heapInuseRE = regexp.MustCompile(`(?m)^# HeapInuse = (\d+)$`)

@@ -16,7 +16,7 @@ import (
 // request with the same key committed first, the insert fails and
 // Recorded reports it: the caller must roll back and replay that one.
 func (s *Store) InsertTx(ctx context.Context, q dbsqlc.DBTX, c *Claim, rec Record) error {
-	headers, err := json.Marshal(rec.Response.Headers)
+	headers, err := json.Marshal(rec.Response.headerMap())
 	if err != nil {
 		return fmt.Errorf("encode headers: %w", err)
 	}

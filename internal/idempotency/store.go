@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
-	"math"
+	"maps"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -20,11 +22,68 @@ import (
 	"github.com/takeout/takeout/internal/redisconn"
 )
 
-// Response is a completed response as it is replayed.
+// Response is a completed response as it is replayed. Read its header
+// fields with Header and HeaderFields: a response replayed from L1 keeps
+// them packed (see l1Entry), and its Headers is nil.
 type Response struct {
 	Status  int               `json:"s"`
 	Headers map[string]string `json:"h"`
 	Body    []byte            `json:"b"`
+	// packed holds the header fields instead of Headers, encoded as in
+	// an l1Entry, when the response was read from L1.
+	packed string
+}
+
+// Header is the value of the header field name, "" when there is none.
+func (r Response) Header(name string) string {
+	if r.packed == "" {
+		return r.Headers[name]
+	}
+	for k, v := range r.HeaderFields() {
+		if k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// HeaderFields yields each header field's name and value.
+func (r Response) HeaderFields() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		if r.packed == "" {
+			for k, v := range r.Headers {
+				if !yield(k, v) {
+					return
+				}
+			}
+			return
+		}
+		for rest := r.packed; rest != ""; {
+			var k, v string
+			k, rest = packedField(rest)
+			v, rest = packedField(rest)
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// MarshalJSON encodes r as stored in Redis and PostgreSQL, with its
+// header fields as the "h" object however r holds them.
+func (r Response) MarshalJSON() ([]byte, error) {
+	type stored Response // without this method
+	r.Headers = r.headerMap()
+	return json.Marshal(stored(r))
+}
+
+// headerMap is r's header fields as a map: Headers itself unless they are
+// packed.
+func (r Response) headerMap() map[string]string {
+	if r.packed == "" {
+		return r.Headers
+	}
+	return maps.Collect(r.HeaderFields())
 }
 
 // Record is a stored response with what it answered.
@@ -63,7 +122,7 @@ type Options struct {
 // Store is the idempotency layers of one instance.
 type Store struct {
 	opts    Options
-	l1      *otter.Cache[string, Record]
+	l1      *otter.Cache[string, l1Entry]
 	q       *dbsqlc.Queries
 	breaker *gobreaker.CircuitBreaker[any]
 	logger  *slog.Logger
@@ -72,23 +131,18 @@ type Store struct {
 	breakerG prometheus.Gauge
 }
 
-// l1EntryOverhead is the memory a cached response takes beyond its bytes:
-// its header map, the record and the cache's node (about 1.5 KB, measured
-// with `bench l1`), so that L1Bytes bounds the memory L1 really uses.
-const l1EntryOverhead = 1500
+// l1EntryOverhead is the memory a cached response takes beyond its key,
+// its packed bytes and its headers' slots: the cache's node and the
+// header map's own (measured with `bench l1`), so that L1Bytes bounds the
+// memory L1 really uses.
+const l1EntryOverhead = 500
 
 // NewStore returns a Store.
 func NewStore(opts Options) (*Store, error) {
-	l1, err := otter.New(&otter.Options[string, Record]{
-		MaximumWeight: opts.L1Bytes,
-		Weigher: func(k string, r Record) uint32 {
-			w := len(k) + len(r.Response.Body) + len(r.Fingerprint) + len(r.Request) + l1EntryOverhead
-			for hk, hv := range r.Response.Headers {
-				w += len(hk) + len(hv)
-			}
-			return uint32(min(w, math.MaxUint32)) //nolint:gosec // G115: clamped
-		},
-		ExpiryCalculator: otter.ExpiryWriting[string, Record](opts.L1TTL),
+	l1, err := otter.New(&otter.Options[string, l1Entry]{
+		MaximumWeight:    opts.L1Bytes,
+		Weigher:          func(k string, e l1Entry) uint32 { return e.weight(k) },
+		ExpiryCalculator: otter.ExpiryWriting[string, l1Entry](opts.L1TTL),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("idempotency l1: %w", err)
@@ -191,19 +245,21 @@ func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, er
 // record has to be compared by fingerprint.
 func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (Response, bool, error) {
 	rk := recordKey(userID, key)
-	rec, ok := s.l1.GetIfPresent(rk)
+	e, ok := s.l1.GetIfPresent(rk)
 	if !ok {
 		return Response{}, false, nil
 	}
-	same := request != "" && rec.Request == request
-	if !same && (request == "" || rec.Request == "") {
-		same = bytes.Equal(rec.Fingerprint, fingerprint())
+	kept := e.request()
+	same := request != "" && kept == request
+	if !same && (request == "" || kept == "") {
+		same = bytes.Equal(e.fingerprint(), fingerprint())
 		if same && request != "" {
 			// Proven the same request: keep it, so that the next replay
 			// (of a record that came from Redis or PostgreSQL) compares
 			// instead of hashing.
+			rec := e.record()
 			rec.Request = request
-			s.l1.Set(rk, rec)
+			s.remember(rk, rec)
 		}
 	}
 	if !same {
@@ -211,7 +267,15 @@ func (s *Store) CachedRequest(userID int64, key, request string, fingerprint fun
 		return Response{}, false, ErrMismatch
 	}
 	s.count("l1", "hit")
-	return rec.Response, true, nil
+	return e.response(), true, nil
+}
+
+// remember keeps rec in L1 under rk, packed (see l1Entry); a record too
+// large to pack is left to Redis and PostgreSQL.
+func (s *Store) remember(rk string, rec Record) {
+	if l1Packable(rec) {
+		s.l1.Set(rk, packL1(rec))
+	}
 }
 
 // Begin looks the key up in L1, then claims it in Redis. A hit with the
@@ -246,7 +310,7 @@ func (s *Store) Begin(ctx context.Context, userID int64, key string, fp []byte) 
 			return Outcome{}, ErrMismatch
 		case "done":
 			s.count("redis", "hit")
-			s.l1.Set(rk, res.record)
+			s.remember(rk, res.record)
 			return Outcome{Replay: &res.record.Response}, nil
 		case "inflight":
 			if time.Now().After(deadline) {
@@ -280,7 +344,7 @@ func (s *Store) afterWait(ctx context.Context, userID int64, key string, fp []by
 		return Outcome{}, ErrMismatch
 	}
 	s.count("postgres", "replay")
-	s.l1.Set(recordKey(userID, key), rec)
+	s.remember(recordKey(userID, key), rec)
 	return Outcome{Replay: &rec.Response}, nil
 }
 

@@ -56,10 +56,10 @@ func HandleSubmit(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		if loc := out.Response.Headers["Location"]; loc != "" {
+		if loc := out.Response.Header("Location"); loc != "" {
 			web.AddLogAttrs(r.Context(), slog.String("order_id", loc[strings.LastIndexByte(loc, '/')+1:]))
 		}
-		for k, v := range out.Response.Headers {
+		for k, v := range out.Response.HeaderFields() {
 			w.Header().Set(k, v)
 		}
 		if out.Replayed {
