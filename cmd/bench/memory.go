@@ -122,25 +122,12 @@ var heapInuseRE = regexp.MustCompile(`(?m)^# HeapInuse = (\d+)$`)
 // heapInuseMB is the api's heap in use after a forced GC, from its debug
 // listener.
 func heapInuseMB(ctx context.Context, client *http.Client, debugAddr string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+debugAddr+"/debug/pprof/heap?gc=1&debug=1", nil)
+	v, err := scrape(ctx, client, "http://"+debugAddr+"/debug/pprof/heap?gc=1&debug=1", heapInuseRE)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("HeapInuse in the heap profile: %w", err)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	m := heapInuseRE.FindSubmatch(b)
-	if m == nil {
-		return 0, fmt.Errorf("no HeapInuse in the heap profile (status %d)", resp.StatusCode)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	return v / (1 << 20), err
+	n, err := strconv.ParseFloat(v, 64)
+	return n / (1 << 20), err
 }
 
 var gcCyclesRE = regexp.MustCompile(`(?m)^go_gc_duration_seconds_count (\d+)$`)
@@ -148,24 +135,34 @@ var gcCyclesRE = regexp.MustCompile(`(?m)^go_gc_duration_seconds_count (\d+)$`)
 // gcCycles is how many garbage collections the api has completed, from
 // its metrics.
 func (e *env) gcCycles(ctx context.Context) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.api+"/metrics", nil)
+	v, err := scrape(ctx, e.client, e.api+"/metrics", gcCyclesRE)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("go_gc_duration_seconds_count in the api's metrics: %w", err)
 	}
-	resp, err := e.client.Do(req)
+	return strconv.Atoi(v)
+}
+
+// scrape GETs url and returns what re's first group matched in the
+// answer.
+func scrape(ctx context.Context, client *http.Client, url string, re *regexp.Regexp) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	m := gcCyclesRE.FindSubmatch(b)
+	m := re.FindSubmatch(b)
 	if m == nil {
-		return 0, fmt.Errorf("no go_gc_duration_seconds_count in the api's metrics (status %d)", resp.StatusCode)
+		return "", fmt.Errorf("not found (status %d)", resp.StatusCode)
 	}
-	return strconv.Atoi(string(m[1]))
+	return string(m[1]), nil
 }
 
 // procStatusMB reads a kB field of /proc/<pid>/status (VmRSS:, VmHWM:).
