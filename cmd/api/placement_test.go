@@ -194,6 +194,12 @@ func TestSubmitAnswers(t *testing.T) {
 		if r.status != 201 || !bytes.Equal(r.body, first.body) || r.header.Get("Idempotent-Replayed") != "true" {
 			t.Errorf("replay: %d replayed=%q\n%s\nwant\n%s", r.status, r.header.Get("Idempotent-Replayed"), r.body, first.body)
 		}
+		// The answer's header fields come back too (L1 keeps them packed).
+		for _, h := range []string{"Location", "Content-Type"} {
+			if got, want := r.header.Get(h), first.header.Get(h); got != want {
+				t.Errorf("replayed %s %q, want %q", h, got, want)
+			}
+		}
 	})
 	t.Run("same key, different body", func(t *testing.T) {
 		other := sh.confirm(t, api, alice, sh.cart(1, 0))

@@ -162,10 +162,8 @@ func callbackScript(queries map[string]string, mchid string) (string, error) {
 	return b.String(), nil
 }
 
-// runPgbench runs script for d at conc clients, as fast as they go or, if
-// rate > 0, at rate transactions per second (pgbench -R, an open loop),
-// and reads every transaction's latency from pgbench's log.
-// runPgbench runs pgbench as pgbenchWindow does and summarizes it.
+// runPgbench runs one pgbench window (see pgbenchWindow) and summarizes
+// it as a result.
 func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (result, error) {
 	w, err := pgbenchWindow(ctx, bin, dbURL, name, script, conc, rate, warmup, d, work)
 	if err != nil {

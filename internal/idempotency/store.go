@@ -131,10 +131,10 @@ type Store struct {
 	breakerG prometheus.Gauge
 }
 
-// l1EntryOverhead is the memory a cached response takes beyond its key,
-// its packed bytes and its headers' slots: the cache's node and the
-// header map's own (measured with `bench l1`), so that L1Bytes bounds the
-// memory L1 really uses.
+// l1EntryOverhead is the memory a cached response takes beyond its key
+// and its packed bytes: the cache's node and its share of the cache's
+// tables (measured with `bench l1`), so that L1Bytes bounds the memory
+// L1 really uses.
 const l1EntryOverhead = 500
 
 // NewStore returns a Store.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -428,5 +429,51 @@ func TestCachedRequest(t *testing.T) {
 				t.Errorf("replayed %q", resp.Body)
 			}
 		})
+	}
+}
+
+// A record L1 cannot pack (a header field over 64 KiB) is not cached in
+// process; every duplicate, however many arrive at once, is still
+// answered from Redis with that record, and none runs the request again.
+func TestUnpackableRecordReplaysFromRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(ctx)
+	s := newStore(t, rds, nil)
+
+	first, err := s.Begin(ctx, 1, "big", []byte("fp"))
+	if err != nil || first.Claim == nil {
+		t.Fatalf("first Begin: %+v, %v", first, err)
+	}
+	rec := record("fp")
+	rec.Response.Headers["X-Big"] = strings.Repeat("v", 70_000)
+	first.Claim.Finalize(ctx, rec)
+	if n, _ := s.L1Size(); n != 0 {
+		t.Errorf("L1 holds %d entries, want the record left out", n)
+	}
+	if _, ok, err := s.Cached(1, "big", []byte("fp")); ok || err != nil {
+		t.Errorf("Cached: hit %v, %v; want a miss", ok, err)
+	}
+
+	const duplicates = 8
+	outs := make([]idempotency.Outcome, duplicates)
+	errs := make([]error, duplicates)
+	var wg sync.WaitGroup
+	for i := range duplicates {
+		wg.Go(func() { outs[i], errs[i] = s.Begin(ctx, 1, "big", []byte("fp")) })
+	}
+	wg.Wait()
+	for i := range duplicates {
+		if errs[i] != nil || outs[i].Claim != nil || outs[i].Replay == nil {
+			t.Fatalf("duplicate %d: %+v, %v; want a replay", i, outs[i], errs[i])
+		}
+		got := outs[i].Replay
+		if got.Status != 201 || string(got.Body) != `{"ok":true}` || got.Header("X-Big") != rec.Response.Headers["X-Big"] || got.Header("Content-Type") != "application/json" {
+			t.Fatalf("duplicate %d replayed %d %s with X-Big of %d bytes", i, got.Status, got.Body, len(got.Header("X-Big")))
+		}
+	}
+	if _, err := s.Begin(ctx, 1, "big", []byte("other")); slug(err) != "idempotency-key-mismatch" {
+		t.Errorf("another request with the key: %v, want a mismatch", err)
 	}
 }
