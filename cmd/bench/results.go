@@ -147,7 +147,7 @@ func (r *results) markdown() string {
 			m.Requests, m.Throughput, m.HeapBeforeMB, m.HeapAfterMB, m.GrowthMB, m.RSSBeforeMB, m.RSSAfterMB)
 	}
 	if l := r.L1Million; l != nil {
-		fmt.Fprintf(&b, "\nA million completed responses (%d-byte bodies) through the api's L1 (budget %.0f MB), in a fresh process: %d held (%.0f MB by the budget's weight), heap in use %.0f MB, RSS %.0f MB, peak RSS %.0f MB; a garbage collection with L1 full takes %.1f ms of CPU.\n",
+		fmt.Fprintf(&b, "\nA million completed responses (%d-byte bodies) through the api's L1 (budget %.0f MB), in a fresh process: %d held (their entries %.0f MB), heap in use %.0f MB, RSS %.0f MB, peak RSS %.0f MB; a garbage collection with L1 full takes %.1f ms of CPU.\n",
 			l.BodyBytes, l.BudgetMB, l.HeldCount, l.HeldMB, l.HeapMB, l.RSSMB, l.PeakRSSMB, l.GCCPUMs)
 	}
 	for _, n := range r.Notes {

@@ -77,7 +77,7 @@ func (s *Store) Purge(ctx context.Context, userID int64, key string) error {
 		return fmt.Errorf("delete idempotency record: %w", err)
 	}
 	rk := recordKey(userID, key)
-	_, inL1 := s.l1.Invalidate(rk)
+	inL1 := s.l1.invalidate(rk)
 	var inRedis int64
 	if s.opts.Redis.Client != nil {
 		inRedis, err = s.opts.Redis.Client.Del(ctx, s.redisKey(userID, key)).Result()
@@ -101,12 +101,8 @@ func (s *Store) channel() string { return s.opts.Redis.Key("idem:purge") }
 // disconnected are lost. ready, if not nil, is closed once subscribed.
 func (s *Store) RunPurges(ctx context.Context, ready chan<- struct{}) {
 	s.opts.Redis.Subscribe(ctx, s.channel(), redisconn.Subscription{
-		OnMessage: func(payload string) { s.l1.Invalidate(payload) },
-		OnSubscribe: func() {
-			for k := range s.l1.Keys() {
-				s.l1.Invalidate(k)
-			}
-		},
+		OnMessage:   func(payload string) { s.l1.invalidate(payload) },
+		OnSubscribe: s.l1.clear,
 	}, ready)
 }
 

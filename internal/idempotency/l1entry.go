@@ -6,19 +6,17 @@ import (
 	"unsafe"
 )
 
-// l1Entry is a Record as L1 keeps it: every variable-length part packed
-// into one byte slice. A record of its own is about eight heap objects
-// (the fingerprint, the header map and its strings, the body, the
-// request); a full L1 holds tens of thousands of entries, and every
-// garbage collection visits every object of each. Packed, an entry is
-// the slice, which holds no pointers and is marked without being
-// scanned; a replay reads its header fields where they lie (see
-// Response.HeaderFields) rather than from a map of its own.
+// l1Entry is a Record packed into one byte slice, as L1 keeps it in its
+// rings (see l1Cache): no part of it is a pointer of its own, and a
+// replay reads its header fields where they lie (see
+// Response.HeaderFields) rather than from a map.
 //
 // buf holds, in order: the fingerprint, the request, the header fields
 // (each name and value preceded by its length, two bytes), then the body.
-// Nothing writes buf after packL1 fills it: the records read back share
-// its memory, and their readers must not write it either.
+// The strings and slices its methods return share buf's memory. An entry
+// l1Cache.view passes lies in a ring that a later write reuses: what is
+// kept from it is copied first (clone, cloneResponse). Nothing writes
+// the buf of an entry that is not in a ring.
 type l1Entry struct {
 	buf     []byte
 	orderID int64
@@ -45,27 +43,40 @@ func l1Packable(rec Record) bool {
 
 // packL1 copies rec into one l1Entry. rec must be l1Packable.
 func packL1(rec Record) l1Entry {
+	buf, fpEnd, reqEnd, hdrEnd := appendPacked(make([]byte, 0, packedLen(rec)), rec)
+	return l1Entry{
+		buf: buf, orderID: rec.OrderID, status: int32(rec.Response.Status), //nolint:gosec // G115: an HTTP status fits
+		fpEnd: fpEnd, reqEnd: reqEnd, hdrEnd: hdrEnd,
+	}
+}
+
+// packedLen is the length of rec packed as an l1Entry's buf.
+func packedLen(rec Record) int {
 	n := len(rec.Fingerprint) + len(rec.Request) + len(rec.Response.Body)
 	for k, v := range rec.Response.HeaderFields() {
 		n += 4 + len(k) + len(v)
 	}
-	buf := make([]byte, 0, n)
-	buf = append(buf, rec.Fingerprint...)
-	fpEnd := len(buf)
-	buf = append(buf, rec.Request...)
-	reqEnd := len(buf)
+	return n
+}
+
+// appendPacked appends rec packed as an l1Entry's buf to dst, and returns
+// the offsets that end its parts, counted from where it began. rec must
+// be l1Packable.
+func appendPacked(dst []byte, rec Record) (out []byte, fpEnd, reqEnd, hdrEnd uint32) {
+	start := len(dst)
+	end := func() uint32 { return uint32(len(dst) - start) } //nolint:gosec // G115: l1Packable bounds it
+	dst = append(dst, rec.Fingerprint...)
+	fpEnd = end()
+	dst = append(dst, rec.Request...)
+	reqEnd = end()
 	for k, v := range rec.Response.HeaderFields() {
-		buf = binary.BigEndian.AppendUint16(buf, uint16(len(k))) //nolint:gosec // G115: l1Packable bounds it
-		buf = append(buf, k...)
-		buf = binary.BigEndian.AppendUint16(buf, uint16(len(v))) //nolint:gosec // G115: l1Packable bounds it
-		buf = append(buf, v...)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k))) //nolint:gosec // G115: l1Packable bounds it
+		dst = append(dst, k...)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(v))) //nolint:gosec // G115: l1Packable bounds it
+		dst = append(dst, v...)
 	}
-	hdrEnd := len(buf)
-	buf = append(buf, rec.Response.Body...)
-	return l1Entry{
-		buf: buf, orderID: rec.OrderID, status: int32(rec.Response.Status), //nolint:gosec // G115: an HTTP status fits
-		fpEnd: uint32(fpEnd), reqEnd: uint32(reqEnd), hdrEnd: uint32(hdrEnd), //nolint:gosec // G115: l1Packable bounds it
-	}
+	hdrEnd = end()
+	return append(dst, rec.Response.Body...), fpEnd, reqEnd, hdrEnd
 }
 
 // fingerprint is the packed record's fingerprint, sharing its memory.
@@ -74,10 +85,22 @@ func (e l1Entry) fingerprint() []byte { return e.buf[:e.fpEnd:e.fpEnd] }
 // request is the packed record's request, sharing its memory.
 func (e l1Entry) request() string { return e.str(e.fpEnd, e.reqEnd) }
 
-// response is the packed record's response, sharing the entry's memory:
-// a replay allocates nothing.
+// response is the packed record's response, sharing the entry's memory.
 func (e l1Entry) response() Response {
 	return Response{Status: int(e.status), Body: e.buf[e.hdrEnd:len(e.buf):len(e.buf)], packed: e.str(e.reqEnd, e.hdrEnd)}
+}
+
+// cloneResponse is the packed record's response in memory of its own:
+// one allocation for its header fields and body.
+func (e l1Entry) cloneResponse() Response {
+	c := l1Entry{buf: append([]byte(nil), e.buf[e.reqEnd:]...), status: e.status, reqEnd: 0, hdrEnd: e.hdrEnd - e.reqEnd}
+	return c.response()
+}
+
+// clone is the entry in memory of its own.
+func (e l1Entry) clone() l1Entry {
+	e.buf = append([]byte(nil), e.buf...)
+	return e
 }
 
 // record is the whole packed record.
@@ -92,17 +115,11 @@ func packedField(packed string) (field, rest string) {
 	return packed[2 : 2+n], packed[2+n:]
 }
 
-// str is buf[from:to] as a string without a copy: nothing writes buf
-// after packL1, so the string never changes.
+// str is buf[from:to] as a string without a copy: it changes only if
+// buf lies in a ring and is written over (see l1Entry).
 func (e l1Entry) str(from, to uint32) string {
 	if from == to {
 		return ""
 	}
-	return unsafe.String(&e.buf[from], int(to-from)) //nolint:gosec // G103: buf is never written after packing (see l1Entry)
-}
-
-// weight is the memory the entry takes in L1 under key, as L1Bytes
-// bounds it: its bytes and the cache's node.
-func (e l1Entry) weight(key string) uint32 {
-	return uint32(min(len(key)+cap(e.buf)+l1EntryOverhead, math.MaxUint32)) //nolint:gosec // G115: clamped
+	return unsafe.String(&e.buf[from], int(to-from)) //nolint:gosec // G103: see l1Entry for when buf may change
 }

@@ -13,7 +13,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -122,7 +121,7 @@ type Options struct {
 // Store is the idempotency layers of one instance.
 type Store struct {
 	opts    Options
-	l1      *otter.Cache[string, l1Entry]
+	l1      *l1Cache
 	q       *dbsqlc.Queries
 	breaker *gobreaker.CircuitBreaker[any]
 	logger  *slog.Logger
@@ -131,25 +130,11 @@ type Store struct {
 	breakerG prometheus.Gauge
 }
 
-// l1EntryOverhead is the memory a cached response takes beyond its key
-// and its packed bytes: the cache's node and its share of the cache's
-// tables (measured with `bench l1`), so that L1Bytes bounds the memory
-// L1 really uses.
-const l1EntryOverhead = 500
-
 // NewStore returns a Store.
 func NewStore(opts Options) (*Store, error) {
-	l1, err := otter.New(&otter.Options[string, l1Entry]{
-		MaximumWeight:    opts.L1Bytes,
-		Weigher:          func(k string, e l1Entry) uint32 { return e.weight(k) },
-		ExpiryCalculator: otter.ExpiryWriting[string, l1Entry](opts.L1TTL),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("idempotency l1: %w", err)
-	}
 	s := &Store{
 		opts:   opts,
-		l1:     l1,
+		l1:     newL1Cache(opts.L1Bytes, opts.L1TTL, time.Now),
 		q:      dbsqlc.New(),
 		logger: opts.Logger,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -183,7 +168,7 @@ func NewStore(opts Options) (*Store, error) {
 	}, func() float64 { n, _ := s.L1Size(); return float64(n) })
 	l1Bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "takeout_idempotency_l1_bytes",
-		Help: "Weight of the in-process cache, as bounded by TAKEOUT_IDEMPOTENCY_L1_BYTES.",
+		Help: "Bytes the in-process cache's responses take in its rings, which TAKEOUT_IDEMPOTENCY_L1_BYTES bounds with their index.",
 	}, func() float64 { _, w := s.L1Size(); return float64(w) })
 	if opts.Registerer != nil {
 		for _, c := range []prometheus.Collector{s.outcomes, s.breakerG, l1Entries, l1Bytes} {
@@ -195,14 +180,12 @@ func NewStore(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// L1Size is the number of responses the in-process cache holds and their
-// weight (their size in bytes, as L1Bytes bounds it).
-func (s *Store) L1Size() (entries int, weight uint64) {
-	return s.l1.EstimatedSize(), s.l1.WeightedSize()
-}
+// L1Size is the number of responses the in-process cache holds and the
+// bytes they take in it. It reads the whole cache: for metrics and tests.
+func (s *Store) L1Size() (entries int, bytes uint64) { return s.l1.size() }
 
-// Close stops the L1 cache's maintenance.
-func (s *Store) Close() { s.l1.StopAllGoroutines() }
+// Close empties the in-process cache and frees its memory.
+func (s *Store) Close() { s.l1.release() }
 
 // Retention is how long records are kept.
 func (s *Store) Retention() time.Duration { return s.opts.Retention }
@@ -245,19 +228,31 @@ func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, er
 // record has to be compared by fingerprint.
 func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (Response, bool, error) {
 	rk := recordKey(userID, key)
-	e, ok := s.l1.GetIfPresent(rk)
-	if !ok {
+	var (
+		resp        Response
+		same        bool
+		compareByFP bool
+		kept        l1Entry // a copy, when compared by fingerprint
+	)
+	found := s.l1.view(rk, func(e l1Entry) {
+		switch k := e.request(); {
+		case request != "" && k == request:
+			same, resp = true, e.cloneResponse()
+		case request == "" || k == "":
+			// Hashing takes time: compared outside the shard's lock.
+			compareByFP, kept = true, e.clone()
+		}
+	})
+	if !found {
 		return Response{}, false, nil
 	}
-	kept := e.request()
-	same := request != "" && kept == request
-	if !same && (request == "" || kept == "") {
-		same = bytes.Equal(e.fingerprint(), fingerprint())
+	if compareByFP {
+		same, resp = bytes.Equal(kept.fingerprint(), fingerprint()), kept.response()
 		if same && request != "" {
 			// Proven the same request: keep it, so that the next replay
 			// (of a record that came from Redis or PostgreSQL) compares
 			// instead of hashing.
-			rec := e.record()
+			rec := kept.record()
 			rec.Request = request
 			s.remember(rk, rec)
 		}
@@ -267,16 +262,12 @@ func (s *Store) CachedRequest(userID int64, key, request string, fingerprint fun
 		return Response{}, false, ErrMismatch
 	}
 	s.count("l1", "hit")
-	return e.response(), true, nil
+	return resp, true, nil
 }
 
 // remember keeps rec in L1 under rk, packed (see l1Entry); a record too
 // large to pack is left to Redis and PostgreSQL.
-func (s *Store) remember(rk string, rec Record) {
-	if l1Packable(rec) {
-		s.l1.Set(rk, packL1(rec))
-	}
-}
+func (s *Store) remember(rk string, rec Record) { s.l1.set(rk, rec) }
 
 // Begin looks the key up in L1, then claims it in Redis. A hit with the
 // same fingerprint replays; another fingerprint is ErrMismatch; a running
