@@ -147,10 +147,11 @@ func (c *l1Cache) view(key string, f func(l1Entry)) bool {
 }
 
 // set keeps rec under key, in place of what key held, and reports
-// whether it did: a record that is not l1Packable, or larger than a
-// chunk, is not kept.
+// whether it did: an entry larger than a chunk is not kept. A chunk is
+// at most 64 KiB, so the key and every header name and value in a kept
+// entry fit the two-byte lengths they are written with.
 func (c *l1Cache) set(key string, rec Record) bool {
-	if !l1Packable(rec) || len(key) > math.MaxUint16 || rec.Response.Status < 0 || rec.Response.Status > math.MaxUint16 {
+	if rec.Response.Status < 0 || rec.Response.Status > math.MaxUint16 {
 		return false
 	}
 	n := l1HeaderSize + len(key) + packedLen(rec)
@@ -166,7 +167,7 @@ func (c *l1Cache) set(key string, rec Record) bool {
 	e := sh.chunks[off/c.chunkSize][off%c.chunkSize:][:n:n]
 	// e has room for exactly the packed record: it is written in place.
 	_, fpEnd, reqEnd, hdrEnd := appendPacked(e[:l1HeaderSize+len(key)], rec)
-	binary.LittleEndian.PutUint16(e[hdrKeyLen:], uint16(len(key))) //nolint:gosec // G115: checked above
+	binary.LittleEndian.PutUint16(e[hdrKeyLen:], uint16(len(key))) //nolint:gosec // G115: the entry fits a chunk
 	binary.LittleEndian.PutUint16(e[hdrStatus:], uint16(rec.Response.Status))
 	binary.LittleEndian.PutUint32(e[hdrBufLen:], uint32(n-l1HeaderSize-len(key))) //nolint:gosec // G115: at most a chunk
 	binary.LittleEndian.PutUint32(e[hdrFpEnd:], fpEnd)

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"encoding/binary"
-	"math"
 	"unsafe"
 )
 
@@ -26,30 +25,6 @@ type l1Entry struct {
 	hdrEnd  uint32 // buf[reqEnd:hdrEnd] are the headers; the body follows
 }
 
-// l1Packable reports whether packL1 keeps rec whole: each header's name
-// and value fit their two-byte lengths, and the entry its four-byte
-// offsets. Anything larger is not cached (it is still answered
-// from Redis or PostgreSQL).
-func l1Packable(rec Record) bool {
-	n := len(rec.Fingerprint) + len(rec.Request) + len(rec.Response.Body)
-	for k, v := range rec.Response.HeaderFields() {
-		if len(k) > math.MaxUint16 || len(v) > math.MaxUint16 {
-			return false
-		}
-		n += 4 + len(k) + len(v)
-	}
-	return n <= math.MaxUint32
-}
-
-// packL1 copies rec into one l1Entry. rec must be l1Packable.
-func packL1(rec Record) l1Entry {
-	buf, fpEnd, reqEnd, hdrEnd := appendPacked(make([]byte, 0, packedLen(rec)), rec)
-	return l1Entry{
-		buf: buf, orderID: rec.OrderID, status: int32(rec.Response.Status), //nolint:gosec // G115: an HTTP status fits
-		fpEnd: fpEnd, reqEnd: reqEnd, hdrEnd: hdrEnd,
-	}
-}
-
 // packedLen is the length of rec packed as an l1Entry's buf.
 func packedLen(rec Record) int {
 	n := len(rec.Fingerprint) + len(rec.Request) + len(rec.Response.Body)
@@ -60,19 +35,21 @@ func packedLen(rec Record) int {
 }
 
 // appendPacked appends rec packed as an l1Entry's buf to dst, and returns
-// the offsets that end its parts, counted from where it began. rec must
-// be l1Packable.
+// the offsets that end its parts, counted from where it began. The
+// lengths it writes take two bytes: every header name and value must be
+// shorter than 64 KiB, as they are in any entry that fits a chunk (see
+// l1Cache.set).
 func appendPacked(dst []byte, rec Record) (out []byte, fpEnd, reqEnd, hdrEnd uint32) {
 	start := len(dst)
-	end := func() uint32 { return uint32(len(dst) - start) } //nolint:gosec // G115: l1Packable bounds it
+	end := func() uint32 { return uint32(len(dst) - start) } //nolint:gosec // G115: bounded by the chunk (see above)
 	dst = append(dst, rec.Fingerprint...)
 	fpEnd = end()
 	dst = append(dst, rec.Request...)
 	reqEnd = end()
 	for k, v := range rec.Response.HeaderFields() {
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k))) //nolint:gosec // G115: l1Packable bounds it
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k))) //nolint:gosec // G115: bounded by the chunk (see above)
 		dst = append(dst, k...)
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(v))) //nolint:gosec // G115: l1Packable bounds it
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(v))) //nolint:gosec // G115: bounded by the chunk (see above)
 		dst = append(dst, v...)
 	}
 	hdrEnd = end()

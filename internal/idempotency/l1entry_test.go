@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -20,6 +21,13 @@ func plain(r Response) Response {
 func plainRecord(r Record) Record {
 	r.Response = plain(r.Response)
 	return r
+}
+
+// pack is rec packed into an entry of its own, as l1Cache.set packs it
+// into a ring.
+func pack(rec Record) l1Entry {
+	buf, fpEnd, reqEnd, hdrEnd := appendPacked(make([]byte, 0, packedLen(rec)), rec)
+	return l1Entry{buf: buf, orderID: rec.OrderID, status: int32(rec.Response.Status), fpEnd: fpEnd, reqEnd: reqEnd, hdrEnd: hdrEnd} //nolint:gosec // G115: test statuses fit
 }
 
 func TestL1EntryKeepsTheRecord(t *testing.T) {
@@ -39,10 +47,7 @@ func TestL1EntryKeepsTheRecord(t *testing.T) {
 	for name, rec := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if !l1Packable(rec) {
-				t.Fatal("not packable")
-			}
-			e := packL1(rec)
+			e := pack(rec)
 			if diff := cmp.Diff(rec, plainRecord(e.record()), cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(Response{})); diff != "" {
 				t.Errorf("record after packing (-want +got):\n%s", diff)
 			}
@@ -93,7 +98,7 @@ func TestL1EntryIsACopy(t *testing.T) {
 	t.Parallel()
 	body, fp := []byte(`{"id":"1"}`), []byte("fingerprint")
 	headers := map[string]string{"Location": "/v1/orders/1"}
-	e := packL1(Record{Fingerprint: fp, Response: Response{Status: 201, Body: body, Headers: headers}})
+	e := pack(Record{Fingerprint: fp, Response: Response{Status: 201, Body: body, Headers: headers}})
 	body[0], fp[0], headers["Location"] = 'X', 'X', "/elsewhere"
 	if got := string(e.response().Body); got != `{"id":"1"}` {
 		t.Errorf("body = %s, want the body as it was packed", got)
@@ -112,7 +117,7 @@ func TestL1EntryIsACopy(t *testing.T) {
 func TestL1EntryRepacks(t *testing.T) {
 	t.Parallel()
 	rec := Record{Fingerprint: []byte("fp"), Request: "req", Response: Response{Status: 201, Body: []byte("b"), Headers: map[string]string{"A": "1", "B": "2"}}}
-	again := packL1(packL1(rec).record())
+	again := pack(pack(rec).record())
 	if diff := cmp.Diff(rec, plainRecord(again.record()), cmpopts.IgnoreUnexported(Response{})); diff != "" {
 		t.Errorf("record packed twice (-want +got):\n%s", diff)
 	}
@@ -131,25 +136,33 @@ func TestL1EntryRoundTripsAnyRecord(t *testing.T) {
 				Body:    rapid.SliceOf(rapid.Byte()).Draw(rt, "body"),
 			},
 		}
-		if !l1Packable(rec) {
-			rt.Fatal("not packable")
-		}
-		if diff := cmp.Diff(rec, plainRecord(packL1(rec).record()), cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(Response{})); diff != "" {
+		if diff := cmp.Diff(rec, plainRecord(pack(rec).record()), cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(Response{})); diff != "" {
 			rt.Fatalf("record after packing (-want +got):\n%s", diff)
 		}
 	})
 }
 
-func TestL1PackableRefusesWhatTheLengthsCannotHold(t *testing.T) {
+// Lengths written in two bytes cannot hold 64 KiB: L1 keeps no entry
+// larger than a chunk, which leaves such records to Redis and PostgreSQL.
+func TestL1RefusesWhatTheLengthsCannotHold(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("v", 65536)
-	cases := map[string]Record{
-		"header value over 64 KiB": {Response: Response{Headers: map[string]string{"X": long}}},
-		"header name over 64 KiB":  {Response: Response{Headers: map[string]string{long: "v"}}},
+	cases := map[string]struct {
+		key string
+		rec Record
+	}{
+		"header value over 64 KiB": {"k", Record{Response: Response{Status: 200, Headers: map[string]string{"X": long}}}},
+		"header name over 64 KiB":  {"k", Record{Response: Response{Status: 200, Headers: map[string]string{long: "v"}}}},
+		"key over 64 KiB":          {long, Record{Response: Response{Status: 200}}},
+		"status over 65535":        {"k", Record{Response: Response{Status: 70000}}},
 	}
-	for name, rec := range cases {
-		if l1Packable(rec) {
-			t.Errorf("%s: packable, want refused", name)
+	c := newL1Cache(64<<20, time.Hour, time.Now)
+	for name, tc := range cases {
+		if c.set(tc.key, tc.rec) {
+			t.Errorf("%s: kept, want refused", name)
 		}
+	}
+	if n, _ := c.size(); n != 0 {
+		t.Errorf("%d entries held, want none", n)
 	}
 }

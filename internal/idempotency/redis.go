@@ -90,7 +90,7 @@ func (s *Store) claim(ctx context.Context, c *Claim) (claimResult, error) {
 // are logged: PostgreSQL already holds the record.
 func (c *Claim) Finalize(ctx context.Context, rec Record) {
 	s := c.s
-	s.remember(recordKey(c.userID, c.key), rec)
+	s.l1.set(recordKey(c.userID, c.key), rec)
 	if !c.inRedis && !s.redisUsable() {
 		return
 	}

@@ -254,7 +254,7 @@ func (s *Store) CachedRequest(userID int64, key, request string, fingerprint fun
 			// instead of hashing.
 			rec := kept.record()
 			rec.Request = request
-			s.remember(rk, rec)
+			s.l1.set(rk, rec)
 		}
 	}
 	if !same {
@@ -264,10 +264,6 @@ func (s *Store) CachedRequest(userID int64, key, request string, fingerprint fun
 	s.count("l1", "hit")
 	return resp, true, nil
 }
-
-// remember keeps rec in L1 under rk, packed (see l1Entry); a record too
-// large to pack is left to Redis and PostgreSQL.
-func (s *Store) remember(rk string, rec Record) { s.l1.set(rk, rec) }
 
 // Begin looks the key up in L1, then claims it in Redis. A hit with the
 // same fingerprint replays; another fingerprint is ErrMismatch; a running
@@ -301,7 +297,7 @@ func (s *Store) Begin(ctx context.Context, userID int64, key string, fp []byte) 
 			return Outcome{}, ErrMismatch
 		case "done":
 			s.count("redis", "hit")
-			s.remember(rk, res.record)
+			s.l1.set(rk, res.record)
 			return Outcome{Replay: &res.record.Response}, nil
 		case "inflight":
 			if time.Now().After(deadline) {
@@ -335,7 +331,7 @@ func (s *Store) afterWait(ctx context.Context, userID int64, key string, fp []by
 		return Outcome{}, ErrMismatch
 	}
 	s.count("postgres", "replay")
-	s.remember(recordKey(userID, key), rec)
+	s.l1.set(recordKey(userID, key), rec)
 	return Outcome{Replay: &rec.Response}, nil
 }
 

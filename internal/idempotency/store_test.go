@@ -424,7 +424,7 @@ func TestCachedRequest(t *testing.T) {
 	}
 }
 
-// A record L1 cannot pack (a header field over 64 KiB) is not cached in
+// A record larger than an L1 chunk (a header field over 64 KiB) is not cached in
 // process; every duplicate, however many arrive at once, is still
 // answered from Redis with that record, and none runs the request again.
 func TestUnpackableRecordReplaysFromRedis(t *testing.T) {
