@@ -448,24 +448,82 @@ func TestUnpackableRecordReplaysFromRedis(t *testing.T) {
 		t.Errorf("Cached: hit %v, %v; want a miss", ok, err)
 	}
 
-	const duplicates = 8
-	outs := make([]idempotency.Outcome, duplicates)
-	errs := make([]error, duplicates)
-	var wg sync.WaitGroup
-	for i := range duplicates {
-		wg.Go(func() { outs[i], errs[i] = s.Begin(ctx, 1, "big", []byte("fp")) })
-	}
-	wg.Wait()
-	for i := range duplicates {
-		if errs[i] != nil || outs[i].Claim != nil || outs[i].Replay == nil {
-			t.Fatalf("duplicate %d: %+v, %v; want a replay", i, outs[i], errs[i])
-		}
-		got := outs[i].Replay
+	for i, got := range replayAtOnce(t, s, 1, "big", "fp", 8) {
 		if got.Status != 201 || string(got.Body) != `{"ok":true}` || got.Header("X-Big") != rec.Response.Headers["X-Big"] || got.Header("Content-Type") != "application/json" {
 			t.Fatalf("duplicate %d replayed %d %s with X-Big of %d bytes", i, got.Status, got.Body, len(got.Header("X-Big")))
 		}
 	}
 	if _, err := s.Begin(ctx, 1, "big", []byte("other")); slug(err) != "idempotency-key-mismatch" {
+		t.Errorf("another request with the key: %v, want a mismatch", err)
+	}
+}
+
+// replayAtOnce sends n duplicates of a completed request at once and
+// returns their replays; it fails the test if any of them errs or is
+// given the right to run the request again.
+func replayAtOnce(t *testing.T, s *idempotency.Store, userID int64, key, fp string, n int) []*idempotency.Response {
+	t.Helper()
+	outs := make([]idempotency.Outcome, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { outs[i], errs[i] = s.Begin(context.Background(), userID, key, []byte(fp)) })
+	}
+	wg.Wait()
+	replays := make([]*idempotency.Response, n)
+	for i := range n {
+		if errs[i] != nil || outs[i].Claim != nil || outs[i].Replay == nil {
+			t.Fatalf("duplicate %d: %+v, %v; want a replay", i, outs[i], errs[i])
+		}
+		replays[i] = outs[i].Replay
+	}
+	return replays
+}
+
+// An answer L1 has let go of (its ring wrapped under newer answers) is
+// replayed from Redis to every duplicate, however many arrive at once;
+// none runs the request again, and L1 keeps the answer again.
+func TestEvictedRecordReplaysFromRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(ctx)
+	s := newStore(t, rds, nil) // a 1 MiB L1
+
+	finalize := func(key string, rec idempotency.Record) {
+		t.Helper()
+		out, err := s.Begin(ctx, 1, key, rec.Fingerprint)
+		if err != nil || out.Claim == nil {
+			t.Fatalf("begin %s: %+v, %v", key, out, err)
+		}
+		out.Claim.Finalize(ctx, rec)
+	}
+	finalize("first", record("fp"))
+	if _, ok, _ := s.Cached(1, "first", []byte("fp")); !ok {
+		t.Fatal("the answer is not in L1 after Finalize")
+	}
+	// Sixteen times L1's budget of newer answers: every ring wraps.
+	for i := range 4000 {
+		rec := record("fp")
+		rec.Response.Body = make([]byte, 4000)
+		finalize("newer-"+strconv.Itoa(i), rec)
+	}
+	if _, ok, _ := s.Cached(1, "first", []byte("fp")); ok {
+		t.Fatal("the first answer is still in L1 after 16 MB of newer ones")
+	}
+
+	for i, got := range replayAtOnce(t, s, 1, "first", "fp", 16) {
+		if got.Status != 201 || string(got.Body) != `{"ok":true}` || got.Header("Content-Type") != "application/json" {
+			t.Fatalf("duplicate %d replayed %d %s", i, got.Status, got.Body)
+		}
+	}
+	if n, err := rds.Client.Exists(ctx, rds.Key("idem:{1:first}")).Result(); err != nil || n != 1 {
+		t.Errorf("Redis holds %d records of the key (%v), want 1", n, err)
+	}
+	if resp, ok, err := s.Cached(1, "first", []byte("fp")); !ok || err != nil || string(resp.Body) != `{"ok":true}` {
+		t.Errorf("L1 after the replays: %v, %v; want the answer kept again", ok, err)
+	}
+	if _, err := s.Begin(ctx, 1, "first", []byte("other")); slug(err) != "idempotency-key-mismatch" {
 		t.Errorf("another request with the key: %v, want a mismatch", err)
 	}
 }
