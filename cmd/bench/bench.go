@@ -349,7 +349,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			floor = append(floor, closedScenario("callback_dup", c, nil, e.callbackSame(notes[0])))
 		}
 		if want("pgbench_submit") {
-			placement = append(placement, pgbenchScenario(pgBin, dbURL, "pgbench_submit", submitSQL, c, work, settle))
+			placement = append(placement, pgbenchScenario(pgBin, dbURL, "pgbench_submit", submitSQL, c, 0, work, settle))
 		}
 		if want("submit") {
 			toks, err := e.confirmMany(ctx, unique, false)
@@ -366,7 +366,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			placement = append(placement, closedScenario("hot_dish", c, settle, e.submitEach(toks)))
 		}
 		if want("pgbench_callback") {
-			callbacks = append(callbacks, pgbenchScenario(pgBin, dbURL, "pgbench_callback", callbackSQL, c, work, settle))
+			callbacks = append(callbacks, pgbenchScenario(pgBin, dbURL, "pgbench_callback", callbackSQL, c, 0, work, settle))
 		}
 		if want("callback") {
 			notes, err := e.notifications(ctx, unique)
@@ -387,51 +387,70 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	}
 	if want("submit_half_rate") {
 		// Latency at half of the closed loop's maximum: headroom, not
-		// saturation, is where a p99 should stay near the p50.
+		// saturation, is where a p99 should stay near the p50. The
+		// database's own floor by the same measure, submit's transaction
+		// in pgbench at the same rate, takes turns with it, so that both
+		// see the same moments of the disk.
 		top, ok := res.find("submit", 64)
 		if !ok || top.Throughput == 0 {
 			return nil, errors.New("submit_half_rate needs submit at 64 clients in the same run")
 		}
 		rate := top.Throughput / 2
-		toks, err := e.confirmMany(ctx, int(rate*(o.warmup+o.duration).Seconds())+64, false)
-		if err == nil {
-			err = settle()
+		// Each round is a whole window, not a third of one: a 99th
+		// percentile of one 6 s window at a few hundred requests a second
+		// rests on its 30-odd slowest, which one stall of the disk decides.
+		toks, err := e.confirmMany(ctx, int(rate*(o.warmup+o.duration).Seconds())*rounds+64, false)
+		if err != nil {
+			return nil, err
+		}
+		// Every request's due time and latency, to read the tail against
+		// time (and against pgbench's log of its own).
+		reqLog, err := os.Create(filepath.Join(work, "submit_half_rate.log")) //nolint:gosec // G304: our work directory
+		if err != nil {
+			return nil, err
+		}
+		api := pacedScenario("submit_half_rate", rate, settle, e.submitEach(toks), reqLog)
+		collections := 0 // the api's, in the measured parts; -1 when unknown
+		measure := api.measure
+		api.measure = func(ctx context.Context, warmup, d time.Duration) (window, error) {
+			before := make(chan int, 1)
+			go func() {
+				time.Sleep(warmup)
+				n, err := e.gcCycles(ctx)
+				if err != nil {
+					n = -1
+				}
+				before <- n
+			}()
+			w, err := measure(ctx, warmup, d)
+			after, aerr := e.gcCycles(ctx)
+			if n := <-before; n < 0 || aerr != nil || collections < 0 {
+				collections = -1
+			} else {
+				collections += after - n
+			}
+			return w, err
+		}
+		ss := []scenario{api, pgbenchScenario(pgBin, dbURL, "pgbench_submit_half_rate", submitSQL, 64, rate, work, settle)}
+		rs, err := interleaved(ctx, 64, o.warmup*rounds, o.duration*rounds, rounds, ss, func(s scenario, round int, window time.Duration) func() {
+			if s.name != "submit_half_rate" || round != rounds/2 {
+				return func() {}
+			}
+			return cpuProfile(s.name, 64, int(window.Seconds()))
+		})
+		if cerr := reqLog.Close(); err == nil {
+			err = cerr
 		}
 		if err != nil {
 			return nil, err
 		}
-		started := make(chan func(), 1)
-		collectedBefore := make(chan int, 1)
-		go func() {
-			time.Sleep(o.warmup) // the measured part only
-			started <- cpuProfile("submit_half_rate", 64, max(1, int(o.duration.Seconds())-1))
-			n, err := e.gcCycles(ctx)
-			if err != nil {
-				n = -1
-			}
-			collectedBefore <- n
-		}()
-		r := paced(ctx, "submit_half_rate", rate, o.warmup, o.duration, e.submitEach(toks))
-		(<-started)()
-		// The api's own collections are what this tail is made of on a
-		// machine whose two cores it shares with PostgreSQL (see README,
-		// Performance): the note says how many fell in the window.
-		if before := <-collectedBefore; before >= 0 {
-			if after, err := e.gcCycles(ctx); err == nil {
-				r.Note += fmt.Sprintf("; the api's garbage collections in the measured part: %d", after-before)
-			}
+		// The api's own collections were this tail on the machine of
+		// 2026-11-30 (see README, Performance): the note says how many
+		// fell in the measured parts.
+		if collections >= 0 {
+			rs[0].Note += fmt.Sprintf("; the api's garbage collections in the measured parts: %d", collections)
 		}
-		add(r)
-		// The database's own floor by the same measure: its transaction at
-		// half of pgbench's maximum, in an open loop.
-		if pg, ok := res.find("pgbench_submit", 64); ok && pg.Throughput > 0 {
-			if err := settle(); err != nil {
-				return nil, err
-			}
-			r, err := runPgbench(ctx, pgBin, dbURL, "pgbench_submit_half_rate", submitSQL, 64, pg.Throughput/2, o.warmup, o.duration, work)
-			if err != nil {
-				return nil, err
-			}
+		for _, r := range rs {
 			add(r)
 		}
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"runtime/debug"
@@ -210,11 +212,26 @@ func pct(sorted []time.Duration, p float64) float64 {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
+// pacedScenario is op run in an open loop at rate per second (see
+// paced), for interleaved; log, when not nil, gets every measured
+// request's line.
+func pacedScenario(name string, rate float64, before func() error, fn op, log io.Writer) scenario {
+	var seq atomic.Int64
+	return scenario{name: name, before: before, measure: func(ctx context.Context, warmup, d time.Duration) (window, error) {
+		w := paced(ctx, rate, warmup, d, fn, &seq, log)
+		return w, ctx.Err()
+	}}
+}
+
 // paced runs op in an open loop: requests start at rate per second, on
 // schedule whether or not earlier ones have finished (up to maxInFlight
 // at once), for warmup and then d. Each latency runs from the moment the
 // request was due, so a backlog shows as latency rather than hiding it.
-func paced(ctx context.Context, name string, rate float64, warmup, d time.Duration, fn op) result {
+// Requests are numbered from seq, across calls. When log is not nil, it
+// gets one line per measured request, as pgbench's -l does: when it was
+// due (Unix microseconds), its latency in microseconds, and whether it
+// failed; a tail is then read against time.
+func paced(ctx context.Context, rate float64, warmup, d time.Duration, fn op, seq *atomic.Int64, log io.Writer) window {
 	const maxInFlight = 4096
 	interval := time.Duration(float64(time.Second) / rate)
 	total := int((warmup + d).Seconds() * rate)
@@ -225,20 +242,22 @@ func paced(ctx context.Context, name string, rate float64, warmup, d time.Durati
 	slots := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	defer collectorPaused()()
+	first := seq.Add(int64(total)) - int64(total)
 	start := time.Now()
 	for i := range total {
 		due := start.Add(time.Duration(i) * interval)
 		if wait := time.Until(due); wait > 0 {
 			select {
 			case <-ctx.Done():
-				return result{Scenario: name, FirstError: ctx.Err().Error()}
+				wg.Wait()
+				return window{firstErr: ctx.Err().Error()}
 			case <-time.After(wait):
 			}
 		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			err := fn(ctx, 0, int64(i))
+			err := fn(ctx, 0, first+int64(i))
 			lat[i] = time.Since(due)
 			if err != nil {
 				failed[i] = true
@@ -247,21 +266,26 @@ func paced(ctx context.Context, name string, rate float64, warmup, d time.Durati
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start.Add(time.Duration(measuredFrom) * interval))
-	var all []time.Duration
-	r := result{Scenario: name, Concurrency: 64, Note: fmt.Sprintf("open loop at %.0f/s", rate)}
+	w := window{elapsed: time.Since(start.Add(time.Duration(measuredFrom) * interval)), note: fmt.Sprintf("open loop at %.0f/s", rate)}
 	for i := measuredFrom; i < total; i++ {
 		if failed[i] {
-			r.Errors++
+			w.errors++
 			continue
 		}
-		all = append(all, lat[i])
+		w.lat = append(w.lat, lat[i])
 	}
-	r.summarize(all, elapsed)
-	if fe, ok := firstErr.Load().(string); ok {
-		r.FirstError = fe
+	w.firstErr, _ = firstErr.Load().(string)
+	if log != nil {
+		bw := bufio.NewWriter(log)
+		for i := measuredFrom; i < total; i++ {
+			due := start.Add(time.Duration(i) * interval)
+			fmt.Fprintf(bw, "%d %d %t\n", due.UnixMicro(), lat[i].Microseconds(), failed[i])
+		}
+		if err := bw.Flush(); err != nil {
+			w.note += "; its request log was not written: " + err.Error()
+		}
 	}
-	return r
+	return w
 }
 
 // collectorPaused stops this process's garbage collector until the

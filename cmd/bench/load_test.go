@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -66,5 +72,51 @@ func TestGCCyclesReadsTheAPIsMetrics(t *testing.T) {
 	t.Cleanup(broken.Close)
 	if n, err := (&env{api: broken.URL, client: broken.Client()}).gcCycles(context.Background()); err == nil {
 		t.Errorf("gcCycles of a server without metrics = %d, want an error", n)
+	}
+}
+
+// Not parallel: paced pauses this process's collector.
+func TestPacedLogsEveryMeasuredRequest(t *testing.T) {
+	var calls atomic.Int64
+	fail := errors.New("refused")
+	op := func(_ context.Context, _ int, n int64) error {
+		calls.Add(1)
+		if n%10 == 9 {
+			return fail
+		}
+		return nil
+	}
+	var log bytes.Buffer
+	const rate, warmup, d = 200, 100 * time.Millisecond, 400 * time.Millisecond
+	var seq atomic.Int64
+	w := paced(context.Background(), rate, warmup, d, op, &seq, &log)
+	r := result{Errors: w.errors}
+	r.summarize(w.lat, w.elapsed)
+
+	lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+	if want := int(d.Seconds() * rate); len(lines) != want {
+		t.Fatalf("log has %d lines, want one per measured request: %d", len(lines), want)
+	}
+	var failed int
+	var prevDue int64
+	for i, l := range lines {
+		var due, latUs int64
+		var bad bool
+		if _, err := fmt.Sscanf(l, "%d %d %t", &due, &latUs, &bad); err != nil {
+			t.Fatalf("line %d %q: %v", i, l, err)
+		}
+		if i > 0 && due-prevDue != int64(time.Second/rate/time.Microsecond) {
+			t.Errorf("line %d is due %d µs after the one before, want %d", i, due-prevDue, time.Second/rate/time.Microsecond)
+		}
+		prevDue = due
+		if bad {
+			failed++
+		}
+	}
+	if failed != r.Errors || r.Requests+r.Errors != len(lines) {
+		t.Errorf("log: %d failed of %d; result: %d errors, %d requests", failed, len(lines), r.Errors, r.Requests)
+	}
+	if n := int64((warmup + d).Seconds() * rate); r.Errors == 0 || calls.Load() != n || seq.Load() != n {
+		t.Errorf("errors %d, calls %d, numbered %d: want some errors and every request made and numbered", r.Errors, calls.Load(), seq.Load())
 	}
 }

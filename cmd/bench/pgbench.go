@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,31 +164,22 @@ func callbackScript(queries map[string]string, mchid string) (string, error) {
 	return b.String(), nil
 }
 
-// runPgbench runs one pgbench window (see pgbenchWindow) and summarizes
-// it as a result.
-func runPgbench(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (result, error) {
-	w, err := pgbenchWindow(ctx, bin, dbURL, name, script, conc, rate, warmup, d, work)
-	if err != nil {
-		return result{}, err
-	}
-	r := result{Scenario: name, Concurrency: conc, Errors: w.errors, Note: w.note}
-	r.summarize(w.lat, w.elapsed)
-	return r, nil
-}
-
 // pgbenchScenario is pgbench running script from conc clients, for
-// interleaved.
-func pgbenchScenario(bin, dbURL, name, script string, conc int, work string, before func() error) scenario {
+// interleaved: in a closed loop, or at rate per second when rate > 0.
+func pgbenchScenario(bin, dbURL, name, script string, conc int, rate float64, work string, before func() error) scenario {
 	return scenario{name: name, before: before, measure: func(ctx context.Context, warmup, d time.Duration) (window, error) {
-		return pgbenchWindow(ctx, bin, dbURL, name, script, conc, 0, warmup, d, work)
+		return pgbenchWindow(ctx, bin, dbURL, name, script, conc, rate, warmup, d, work)
 	}}
 }
 
 // pgbenchWindow runs pgbench with script from conc clients (at rate per
-// second in an open loop when rate > 0; closed otherwise) for d, after a
-// warmup run when warmup is a second or more, and reads every
-// transaction's latency from its log. The window's elapsed time is
-// pgbench's own, without connecting.
+// second in an open loop when rate > 0; closed otherwise) and measures the
+// transactions that started from warmup after its first one to warmup+d
+// after it, read from its per-transaction log. Warmup and measurement are
+// one process, as the API's are one pool: a pgbench started afresh for the
+// measured part would spend its first moments connecting and preparing
+// its statements on cold backends, a cost the API, whose connections
+// outlive a window, does not pay inside one.
 func pgbenchWindow(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (window, error) {
 	dir := filepath.Join(work, fmt.Sprintf("pgbench-%s-%d", name, conc))
 	// Logs of an earlier run must not mix into this one's latencies.
@@ -200,62 +193,106 @@ func pgbenchWindow(ctx context.Context, bin, dbURL, name, script string, conc in
 	if err := os.WriteFile(scriptPath, []byte(script), 0o600); err != nil {
 		return window{}, err
 	}
-	args := func(d time.Duration, log bool) []string {
-		a := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", "2", "-T", strconv.Itoa(int(d.Seconds())), "-f", scriptPath}
-		if rate > 0 {
-			a = append(a, "-R", strconv.FormatFloat(rate, 'f', 0, 64))
-		}
-		if log {
-			a = append(a, "-l", "--log-prefix", filepath.Join(dir, "log"))
-		}
-		return append(a, dbURL)
+	// -T takes whole seconds; the second over covers the end of the window.
+	secs := int(math.Ceil((warmup + d).Seconds())) + 1
+	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", "2", "-T", strconv.Itoa(secs), "-f", scriptPath,
+		"-l", "--log-prefix", filepath.Join(dir, "log")}
+	if rate > 0 {
+		args = append(args, "-R", strconv.FormatFloat(rate, 'f', 0, 64))
 	}
-	if warmup >= time.Second {
-		if out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args(warmup, false)...).CombinedOutput(); err != nil { //nolint:gosec // G204: pgbench
-			return window{}, fmt.Errorf("pgbench %s warmup: %w: %s", name, err, out)
-		}
-	}
-	start := time.Now()
-	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args(d, true)...).CombinedOutput() //nolint:gosec // G204: pgbench
-	elapsed := time.Since(start)
+	args = append(args, dbURL)
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args...).CombinedOutput() //nolint:gosec // G204: pgbench
 	if err != nil {
 		return window{}, fmt.Errorf("pgbench %s: %w: %s", name, err, out)
 	}
-	logs, _ := filepath.Glob(filepath.Join(dir, "log.*"))
-	var lat []time.Duration
+	logs, err := filepath.Glob(filepath.Join(dir, "log.*"))
+	if err != nil {
+		return window{}, err
+	}
+	var txs []pgbenchTx
 	for _, l := range logs {
-		f, err := os.Open(l) //nolint:gosec // G304: pgbench's log in our work directory
+		t, err := readPgbenchLog(l)
 		if err != nil {
 			return window{}, err
 		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			// client_id transaction_no time script_no time_epoch time_us
-			// [schedule_lag]: with -R, time already runs from the
-			// scheduled start (it includes schedule_lag), as the API's open
-			// loop measures it.
-			fields := strings.Fields(sc.Text())
-			if len(fields) >= 3 {
-				if us, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
-					lat = append(lat, time.Duration(us)*time.Microsecond)
-				}
-			}
-		}
-		f.Close()
+		txs = append(txs, t...)
 	}
-	w := window{lat: lat, elapsed: elapsed}
-	// pgbench's own rate leaves out its connection time.
-	if m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
-		if tps, _ := strconv.ParseFloat(string(m[1]), 64); tps > 0 {
-			w.elapsed = time.Duration(float64(len(lat)) / tps * float64(time.Second))
-		}
-	}
-	if m := regexp.MustCompile(`number of failed transactions: (\d+)`).FindSubmatch(out); m != nil {
-		w.errors, _ = strconv.Atoi(string(m[1]))
-	}
+	w := window{elapsed: d}
+	w.lat, w.errors = measuredPart(txs, warmup, d)
 	w.note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
 	if rate > 0 {
 		w.note += fmt.Sprintf("; open loop at %.0f/s (-R)", rate)
 	}
 	return w, nil
+}
+
+// pgbenchTx is one line of pgbench's per-transaction log: when the
+// transaction started (when it was due, with -R) and its latency, or that
+// it failed.
+type pgbenchTx struct {
+	start  time.Time
+	lat    time.Duration
+	failed bool
+}
+
+// readPgbenchLog reads a pgbench -l log, whose lines are
+// "client_id transaction_no time script_no time_epoch time_us
+// [schedule_lag]": time is the latency in microseconds (with -R it runs
+// from the scheduled start, so it includes schedule_lag, as the API's open
+// loop measures it) or a word saying why the transaction failed, and
+// time_epoch.time_us is when the transaction ended.
+func readPgbenchLog(path string) ([]pgbenchTx, error) {
+	f, err := os.Open(path) //nolint:gosec // G304: pgbench's log in our work directory
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var txs []pgbenchTx
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 {
+			continue
+		}
+		sec, err1 := strconv.ParseInt(fields[4], 10, 64)
+		usec, err2 := strconv.ParseInt(fields[5], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
+		}
+		end := time.Unix(sec, usec*1000)
+		us, err := strconv.ParseInt(fields[2], 10, 64)
+		if err != nil { // "failed", "serialization", "deadlock"
+			txs = append(txs, pgbenchTx{start: end, failed: true})
+			continue
+		}
+		lat := time.Duration(us) * time.Microsecond
+		txs = append(txs, pgbenchTx{start: end.Add(-lat), lat: lat})
+	}
+	return txs, sc.Err()
+}
+
+// measuredPart is the latencies of the transactions that started in
+// [first+warmup, first+warmup+d), where first is the earliest start, and
+// how many in it failed.
+func measuredPart(txs []pgbenchTx, warmup, d time.Duration) (lat []time.Duration, failed int) {
+	if len(txs) == 0 {
+		return nil, 0
+	}
+	first := txs[0].start
+	for _, t := range txs {
+		if t.start.Before(first) {
+			first = t.start
+		}
+	}
+	from, to := first.Add(warmup), first.Add(warmup+d)
+	for _, t := range txs {
+		switch {
+		case t.start.Before(from) || !t.start.Before(to):
+		case t.failed:
+			failed++
+		default:
+			lat = append(lat, t.lat)
+		}
+	}
+	return lat, failed
 }
