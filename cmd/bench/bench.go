@@ -326,58 +326,59 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		}
 		return err
 	}
+	meter := processCPU("/proc", map[string]int{"api": e.apiPID, "hello": hp.cmd.Process.Pid})
 	for _, c := range o.conc {
 		// Each ratio's two sides take turns (see interleaved): the HTTP
 		// floor with the answers from memory, pgbench's placement with
 		// the API's, pgbench's callback with the API's.
 		var floor, placement, callbacks []scenario
 		if want("hello") {
-			floor = append(floor, closedScenario("hello", c, nil, e.get(e.hello+"/hello")))
+			floor = append(floor, closedScenario("hello", c, nil, meter, e.get(e.hello+"/hello")))
 		}
 		if want("replay") {
 			toks, err := e.confirmMany(ctx, 1, false)
 			if err != nil {
 				return nil, err
 			}
-			floor = append(floor, closedScenario("replay", c, nil, e.replay(toks[0])))
+			floor = append(floor, closedScenario("replay", c, nil, meter, e.replay(toks[0])))
 		}
 		if want("callback_dup") {
 			notes, err := e.notifications(ctx, 1)
 			if err != nil {
 				return nil, err
 			}
-			floor = append(floor, closedScenario("callback_dup", c, nil, e.callbackSame(notes[0])))
+			floor = append(floor, closedScenario("callback_dup", c, nil, meter, e.callbackSame(notes[0])))
 		}
 		if want("pgbench_submit") {
-			placement = append(placement, pgbenchScenario(pgBin, dbURL, "pgbench_submit", submitSQL, c, 0, work, settle))
+			placement = append(placement, pgbenchScenario(pgBin, dbURL, "pgbench_submit", submitSQL, c, 0, work, settle, meter))
 		}
 		if want("submit") {
 			toks, err := e.confirmMany(ctx, unique, false)
 			if err != nil {
 				return nil, err
 			}
-			placement = append(placement, closedScenario("submit", c, settle, e.submitEach(toks)))
+			placement = append(placement, closedScenario("submit", c, settle, meter, e.submitEach(toks)))
 		}
 		if want("hot_dish") {
 			toks, err := e.confirmMany(ctx, unique, true)
 			if err != nil {
 				return nil, err
 			}
-			placement = append(placement, closedScenario("hot_dish", c, settle, e.submitEach(toks)))
+			placement = append(placement, closedScenario("hot_dish", c, settle, meter, e.submitEach(toks)))
 		}
 		if want("pgbench_callback") {
-			callbacks = append(callbacks, pgbenchScenario(pgBin, dbURL, "pgbench_callback", callbackSQL, c, 0, work, settle))
+			callbacks = append(callbacks, pgbenchScenario(pgBin, dbURL, "pgbench_callback", callbackSQL, c, 0, work, settle, meter))
 		}
 		if want("callback") {
 			notes, err := e.notifications(ctx, unique)
 			if err != nil {
 				return nil, err
 			}
-			callbacks = append(callbacks, closedScenario("callback", c, settle, e.callbackEach(notes)))
+			callbacks = append(callbacks, closedScenario("callback", c, settle, meter, e.callbackEach(notes)))
 		}
 		var menu []scenario // compared with nothing: it runs alone, in the same rounds
 		if want("menu") {
-			menu = append(menu, closedScenario("menu", c, nil, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
+			menu = append(menu, closedScenario("menu", c, nil, meter, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
 		}
 		for _, ss := range [][]scenario{floor, placement, callbacks, menu} {
 			if err := turns(c, ss); err != nil {
@@ -431,7 +432,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			}
 			return w, err
 		}
-		ss := []scenario{api, pgbenchScenario(pgBin, dbURL, "pgbench_submit_half_rate", submitSQL, 64, rate, work, settle)}
+		ss := []scenario{api, pgbenchScenario(pgBin, dbURL, "pgbench_submit_half_rate", submitSQL, 64, rate, work, settle, nil)}
 		rs, err := interleaved(ctx, 64, o.warmup*rounds, o.duration*rounds, rounds, ss, func(s scenario, round int, window time.Duration) func() {
 			if s.name != "submit_half_rate" || round != rounds/2 {
 				return func() {}

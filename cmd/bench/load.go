@@ -30,6 +30,9 @@ type result struct {
 	// FirstError is the first failure seen, to tell what went wrong.
 	FirstError string `json:"first_error,omitempty"`
 	Note       string `json:"note,omitempty"`
+	// CPUUsPerRequest is the CPU time each process group used in the
+	// measured part, per request, in microseconds (see processCPU).
+	CPUUsPerRequest map[string]float64 `json:"cpu_us_per_request,omitempty"`
 }
 
 // op is one request of a scenario; n counts requests across the workers
@@ -47,7 +50,7 @@ var errExhausted error = exhaustedError{}
 // load runs op from conc workers in a closed loop for d (after a warmup
 // of its own) and measures every request.
 func load(ctx context.Context, name string, conc int, warmup, d time.Duration, fn op) result {
-	w, _ := closedScenario(name, conc, nil, fn).measure(ctx, warmup, d) // a closed loop fails no run
+	w, _ := closedScenario(name, conc, nil, nil, fn).measure(ctx, warmup, d) // a closed loop fails no run
 	r := result{Scenario: name, Concurrency: conc, Errors: w.errors, FirstError: w.firstErr}
 	r.summarize(w.lat, w.elapsed)
 	return r
@@ -63,14 +66,23 @@ type scenario struct {
 }
 
 // closedScenario is op run from conc workers in a closed loop; its
-// requests are numbered across all its windows.
-func closedScenario(name string, conc int, before func() error, fn op) scenario {
+// requests are numbered across all its windows. With a meter, each
+// window holds the CPU time used in its measured part.
+func closedScenario(name string, conc int, before func() error, meter cpuMeter, fn op) scenario {
 	var seq atomic.Int64
 	return scenario{name: name, before: before, measure: func(ctx context.Context, warmup, d time.Duration) (window, error) {
 		if warmup > 0 {
 			closedLoop(ctx, conc, warmup, fn, &seq, false)
 		}
-		return closedLoop(ctx, conc, d, fn, &seq, true), nil
+		var cpu cpuTimes
+		if meter != nil {
+			cpu = meter()
+		}
+		w := closedLoop(ctx, conc, d, fn, &seq, true)
+		if meter != nil {
+			w.cpu = meter().sub(cpu)
+		}
+		return w, nil
 	}}
 }
 
@@ -108,6 +120,9 @@ func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds 
 			if sums[i].note == "" {
 				sums[i].note = w.note
 			}
+			if w.cpu != nil {
+				sums[i].cpu = sums[i].cpu.add(w.cpu)
+			}
 		}
 	}
 	out := make([]result, len(ss))
@@ -118,6 +133,7 @@ func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds 
 		}
 		out[i] = result{Scenario: s.name, Concurrency: conc, Errors: sums[i].errors, FirstError: sums[i].firstErr, Note: note}
 		out[i].summarize(sums[i].lat, sums[i].elapsed)
+		out[i].CPUUsPerRequest = sums[i].cpu.perRequest(len(sums[i].lat) + sums[i].errors)
 	}
 	return out, nil
 }
@@ -140,6 +156,7 @@ type window struct {
 	firstErr string
 	elapsed  time.Duration
 	note     string
+	cpu      cpuTimes // nil when not metered
 }
 
 // closedLoop runs op from conc workers for d; with record, it keeps the

@@ -166,9 +166,24 @@ func callbackScript(queries map[string]string, mchid string) (string, error) {
 
 // pgbenchScenario is pgbench running script from conc clients, for
 // interleaved: in a closed loop, or at rate per second when rate > 0.
-func pgbenchScenario(bin, dbURL, name, script string, conc int, rate float64, work string, before func() error) scenario {
+// With a meter, each window holds the CPU time of the whole pgbench run
+// (connections and warmup included) in the share of its transactions
+// that were measured.
+func pgbenchScenario(bin, dbURL, name, script string, conc int, rate float64, work string, before func() error, meter cpuMeter) scenario {
 	return scenario{name: name, before: before, measure: func(ctx context.Context, warmup, d time.Duration) (window, error) {
-		return pgbenchWindow(ctx, bin, dbURL, name, script, conc, rate, warmup, d, work)
+		var cpu cpuTimes
+		if meter != nil {
+			cpu = meter()
+		}
+		w, all, err := pgbenchWindow(ctx, bin, dbURL, name, script, conc, rate, warmup, d, work)
+		if meter != nil && err == nil && all > 0 {
+			share := float64(len(w.lat)+w.errors) / float64(all)
+			w.cpu = cpuTimes{}
+			for k, v := range meter().sub(cpu) {
+				w.cpu[k] = time.Duration(float64(v) * share)
+			}
+		}
+		return w, err
 	}}
 }
 
@@ -179,19 +194,20 @@ func pgbenchScenario(bin, dbURL, name, script string, conc int, rate float64, wo
 // one process, as the API's are one pool: a pgbench started afresh for the
 // measured part would spend its first moments connecting and preparing
 // its statements on cold backends, a cost the API, whose connections
-// outlive a window, does not pay inside one.
-func pgbenchWindow(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (window, error) {
+// outlive a window, does not pay inside one. It also returns how many
+// transactions the whole run logged.
+func pgbenchWindow(ctx context.Context, bin, dbURL, name, script string, conc int, rate float64, warmup, d time.Duration, work string) (w window, transactions int, err error) {
 	dir := filepath.Join(work, fmt.Sprintf("pgbench-%s-%d", name, conc))
 	// Logs of an earlier run must not mix into this one's latencies.
 	if err := os.RemoveAll(dir); err != nil {
-		return window{}, err
+		return window{}, 0, err
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return window{}, err
+		return window{}, 0, err
 	}
 	scriptPath := filepath.Join(dir, name+".sql")
 	if err := os.WriteFile(scriptPath, []byte(script), 0o600); err != nil {
-		return window{}, err
+		return window{}, 0, err
 	}
 	// -T takes whole seconds; the second over covers the end of the window.
 	secs := int(math.Ceil((warmup + d).Seconds())) + 1
@@ -203,27 +219,27 @@ func pgbenchWindow(ctx context.Context, bin, dbURL, name, script string, conc in
 	args = append(args, dbURL)
 	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pgbench"), args...).CombinedOutput() //nolint:gosec // G204: pgbench
 	if err != nil {
-		return window{}, fmt.Errorf("pgbench %s: %w: %s", name, err, out)
+		return window{}, 0, fmt.Errorf("pgbench %s: %w: %s", name, err, out)
 	}
 	logs, err := filepath.Glob(filepath.Join(dir, "log.*"))
 	if err != nil {
-		return window{}, err
+		return window{}, 0, err
 	}
 	var txs []pgbenchTx
 	for _, l := range logs {
 		t, err := readPgbenchLog(l)
 		if err != nil {
-			return window{}, err
+			return window{}, 0, err
 		}
 		txs = append(txs, t...)
 	}
-	w := window{elapsed: d}
+	w = window{elapsed: d}
 	w.lat, w.errors = measuredPart(txs, warmup, d)
 	w.note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
 	if rate > 0 {
 		w.note += fmt.Sprintf("; open loop at %.0f/s (-R)", rate)
 	}
-	return w, nil
+	return w, len(txs), nil
 }
 
 // pgbenchTx is one line of pgbench's per-transaction log: when the

@@ -126,7 +126,8 @@ func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
 		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
-		"hello with replay and callback_dup, pgbench_submit with submit and hot_dish, pgbench_callback with callback). "+
+		"hello with replay and callback_dup, pgbench_submit with submit and hot_dish, pgbench_callback with callback; "+
+		"submit_half_rate with pgbench_submit_half_rate, a whole window each, three times). "+
 		"Machine: %s, %s CPUs, %s, %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"])
 	b.WriteString("| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
@@ -140,6 +141,21 @@ func (r *results) markdown() string {
 			met = "yes"
 		}
 		fmt.Fprintf(&b, "| %s | %.3f | %s |\n", t.Name, t.Ratio, met)
+	}
+	b.WriteString("\nCPU per request (µs of user and system time in the measured part, by process; pgbench's share of its whole run):\n\n" +
+		"| scenario | clients | server (api or hello) | postgres | redis | load generator |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, x := range r.Results {
+		c := x.CPUUsPerRequest
+		if c == nil {
+			continue
+		}
+		server := c["api"]
+		if x.Scenario == "hello" {
+			server = c["hello"]
+		} else if strings.HasPrefix(x.Scenario, "pgbench") {
+			server = 0
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.0f |\n", x.Scenario, x.Concurrency, server, c["postgres"], c["redis"], c["load"])
 	}
 	fmt.Fprintf(&b, "\nAPI resident memory after the run: %.0f MB.\n", r.APIRSSMB)
 	if m := r.ReplayMillion; m != nil {
