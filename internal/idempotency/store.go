@@ -161,6 +161,11 @@ func NewStore(opts Options) (*Store, error) {
 			}
 		},
 		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, redis.Nil) },
+		// A caller that went away says nothing of Redis. Counted as
+		// failures, a few client disconnects in a row would send every
+		// request to PostgreSQL for the breaker's timeout, and leave the
+		// disconnected requests' claims unreleased.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 	})
 	l1Entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "takeout_idempotency_l1_entries",

@@ -269,6 +269,39 @@ func TestBreakerSkipsHangingRedis(t *testing.T) {
 	}
 }
 
+// A caller that goes away (a client disconnecting, a load generator's
+// window ending) cancels its Redis call: that says nothing of Redis, so
+// however many do it, the breaker stays closed and the next request
+// claims in Redis. Were it tripped, every request would go to PostgreSQL
+// for the breaker's timeout, and the claims of the cancelled requests
+// could not be released.
+func TestCancelledCallersDoNotTripTheBreaker(t *testing.T) {
+	t.Parallel()
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(context.Background())
+	s := newStore(t, rds, nil)
+
+	for i := range 10 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if out, err := s.Begin(ctx, 1, fmt.Sprintf("gone-%d", i), []byte("fp")); err == nil && out.Claim != nil {
+			out.Claim.Release(ctx)
+		}
+	}
+	if got := s.BreakerState(); got != "closed" {
+		t.Fatalf("breaker %s after 10 cancelled callers, want closed", got)
+	}
+
+	ctx := context.Background()
+	first, err := s.Begin(ctx, 1, "after", []byte("fp"))
+	if err != nil || first.Claim == nil {
+		t.Fatalf("Begin after the cancellations: %+v, %v", first, err)
+	}
+	if got := s.BreakerState(); got != "closed" {
+		t.Errorf("breaker %s after a claim, want closed", got)
+	}
+}
+
 // BenchmarkRedisClaim is the Redis layer of a fresh request: one Lua
 // round trip claims the key (L1 misses each time: every key is new).
 func BenchmarkRedisClaim(b *testing.B) {
