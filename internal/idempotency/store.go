@@ -167,16 +167,8 @@ func NewStore(opts Options) (*Store, error) {
 		// disconnected requests' claims unreleased.
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 	})
-	l1Entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "takeout_idempotency_l1_entries",
-		Help: "Completed responses held in the in-process cache.",
-	}, func() float64 { n, _ := s.L1Size(); return float64(n) })
-	l1Bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "takeout_idempotency_l1_bytes",
-		Help: "Bytes the in-process cache's responses take in its rings, which TAKEOUT_IDEMPOTENCY_L1_BYTES bounds with their index.",
-	}, func() float64 { _, w := s.L1Size(); return float64(w) })
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.outcomes, s.breakerG, l1Entries, l1Bytes} {
+		for _, c := range []prometheus.Collector{s.outcomes, s.breakerG, newL1Collector(s)} {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register idempotency metrics: %w", err)
 			}
@@ -357,4 +349,30 @@ func (s *Store) BreakerState() string { return s.breaker.State().String() }
 // held off by the circuit breaker.
 func (s *Store) redisUsable() bool {
 	return s.opts.Redis.Client != nil && s.opts.Redis.Available() && s.breaker.State() != gobreaker.StateOpen
+}
+
+// l1Collector reports L1's entries and bytes from one walk of the cache
+// per scrape: a walk of a full L1 takes tens of milliseconds, and a gauge
+// function each would walk it twice.
+type l1Collector struct {
+	s              *Store
+	entries, bytes *prometheus.Desc
+}
+
+func newL1Collector(s *Store) *l1Collector {
+	return &l1Collector{s: s,
+		entries: prometheus.NewDesc("takeout_idempotency_l1_entries", "Completed responses held in the in-process cache.", nil, nil),
+		bytes: prometheus.NewDesc("takeout_idempotency_l1_bytes",
+			"Bytes the in-process cache's responses take in its rings, which TAKEOUT_IDEMPOTENCY_L1_BYTES bounds with their index.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *l1Collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.entries; ch <- c.bytes }
+
+// Collect implements prometheus.Collector.
+func (c *l1Collector) Collect(ch chan<- prometheus.Metric) {
+	n, b := c.s.L1Size()
+	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(b))
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -403,6 +404,40 @@ func TestL1StaysWithinItsBudget(t *testing.T) {
 	entries, held := s.L1Size()
 	if held > budget || held < budget/2 || entries >= 10_000 {
 		t.Fatalf("L1 holds %d entries taking %d bytes, want between %d and %d bytes", entries, held, budget/2, budget)
+	}
+}
+
+// The L1 gauges an operator scrapes say what L1 holds: both from one
+// walk of the cache.
+func TestL1MetricsReportWhatL1Holds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(ctx)
+	reg := prometheus.NewRegistry()
+	s := newStore(t, rds, reg)
+	for i := range 25 {
+		key := fmt.Sprint("m-", i)
+		out, err := s.Begin(ctx, 1, key, []byte(key))
+		if err != nil || out.Claim == nil {
+			t.Fatalf("begin %d: %v", i, err)
+		}
+		out.Claim.Finalize(ctx, record(key))
+	}
+	gauges := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "takeout_idempotency_l1_") {
+			gauges[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	entries, held := s.L1Size()
+	want := map[string]float64{"takeout_idempotency_l1_entries": float64(entries), "takeout_idempotency_l1_bytes": float64(held)}
+	if diff := cmp.Diff(want, gauges); diff != "" || entries != 25 {
+		t.Errorf("L1 gauges (-want +got):\n%s\n(L1 holds %d entries, want 25)", diff, entries)
 	}
 }
 
