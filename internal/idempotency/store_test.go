@@ -278,25 +278,45 @@ func TestBreakerSkipsHangingRedis(t *testing.T) {
 // could not be released.
 func TestCancelledCallersDoNotTripTheBreaker(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	rds := testenv.NewRedis(t).Conn(t)
-	rds.Check(context.Background())
+	rds.Check(ctx)
 	s := newStore(t, rds, nil)
-
-	for i := range 10 {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if out, err := s.Begin(ctx, 1, fmt.Sprintf("gone-%d", i), []byte("fp")); err == nil && out.Claim != nil {
-			out.Claim.Release(ctx)
+	inRedis := func(key string) bool {
+		t.Helper()
+		n, err := rds.Client.Exists(ctx, rds.Key("idem:{1:"+key+"}")).Result()
+		if err != nil {
+			t.Fatal(err)
 		}
+		return n == 1
+	}
+
+	// A request claims its key; then its client goes away, as do ten
+	// others before they reach Redis.
+	held, err := s.Begin(ctx, 1, "held", []byte("fp"))
+	if err != nil || held.Claim == nil || !inRedis("held") {
+		t.Fatalf("Begin: %+v, %v; want a claim in Redis", held, err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	for i := range 10 {
+		if out, err := s.Begin(gone, 1, fmt.Sprintf("gone-%d", i), []byte("fp")); err == nil && out.Claim != nil {
+			out.Claim.Release(gone)
+		}
+	}
+	// Its handler releases the claim with the cancelled context: the
+	// release still reaches Redis, so the client's retry runs at once
+	// instead of finding the key in flight until the claim expires.
+	held.Claim.Release(gone)
+	if inRedis("held") {
+		t.Error("the cancelled request's claim is still in Redis after its release")
 	}
 	if got := s.BreakerState(); got != "closed" {
 		t.Fatalf("breaker %s after 10 cancelled callers, want closed", got)
 	}
-
-	ctx := context.Background()
-	first, err := s.Begin(ctx, 1, "after", []byte("fp"))
-	if err != nil || first.Claim == nil {
-		t.Fatalf("Begin after the cancellations: %+v, %v", first, err)
+	retry, err := s.Begin(ctx, 1, "held", []byte("fp"))
+	if err != nil || retry.Claim == nil || !inRedis("held") {
+		t.Fatalf("retry: %+v, %v; want a new claim in Redis", retry, err)
 	}
 	if got := s.BreakerState(); got != "closed" {
 		t.Errorf("breaker %s after a claim, want closed", got)
