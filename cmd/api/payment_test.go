@@ -19,12 +19,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/emmansun/gmsm/sm3"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
@@ -40,6 +38,7 @@ type payShop struct {
 	merchant    *rsa.PrivateKey
 	platform    *rsa.PrivateKey
 	apiKey      []byte
+	env         map[string]string // the API's environment, to start more instances
 }
 
 const (
@@ -100,6 +99,7 @@ func newPayShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop
 	for k, v := range extra {
 		env[k] = v
 	}
+	ps.env = env
 	ps.shop = newShop(t, 1, env, stocks...)
 	u, _ := url.Parse(ps.apis[0].url)
 	target.Store(u)
@@ -385,6 +385,101 @@ func signedHeaders(signer *rsa.PrivateKey, serial string, at time.Time, body []b
 	return h
 }
 
+// Deliveries of one transaction racing on two instances: several
+// notifications of it (each its own notification id), each delivered
+// again and again to both at once, as the platform retries. Every delivery
+// ends in success (a 503 while another delivery of it is applied on the
+// same instance is retried, as the platform does), and each order is paid
+// once: one PAID transition, one notification, one event, no refund, and
+// one "applied" counted over both instances.
+func TestConcurrentDeliveriesAcrossInstancesApplyOnce(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 20)
+	ps.apis = append(ps.apis, ps.start(t, ps.env))
+	user := ps.login(t, "racing-payer")
+	const orders, notificationsPerOrder, copies = 4, 2, 4
+	type delivery struct {
+		api    string
+		header http.Header
+		body   []byte
+	}
+	var deliveries []delivery
+	var ids []string
+	for i := range orders {
+		o := ps.place(t, user, fmt.Sprintf("racing-%d", i), int32(i+1)) // another cart each: another order
+		ps.pay(t, user, o.ID)
+		ids = append(ids, o.ID)
+		txn := map[string]any{"appid": testAppID, "mchid": testMchID, "out_trade_no": payment.OutTradeNo(mustID(t, o.ID), 1),
+			"transaction_id": fmt.Sprintf("42000000000000%05d", i), "trade_state": "SUCCESS", "success_time": time.Now().Format(time.RFC3339),
+			"amount": map[string]any{"total": o.TotalFen, "currency": "CNY"}}
+		for n := range notificationsPerOrder {
+			h, body := ps.notification(t, txn, ps.apiKey, ps.platform, "PUB_KEY_ID_SIM", time.Now().Add(time.Duration(n)*time.Millisecond))
+			for range copies {
+				for _, api := range ps.apis {
+					deliveries = append(deliveries, delivery{api.url, h, body})
+				}
+			}
+		}
+	}
+	answers := make(chan string, len(deliveries))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, d := range deliveries {
+		wg.Go(func() {
+			<-start
+			for range 200 {
+				req, _ := http.NewRequest("POST", d.api+"/v1/payments/wechat/notify", bytes.NewReader(d.body))
+				req.Header = d.header.Clone()
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answers <- err.Error()
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					answers <- strconv.Itoa(resp.StatusCode)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			answers <- "still 503 after 200 tries"
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		if a != "204" {
+			t.Errorf("a delivery was finally answered %s", a)
+		}
+	}
+	for _, id := range ids {
+		ps.expectOnce(t, id,
+			"SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'",
+			"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'",
+			"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'",
+			"SELECT count(*) FROM payment_notifications WHERE order_id = $1",
+			"SELECT count(*) FROM river_job WHERE kind = 'webhook.deliver' AND args->'event'->>'type' = 'order.paid' AND args->'event'->>'order_id' = $1::text")
+		if n := ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1", id); n != 0 {
+			t.Errorf("order %s: %d refunds", id, n)
+		}
+	}
+	applied := 0
+	for _, api := range ps.apis {
+		m := string(ps.do(t, api, "GET", "/metrics", "", nil).body)
+		for _, l := range strings.Split(m, "\n") {
+			if v, ok := strings.CutPrefix(l, `takeout_payment_callbacks_total{outcome="applied",source="v3"} `); ok {
+				n, _ := strconv.Atoi(v)
+				applied += n
+			}
+		}
+	}
+	if applied != orders {
+		t.Errorf("%d callbacks counted applied over both instances, want %d", applied, orders)
+	}
+}
+
 // A notification redelivered byte for byte answers 204 from the
 // remembered delivery; a copy with a forged signature or an altered body
 // is still verified, and refused.
@@ -594,10 +689,11 @@ func TestRefundWithoutNotificationIsApplied(t *testing.T) {
 }
 
 // At the pay deadline the payment went through but is being applied by
-// someone else at that moment (its Redis claim is in flight): the timeout
-// must not cancel the order, and once the claim is gone the retried
-// timeout applies the payment. Found by the soak, where the order was
-// cancelled and its paid payment left open.
+// another instance at that moment (its transaction holds the payment's
+// row): the timeout must not cancel the order, and once that transaction
+// is gone (here it rolls back, as an instance that died would) the
+// timeout applies the payment itself. Found by the soak, where the order
+// was cancelled and its paid payment left open.
 func TestTimeoutWaitsForAPaymentBeingApplied(t *testing.T) {
 	t.Parallel()
 	ps := newPayShop(t, map[string]string{"TAKEOUT_ORDER_PAY_WINDOW": "1s", "TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h",
@@ -605,23 +701,19 @@ func TestTimeoutWaitsForAPaymentBeingApplied(t *testing.T) {
 	user := ps.login(t, "being-applied")
 	o := ps.place(t, user, "being-applied", 1)
 	ps.pay(t, user, o.ID)
-	paid := ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Drop: true})
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Drop: true})
 
-	opts, err := redis.ParseURL(ps.redis.URL)
+	ctx := context.Background()
+	elsewhere, err := ps.db(t).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	claim := "wx:" + paid.TransactionID + ":TRANSACTION.SUCCESS"
-	fp := sm3.Sum([]byte(claim))
-	key := ps.redis.Prefix + "idem:{0:" + claim + "}"
-	if err := rdb.HSet(context.Background(), key, "state", "inflight", "owner", "another-instance", "fp", string(fp[:])).Err(); err != nil {
+	defer func() { _ = elsewhere.Rollback(ctx) }()
+	if _, err := elsewhere.Exec(ctx, "SELECT 1 FROM payments WHERE order_id = $1 FOR UPDATE", o.ID); err != nil {
 		t.Fatal(err)
 	}
-	rdb.Expire(context.Background(), key, time.Minute)
 
-	held := time.Now().Add(8 * time.Second) // longer than two coalescing waits (2s each)
+	held := time.Now().Add(5 * time.Second)
 	for time.Now().Before(held) {
 		if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status <> 'PENDING_PAYMENT'", o.ID); n != 0 {
 			t.Fatal("the order left PENDING_PAYMENT while its payment was being applied elsewhere")
@@ -631,8 +723,10 @@ func TestTimeoutWaitsForAPaymentBeingApplied(t *testing.T) {
 	if n := ps.count(t, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND attempt > 0"); n == 0 {
 		t.Fatal("the timeout never ran: the test proves nothing")
 	}
-	rdb.Del(context.Background(), key)
-	waitUntil(t, "the retried timeout to apply the payment", func() bool {
+	if err := elsewhere.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the timeout to apply the payment", func() bool {
 		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", o.ID) == 1
 	})
 	ps.expectOnce(t, o.ID,

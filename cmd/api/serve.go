@@ -159,7 +159,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	if cfg.PaymentsEnabled() {
-		if payments, err = newPayments(cfg, pool, orders, idem, jobInserter{&jobClient}, logger, reg); err != nil {
+		if payments, err = newPayments(cfg, pool, orders, jobInserter{&jobClient}, logger, reg); err != nil {
 			return err
 		}
 	}
@@ -299,7 +299,7 @@ func (j jobInserter) InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs
 }
 
 // newPayments builds the WeChat Pay side from the configuration.
-func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, idem *idempotency.Store, jobs order.JobInserter, logger *slog.Logger, reg prometheus.Registerer) (*payment.Service, error) {
+func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, jobs order.JobInserter, logger *slog.Logger, reg prometheus.Registerer) (*payment.Service, error) {
 	key, err := wxpay.ParsePrivateKey(cfg.WxPayMerchantKey.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
@@ -326,7 +326,7 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, i
 		Platform: platform, AppID: cfg.WeChatAppID, NotifyURL: cfg.WxPayNotifyURL, HTTP: &http.Client{Timeout: cfg.WeChatTimeout}, Now: time.Now,
 	})
 	return payment.NewService(payment.Options{
-		Pool: pool, Client: client, Orders: orders, Idempotency: idem, Jobs: jobs, Logger: logger, Now: time.Now,
+		Pool: pool, Client: client, Orders: orders, Jobs: jobs, Logger: logger, Now: time.Now,
 		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
 	})
 }

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
-	"github.com/emmansun/gmsm/sm3"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maypok86/otter/v2"
@@ -20,7 +20,6 @@ import (
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
-	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/problem"
@@ -32,13 +31,12 @@ const Channel = "wechatpay"
 
 // Options configure a Service.
 type Options struct {
-	Pool        *pgxpool.Pool
-	Client      *Client
-	Orders      *order.Service
-	Idempotency *idempotency.Store
-	Jobs        order.JobInserter
-	Logger      *slog.Logger
-	Now         func() time.Time
+	Pool   *pgxpool.Pool
+	Client *Client
+	Orders *order.Service
+	Jobs   order.JobInserter
+	Logger *slog.Logger
+	Now    func() time.Time
 
 	MchID       string
 	AppID       string
@@ -62,7 +60,18 @@ type Service struct {
 	// long as a timestamp is accepted, so a hit could only have been
 	// verified anew.
 	delivered *otter.Cache[[sha256.Size]byte, struct{}]
+	// applying holds the transactions this instance is applying now, and
+	// settled the ones it has applied (or found applied): see
+	// HandleTransaction. What the database recorded never changes, so a
+	// settled entry is never stale; the cache only bounds how many are
+	// kept.
+	applying sync.Map // settledKey -> struct{}
+	settled  *otter.Cache[settledKey, struct{}]
 }
+
+// settledKey names one result of one transaction, as the notification's
+// unique key (channel, transaction id, event type) does.
+type settledKey struct{ transactionID, eventType string }
 
 // deliveredFor is how long a delivered notification is remembered: the
 // window a notification's timestamp is accepted in.
@@ -94,7 +103,11 @@ func NewService(o Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("payment delivered cache: %w", err)
 	}
-	s := &Service{o: o, q: dbsqlc.New(), delivered: delivered,
+	settled, err := otter.New(&otter.Options[settledKey, struct{}]{MaximumSize: 100_000})
+	if err != nil {
+		return nil, fmt.Errorf("payment settled cache: %w", err)
+	}
+	s := &Service{o: o, q: dbsqlc.New(), delivered: delivered, settled: settled,
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_payment_callbacks_total",
 			Help: "Payment callbacks by source (v3, v2, query) and outcome (applied, duplicate, in_flight, refunded_late, refunded_double, anomaly, rejected).",
@@ -216,39 +229,40 @@ var (
 // deliveries change nothing. A result that does not match its payment is
 // stored as an anomaly and changes no order; a payment for an order that
 // can no longer take it is refunded automatically.
+//
+// The database decides: the payment's row lock orders deliveries of one
+// transaction across instances, and the notification's unique keys make
+// the second one a duplicate. In front of it, each instance keeps the
+// transactions it is applying, so that a storm of deliveries of one
+// transaction runs once and the others are told to retry (the platform
+// will) instead of each holding a connection while it waits on that lock,
+// and the transactions it has settled, so that a redelivery is answered
+// without the database. Neither needs Redis: two round trips of it per
+// callback cost more than the database work they could save.
 func (s *Service) HandleTransaction(ctx context.Context, src Source, t Transaction) error {
 	if t.TransactionID == "" || t.OutTradeNo == "" {
 		return problem.New(problem.InvalidRequest, "transaction without transaction_id or out_trade_no")
 	}
-	// A storm of deliveries of one transaction: one runs, the others are
-	// told to retry (the platform will), so no one waits on a lock.
-	key := "wx:" + t.TransactionID + ":" + src.EventType
-	fp := sm3.Sum([]byte(key))
-	out, err := s.o.Idempotency.Begin(ctx, 0, key, fp[:])
-	if err != nil {
-		if p, ok := problem.As(err); ok && p.Type == problem.RequestInProgress {
-			s.callbacks.WithLabelValues(src.Kind, "in_flight").Inc()
-			return ErrInFlight
-		}
-		return err
-	}
-	if out.Replay != nil {
+	key := settledKey{transactionID: t.TransactionID, eventType: src.EventType}
+	if _, ok := s.settled.GetIfPresent(key); ok {
 		s.callbacks.WithLabelValues(src.Kind, "duplicate").Inc()
 		return nil
 	}
+	if _, busy := s.applying.LoadOrStore(key, struct{}{}); busy {
+		s.callbacks.WithLabelValues(src.Kind, "in_flight").Inc()
+		return ErrInFlight
+	}
+	defer s.applying.Delete(key)
 	outcome, err := s.applyTransaction(ctx, src, t)
 	if err != nil {
-		out.Claim.Release(ctx)
 		return err
 	}
+	s.callbacks.WithLabelValues(src.Kind, outcome).Inc()
 	if outcome == "anomaly" {
 		// Recorded, and refused: every redelivery is refused the same way.
-		out.Claim.Release(ctx)
-		s.callbacks.WithLabelValues(src.Kind, outcome).Inc()
 		return ErrAnomaly
 	}
-	out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: fp[:], Response: idempotency.Response{Status: 200, Body: []byte(outcome)}})
-	s.callbacks.WithLabelValues(src.Kind, outcome).Inc()
+	s.settled.Set(key, struct{}{})
 	return nil
 }
 
