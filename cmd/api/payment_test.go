@@ -38,7 +38,7 @@ type payShop struct {
 	merchant    *rsa.PrivateKey
 	platform    *rsa.PrivateKey
 	apiKey      []byte
-	env         map[string]string // the API's environment, to start more instances
+	payEnv      map[string]string // the payment settings the API runs with, to start more instances
 }
 
 const (
@@ -99,7 +99,7 @@ func newPayShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop
 	for k, v := range extra {
 		env[k] = v
 	}
-	ps.env = env
+	ps.payEnv = env
 	ps.shop = newShop(t, 1, env, stocks...)
 	u, _ := url.Parse(ps.apis[0].url)
 	target.Store(u)
@@ -395,7 +395,7 @@ func signedHeaders(signer *rsa.PrivateKey, serial string, at time.Time, body []b
 func TestConcurrentDeliveriesAcrossInstancesApplyOnce(t *testing.T) {
 	t.Parallel()
 	ps := newPayShop(t, nil, 20)
-	ps.apis = append(ps.apis, ps.start(t, ps.env))
+	ps.apis = append(ps.apis, ps.start(t, ps.payEnv))
 	user := ps.login(t, "racing-payer")
 	const orders, notificationsPerOrder, copies = 4, 2, 4
 	type delivery struct {
