@@ -185,7 +185,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, err
 	}
 	apiEnv := map[string]string{
-		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_DEBUG_ADDR": debugAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": "32",
+		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_DEBUG_ADDR": debugAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": strconv.Itoa(o.apiDBConns),
 		"TAKEOUT_REDIS_URL": o.redisURL, "TAKEOUT_REDIS_PREFIX": "bench:" + randomHex(4) + ":",
 		"TAKEOUT_SESSION_SECRET": sessionSecret, "TAKEOUT_STAFF_SECRET": staffSecret, "TAKEOUT_CONFIRM_SECRET": randomHex(24),
 		"TAKEOUT_WECHAT_API_BASE": "http://" + wxAddr, "TAKEOUT_WECHAT_APP_SECRET": appSecret, "TAKEOUT_WXPAY_API_BASE": "http://" + wxAddr,
@@ -248,7 +248,8 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 
-	res := &results{Started: time.Now().UTC(), Machine: hostinfo.Facts(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds()}
+	res := &results{Started: time.Now().UTC(), Machine: hostinfo.Facts(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds(),
+		APIDatabaseConns: o.apiDBConns}
 	queries, err := namedQueries("db/queries")
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,7 +50,15 @@ type options struct {
 	adminURL         string
 	redisURL         string
 	only             map[string]bool
+	// apiDBConns is the api's pool size (TAKEOUT_DATABASE_MAX_CONNS).
+	apiDBConns int
 }
+
+// defaultAPIDBConns sizes the api's pool as PostgreSQL's own guidance
+// does, about twice the database's cores: the database runs on this
+// machine, and more backends than that only take turns on its cores and
+// contend for its locks.
+func defaultAPIDBConns() int { return max(4, 2*runtime.NumCPU()) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 && args[1] == "hello" {
@@ -73,8 +82,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.adminURL, "database-url", os.Getenv("TAKEOUT_TEST_DATABASE_URL"), "PostgreSQL to create the bench database in (default $TAKEOUT_TEST_DATABASE_URL)")
 	fs.StringVar(&o.redisURL, "redis-url", os.Getenv("TAKEOUT_TEST_REDIS_URL"), "Redis (default $TAKEOUT_TEST_REDIS_URL)")
 	fs.StringVar(&only, "only", "", "comma-separated scenarios to run (default all)")
+	fs.IntVar(&o.apiDBConns, "api-db-conns", defaultAPIDBConns(), "the api's database pool (TAKEOUT_DATABASE_MAX_CONNS); default twice the CPUs, at least 4")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if o.apiDBConns < 2 {
+		return fmt.Errorf("-api-db-conns: want at least 2, got %d", o.apiDBConns)
 	}
 	if o.adminURL == "" || o.redisURL == "" {
 		return errors.New("no PostgreSQL or Redis: run `make bench` (it starts them), or set TAKEOUT_TEST_DATABASE_URL and TAKEOUT_TEST_REDIS_URL")

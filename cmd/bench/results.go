@@ -24,15 +24,17 @@ type target struct {
 
 // results is one bench run.
 type results struct {
-	Started   time.Time          `json:"started"`
-	Command   string             `json:"command"`
-	Machine   map[string]string  `json:"machine"`
-	DurationS float64            `json:"duration_s"`
-	WarmupS   float64            `json:"warmup_s"`
-	Results   []result           `json:"results"`
-	Ratios    map[string]float64 `json:"ratios"`
-	Targets   []target           `json:"targets"`
-	APIRSSMB  float64            `json:"api_rss_mb"`
+	Started   time.Time         `json:"started"`
+	Command   string            `json:"command"`
+	Machine   map[string]string `json:"machine"`
+	DurationS float64           `json:"duration_s"`
+	WarmupS   float64           `json:"warmup_s"`
+	// APIDatabaseConns is the api's database pool in this run.
+	APIDatabaseConns int                `json:"api_database_conns"`
+	Results          []result           `json:"results"`
+	Ratios           map[string]float64 `json:"ratios"`
+	Targets          []target           `json:"targets"`
+	APIRSSMB         float64            `json:"api_rss_mb"`
 	// L1Million is `bench l1`: the api's idempotency store with its L1
 	// budget after a million completed responses.
 	L1Million *l1Report `json:"l1_million,omitempty"`
@@ -128,8 +130,8 @@ func (r *results) markdown() string {
 		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
 		"hello with replay and callback_dup, pgbench_submit with submit and hot_dish, pgbench_callback with callback; "+
 		"submit_half_rate with pgbench_submit_half_rate, a whole window each, three times). "+
-		"Machine: %s, %s CPUs, %s, %s.\n\n",
-		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"])
+		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections.\n\n",
+		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns)
 	b.WriteString("| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Results {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |\n", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors)
