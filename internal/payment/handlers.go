@@ -54,8 +54,9 @@ func notifyFail(w http.ResponseWriter, status int, msg string) {
 // HandleNotifyV3 serves POST /v1/payments/wechat/notify: signature first
 // (timestamp window, serial, RSA-SHA256), then decryption and the
 // idempotent core. Success (204) is answered only after the effect
-// committed; a delivery racing another of the same notification gets 503
-// so the platform retries it.
+// committed; a delivery racing another of the same transaction on this
+// instance gets 503 so the platform retries it (on another instance it
+// waits on the payment's row lock, then is a duplicate).
 func HandleNotifyV3(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s == nil {
