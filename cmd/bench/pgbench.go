@@ -235,7 +235,7 @@ func pgbenchWindow(ctx context.Context, bin, dbURL, name, script string, conc in
 	}
 	w = window{elapsed: d}
 	w.lat, w.errors = measuredPart(txs, warmup, d)
-	w.note = "pgbench -M prepared -j 2, the service's SQL (db/queries) in one transaction per request"
+	w.note = fmt.Sprintf("pgbench -M prepared -c %d -j 2, the service's SQL (db/queries) in one transaction per request", conc)
 	if rate > 0 {
 		w.note += fmt.Sprintf("; open loop at %.0f/s (-R)", rate)
 	}

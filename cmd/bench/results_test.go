@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The targets compare the two sides at 64 clients; the context ratios
+// compare the api at 64 with pgbench at whichever concurrency did most.
+func TestFinishRatios(t *testing.T) {
+	r := results{Results: []result{
+		{Scenario: "pgbench_submit", Concurrency: 16, Throughput: 1000},
+		{Scenario: "pgbench_submit", Concurrency: 64, Throughput: 250},
+		{Scenario: "submit", Concurrency: 16, Throughput: 900},
+		{Scenario: "submit", Concurrency: 64, Throughput: 700},
+		{Scenario: "hot_dish", Concurrency: 64, Throughput: 500},
+		{Scenario: "pgbench_callback", Concurrency: 16, Throughput: 2000},
+		{Scenario: "pgbench_callback", Concurrency: 64, Throughput: 2500},
+		{Scenario: "callback", Concurrency: 64, Throughput: 1000},
+		{Scenario: "submit_half_rate", Concurrency: 64, P50Ms: 2, P99Ms: 8},
+		{Scenario: "pgbench_submit_half_rate", Concurrency: 64, P50Ms: 2, P99Ms: 5},
+	}}
+	r.finish()
+	want := map[string]float64{
+		"submit_vs_pgbench":                        2.8,
+		"hot_dish_vs_pgbench_submit":               2,
+		"callback_vs_pgbench":                      0.4,
+		"submit_vs_pgbench_best":                   0.7,
+		"hot_dish_vs_pgbench_submit_best":          0.5,
+		"callback_vs_pgbench_best":                 0.4,
+		"submit_p99_over_p50_at_half_rate":         4,
+		"pgbench_submit_p99_over_p50_at_half_rate": 2.5,
+	}
+	if diff := cmp.Diff(want, r.Ratios); diff != "" {
+		t.Errorf("ratios (-want +got):\n%s", diff)
+	}
+	met := map[string]bool{}
+	for _, x := range r.Targets {
+		met[x.Name] = x.Met
+	}
+	wantMet := map[string]bool{
+		"submit_vs_pgbench >= 0.6":              true,
+		"hot_dish_vs_pgbench_submit >= 0.8":     true,
+		"callback_vs_pgbench >= 0.6":            false,
+		"submit_p99_over_p50_at_half_rate <= 3": false,
+	}
+	if diff := cmp.Diff(wantMet, met); diff != "" {
+		t.Errorf("targets (-want +got):\n%s", diff)
+	}
+	md := r.markdown()
+	for _, s := range []string{"submit_vs_pgbench_best 0.700", "callback_vs_pgbench_best 0.400", "pgbench_submit_p99_over_p50_at_half_rate 2.500"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md)
+		}
+	}
+}
