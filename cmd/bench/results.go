@@ -164,15 +164,15 @@ func (r *results) markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %.3f | %s |\n", t.Name, t.Ratio, met)
 	}
-	var context []string
+	var contextRatios []string
 	for _, k := range []string{"submit_vs_pgbench_best", "callback_vs_pgbench_best", "hot_dish_vs_pgbench_submit_best", "pgbench_submit_p99_over_p50_at_half_rate"} {
 		if v, ok := r.Ratios[k]; ok {
-			context = append(context, fmt.Sprintf("%s %.3f", k, v))
+			contextRatios = append(contextRatios, fmt.Sprintf("%s %.3f", k, v))
 		}
 	}
-	if len(context) > 0 {
+	if len(contextRatios) > 0 {
 		b.WriteString("\nContext, not targets (the api at 64 clients against pgbench at its best concurrency in this run; the database's own spread at half rate): " +
-			strings.Join(context, ", ") + ".\n")
+			strings.Join(contextRatios, ", ") + ".\n")
 	}
 	b.WriteString("\nCPU per request (µs of user and system time in the measured part, by process; pgbench's share of its whole run):\n\n" +
 		"| scenario | clients | server (api or hello) | postgres | redis | load generator |\n|---|---:|---:|---:|---:|---:|\n")
