@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -130,6 +131,29 @@ func benchmarkSubmit(b *testing.B, dishes int) {
 			out, err := e.svc.Submit(context.Background(), e.user, fmt.Sprintf("k%d", i), tokens[i])
 			if err != nil || out.Response.Status != 201 {
 				b.Fatalf("submit: %v %d", err, out.Response.Status)
+			}
+		}
+	})
+}
+
+// BenchmarkConfirm quotes a three-dish cart: the merchant, the dishes
+// with their stock, the user's latest order of that cart, an order id
+// and the signed token.
+func BenchmarkConfirm(b *testing.B) {
+	e := newBenchEnv(b)
+	addr := e.base.Address
+	req := order.ConfirmRequest{MerchantID: strconv.FormatInt(e.merchant, 10), Address: &addr}
+	for _, d := range e.dishes[:3] {
+		req.Items = append(req.Items, order.ConfirmItem{DishID: strconv.FormatInt(d, 10), Qty: 1})
+	}
+	b.SetParallelism(8) // 16 clients on 2 cores
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			out, err := e.svc.Confirm(context.Background(), e.user, req)
+			if err != nil || out.TotalFen != 3300 {
+				b.Fatalf("confirm: %v, total %d", err, out.TotalFen)
 			}
 		}
 	})
