@@ -3,6 +3,18 @@ SELECT id, merchant_id, name, price_fen, stock, on_sale, version FROM dishes_wit
 WHERE merchant_id = @merchant_id AND id = ANY(@ids::bigint[])
 ORDER BY id;
 
+-- name: QuoteCart :many
+-- A confirm's reads in one round trip and one snapshot: the merchant's
+-- status and delivery fee on every row, with one row per dish of the
+-- cart that the merchant has (the dish columns NULL on the one row of a
+-- merchant with none of them). No row: no such merchant.
+SELECT m.status AS merchant_status, m.delivery_fee_fen,
+       d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version
+FROM merchants m
+LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY(@ids::bigint[])
+WHERE m.id = @merchant_id
+ORDER BY d.id;
+
 -- name: ReservationInsert :exec
 INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES (@order_id, @dish_id, @qty);
 

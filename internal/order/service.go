@@ -146,34 +146,43 @@ var (
 	ErrOrderNotFound    = problem.New(problem.NotFound, "no such order")
 )
 
+// quotedDish is a dish of the cart as confirm reads it.
+type quotedDish struct {
+	ID       int64
+	Name     string
+	PriceFen int64
+	Stock    int32
+	OnSale   bool
+	Version  int64
+}
+
 // Confirm prices the cart from the database and returns a signed token for
 // it. It writes nothing.
 func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest) (ConfirmResponse, error) {
 	merchantID, _ := strconv.ParseInt(req.MerchantID, 10, 64) // validated
-	m, err := s.q.MerchantGetByID(ctx, s.opts.Pool, merchantID)
-	if err != nil {
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
-			return ConfirmResponse{}, ErrMerchantNotFound
-		}
-		return ConfirmResponse{}, fmt.Errorf("confirm: merchant: %w", err)
-	}
-	if m.Status != "open" {
-		return ConfirmResponse{}, ErrMerchantClosed
-	}
 	ids := make([]int64, len(req.Items))
 	for i, it := range req.Items {
 		ids[i], _ = strconv.ParseInt(it.DishID, 10, 64) // validated
 	}
-	rows, err := s.q.DishesForQuote(ctx, s.opts.Pool, dbsqlc.DishesForQuoteParams{MerchantID: merchantID, Ids: ids})
+	// The merchant and the cart's dishes in one round trip.
+	rows, err := s.q.QuoteCart(ctx, s.opts.Pool, dbsqlc.QuoteCartParams{MerchantID: merchantID, Ids: ids})
 	if err != nil {
-		return ConfirmResponse{}, fmt.Errorf("confirm: dishes: %w", err)
+		return ConfirmResponse{}, fmt.Errorf("confirm: merchant and dishes: %w", err)
 	}
-	byID := make(map[int64]dbsqlc.DishesForQuoteRow, len(rows))
+	if len(rows) == 0 {
+		return ConfirmResponse{}, ErrMerchantNotFound
+	}
+	if rows[0].MerchantStatus != "open" {
+		return ConfirmResponse{}, ErrMerchantClosed
+	}
+	byID := make(map[int64]quotedDish, len(rows))
 	for _, r := range rows {
-		byID[r.ID] = r
+		if r.DishID != nil { // the dish columns are NOT NULL in dishes
+			byID[*r.DishID] = quotedDish{ID: *r.DishID, Name: *r.Name, PriceFen: *r.PriceFen, Stock: *r.Stock, OnSale: *r.OnSale, Version: *r.Version}
+		}
 	}
 
-	in := Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: m.DeliveryFeeFen, Address: *req.Address, Remark: req.Remark}
+	in := Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: rows[0].DeliveryFeeFen, Address: *req.Address, Remark: req.Remark}
 	tokItems := make([]TokenItem, 0, len(req.Items))
 	var unavailable []string
 	var short []inventory.ShortDish

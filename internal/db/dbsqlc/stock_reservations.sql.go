@@ -58,6 +58,64 @@ func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuot
 	return items, nil
 }
 
+const quoteCart = `-- name: QuoteCart :many
+SELECT m.status AS merchant_status, m.delivery_fee_fen,
+       d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version
+FROM merchants m
+LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY($1::bigint[])
+WHERE m.id = $2
+ORDER BY d.id
+`
+
+type QuoteCartParams struct {
+	Ids        []int64
+	MerchantID int64
+}
+
+type QuoteCartRow struct {
+	MerchantStatus string
+	DeliveryFeeFen int64
+	DishID         *int64
+	Name           *string
+	PriceFen       *int64
+	Stock          *int32
+	OnSale         *bool
+	Version        *int64
+}
+
+// A confirm's reads in one round trip and one snapshot: the merchant's
+// status and delivery fee on every row, with one row per dish of the
+// cart that the merchant has (the dish columns NULL on the one row of a
+// merchant with none of them). No row: no such merchant.
+func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) ([]QuoteCartRow, error) {
+	rows, err := db.Query(ctx, quoteCart, arg.Ids, arg.MerchantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QuoteCartRow{}
+	for rows.Next() {
+		var i QuoteCartRow
+		if err := rows.Scan(
+			&i.MerchantStatus,
+			&i.DeliveryFeeFen,
+			&i.DishID,
+			&i.Name,
+			&i.PriceFen,
+			&i.Stock,
+			&i.OnSale,
+			&i.Version,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reservationInsert = `-- name: ReservationInsert :exec
 INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES ($1, $2, $3)
 `
