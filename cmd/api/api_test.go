@@ -224,7 +224,7 @@ func TestConcurrentDishUpdatesOverHTTP(t *testing.T) {
 	results := make(chan response, writers)
 	for i := range writers {
 		go func() {
-			results <- s.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", admin, map[string]any{"version": d.Version, "stock": i + 1})
+			results <- s.do(t, api, "PATCH", "/admin/v1/dishes/"+d.ID, admin, map[string]any{"version": d.Version, "price_fen": 1001 + i})
 		}()
 	}
 	ok, conflicts := 0, 0

@@ -59,7 +59,7 @@ func TestAdminAuthorizationMatrix(t *testing.T) {
 	// gets past authorization, not what the change does.
 	staleMerchant := map[string]any{"version": 99, "status": "closed"}
 	staleDish := map[string]any{"version": 99, "price_fen": 1}
-	staleStock := map[string]any{"version": 99, "stock": 0}
+	staleStock := map[string]any{"on_hand": 0, "if_on_hand": 99}
 	routes := []route{
 		{"POST", "/admin/v1/merchants", map[string]any{"name": ""}, map[string]int{"merchant B staff": 403, "merchant A staff": 403, "admin": 400}},
 		{"PATCH", "/admin/v1/merchants/" + midA, staleMerchant, map[string]int{"merchant B staff": 403, "merchant A staff": 409, "admin": 409}},

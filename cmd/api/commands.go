@@ -95,7 +95,7 @@ func seedDemo(ctx context.Context, getenv func(string) string, stdout, stderr io
 			if err != nil {
 				return 0, err
 			}
-			if err := inventory.Set(ctx, tx, id, d.stock); err != nil {
+			if _, err := inventory.Restock(ctx, tx, id, inventory.Change{SetOnHand: &d.stock, Opening: true, Actor: "seed-demo"}); err != nil {
 				return 0, err
 			}
 		}

@@ -268,7 +268,7 @@ func TestSubmitAnswers(t *testing.T) {
 		d := sh.dishes[0]
 		var cur catalog.Dish
 		sh.do(t, api, "GET", "/admin/v1/dishes/"+d.ID, sh.admin, nil).json(t, &cur)
-		sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"version": cur.Version, "stock": 2})
+		sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"on_hand": 2})
 		orders := sh.count(t, "SELECT count(*) FROM orders")
 		r := sh.submit(t, api, alice, "key-short", short.ConfirmToken)
 		var p struct {
@@ -475,11 +475,11 @@ func TestFailedSubmitReleasesClaim(t *testing.T) {
 	user := sh.login(t, "retry")
 	c := sh.confirm(t, api, user, sh.cart(1))
 	d := sh.dishes[0]
-	sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"version": d.Version, "stock": 0})
+	sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"on_hand": 0})
 	if r := sh.submit(t, api, user, "k", c.ConfirmToken); r.status != 409 || r.problemType() != "out-of-stock" {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"version": d.Version + 1, "stock": 5})
+	sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"on_hand": 5})
 	r := sh.submit(t, api, user, "k", c.ConfirmToken)
 	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after restock: %d %s", r.status, r.body)

@@ -1,7 +1,8 @@
 -- name: StockTakeFree :one
 -- (Stock shards: see migration 00006. The statements that take stock
--- check the quote on the dish row without locking it, so orders of one
--- dish never queue on that row.)
+-- check the quote on the dish and merchant rows without locking them, so
+-- orders of one dish never queue on those rows: the dish still on sale
+-- at the quoted price, the merchant still open at the quoted fee.)
 -- Takes qty units from one shard that has them and that no other
 -- transaction holds, looking from shard @start on (so that concurrent
 -- orders spread over the shards). No row: no such shard right now.
@@ -11,6 +12,7 @@ FROM (
     JOIN dishes d ON d.id = ds.dish_id
     WHERE ds.dish_id = @dish_id AND ds.units >= @qty
       AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
     ORDER BY ds.shard < sqlc.arg(start)::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
@@ -25,6 +27,7 @@ SELECT ds.shard FROM dish_stock ds
 JOIN dishes d ON d.id = ds.dish_id
 WHERE ds.dish_id = @dish_id AND ds.units >= @qty
   AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
 ORDER BY ds.shard;
 
 -- name: StockTakeShard :one
@@ -34,6 +37,7 @@ UPDATE dish_stock s SET units = s.units - @qty
 FROM dishes d
 WHERE s.dish_id = @dish_id AND s.shard = @shard AND s.units >= @qty
   AND d.id = s.dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
 RETURNING s.shard;
 
 -- name: StockLockShards :many
@@ -42,17 +46,18 @@ SELECT shard, units FROM dish_stock WHERE dish_id = @dish_id ORDER BY shard FOR 
 
 -- name: StockQuoteHolds :one
 SELECT EXISTS (
-    SELECT 1 FROM dishes
-    WHERE id = @dish_id AND merchant_id = @merchant_id AND price_fen = @price_fen AND on_sale
-);
+    SELECT 1 FROM dishes d
+    WHERE d.id = @dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen);
 
 -- name: StockTakeLocked :exec
 -- Takes units from a shard this transaction has locked.
 UPDATE dish_stock s SET units = s.units - @qty WHERE s.dish_id = @dish_id AND s.shard = @shard;
 
--- name: StockReturn :exec
+-- name: StockReturn :execrows
 -- Returns qty units to one shard of the dish, the @pick-th modulo the
--- dish's shard count (shards are numbered from 0 without gaps).
+-- dish's shard count (shards are numbered from 0 without gaps). No row:
+-- a restock dropped that shard while this waited for it.
 UPDATE dish_stock s SET units = s.units + @qty
 WHERE s.dish_id = @dish_id
   AND s.shard = sqlc.arg(pick)::integer % (SELECT count(*) FROM dish_stock c WHERE c.dish_id = @dish_id);
@@ -75,3 +80,23 @@ SAVEPOINT stock_take;
 -- name: StockRollbackToSavepoint :exec
 -- Undoes a try that took nothing, with any row lock it took in passing.
 ROLLBACK TO SAVEPOINT stock_take;
+
+-- name: StockReturnFirst :exec
+-- Returns qty units to shard 0, which always exists: the fallback when the
+-- shard StockReturn picked was dropped by a restock meanwhile.
+UPDATE dish_stock SET units = units + @qty WHERE dish_id = @dish_id AND shard = 0;
+
+-- name: DishLockForRestock :one
+-- Serialises restocks of one dish. NO KEY UPDATE: orders that insert
+-- reservations (a foreign-key share lock) are not blocked by it.
+SELECT merchant_id FROM dishes WHERE id = @id FOR NO KEY UPDATE;
+
+-- name: StockHeld :one
+-- The units of a dish that open orders hold: reserved, neither released
+-- nor consumed.
+SELECT coalesce(sum(qty), 0)::integer FROM stock_reservations
+WHERE dish_id = @dish_id AND released_at IS NULL AND consumed_at IS NULL;
+
+-- name: StockAdjustmentInsert :exec
+INSERT INTO stock_adjustments (dish_id, kind, delta, on_hand_after, actor)
+VALUES (@dish_id, @kind, @delta, @on_hand_after, @actor);

@@ -22,5 +22,11 @@ INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES (@order_id, @dish
 -- Marks an order's unreleased reservations released; each is released
 -- once, however often this runs.
 UPDATE stock_reservations SET released_at = now()
-WHERE order_id = @order_id AND released_at IS NULL
+WHERE order_id = @order_id AND released_at IS NULL AND consumed_at IS NULL
 RETURNING dish_id, qty;
+
+-- name: ReservationConsume :exec
+-- Marks an order's held units consumed: they left the kitchen with the
+-- order, so they no longer count as on hand.
+UPDATE stock_reservations SET consumed_at = now()
+WHERE order_id = @order_id AND released_at IS NULL AND consumed_at IS NULL;

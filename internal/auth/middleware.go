@@ -112,3 +112,10 @@ func bearer(r *http.Request) (string, error) {
 	}
 	return strings.TrimSpace(tok), nil
 }
+
+// StaffScope names the staff member of r for Idempotency-Key records:
+// keys of different staff members (or roles) never meet.
+func StaffScope(r *http.Request) string {
+	s, _ := StaffFrom(r.Context())
+	return "staff:" + s.Role.String() + ":" + s.Subject
+}

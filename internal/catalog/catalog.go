@@ -28,13 +28,17 @@ type Merchant struct {
 	UpdatedAt      time.Time `json:"updated_at"`
 }
 
-// Dish is a dish as the API shows it.
+// Dish is a dish as the API shows it. Stock is what is for sale; staff
+// also see Held (reserved by open orders) and OnHand (their sum: what
+// the kitchen has, the figure a restock sets).
 type Dish struct {
 	ID         string    `json:"id"`
 	MerchantID string    `json:"merchant_id"`
 	Name       string    `json:"name"`
 	PriceFen   int64     `json:"price_fen"`
 	Stock      int32     `json:"stock"`
+	Held       *int32    `json:"held,omitempty"`
+	OnHand     *int32    `json:"on_hand,omitempty"`
 	OnSale     bool      `json:"on_sale"`
 	Version    int64     `json:"version"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -77,6 +81,15 @@ func dishFromRow(d dbsqlc.DishesWithStock) Dish {
 		CreatedAt:  d.CreatedAt.UTC(),
 		UpdatedAt:  d.UpdatedAt.UTC(),
 	}
+}
+
+// staffDishFromRow is a dish as its staff see it, with what is held and
+// on hand.
+func staffDishFromRow(d dbsqlc.DishesWithStock) Dish {
+	out := dishFromRow(d)
+	held, onHand := d.Held, d.Stock+d.Held
+	out.Held, out.OnHand = &held, &onHand
+	return out
 }
 
 func dishesFromRows(rows []dbsqlc.DishesWithStock) []Dish {

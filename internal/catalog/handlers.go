@@ -1,12 +1,15 @@
 package catalog
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/web"
 )
@@ -40,21 +43,21 @@ func HandleMenu(s *Service) http.Handler {
 	})
 }
 
-// HandleCreateMerchant serves POST /admin/v1/merchants (admins only).
-func HandleCreateMerchant(s *Service) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// HandleCreateMerchant serves POST /admin/v1/merchants (admins only),
+// exactly once per Idempotency-Key.
+func HandleCreateMerchant(s *Service, idem *idempotency.Store) http.Handler {
+	return idempotency.Creating(idem, s.pool, false, auth.StaffScope, func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
 		req, err := web.Decode[CreateMerchantRequest](r)
 		if err != nil {
-			web.Error(w, r, err)
-			return
+			return idempotency.Created{}, err
 		}
-		m, err := s.CreateMerchant(r.Context(), req)
+		m, err := s.CreateMerchant(ctx, tx, req)
 		if err != nil {
-			web.Error(w, r, err)
-			return
+			return idempotency.Created{}, err
 		}
-		w.Header().Set("Location", "/v1/merchants/"+m.ID+"/menu")
-		web.JSON(w, http.StatusCreated, m)
+		c, err := idempotency.JSONCreated(http.StatusCreated, m, "Location", "/v1/merchants/"+m.ID+"/menu")
+		c.AfterCommit = func() { s.Changed(ctx, idOf(m.ID)) }
+		return c, err
 	})
 }
 
@@ -92,21 +95,21 @@ func HandleListDishes(s *Service) http.Handler {
 	})
 }
 
-// HandleCreateDish serves POST /admin/v1/merchants/{id}/dishes.
-func HandleCreateDish(s *Service) http.Handler {
-	return staffHandler(ErrMerchantNotFound, func(w http.ResponseWriter, r *http.Request, staff auth.Staff, id int64) {
+// HandleCreateDish serves POST /admin/v1/merchants/{id}/dishes, exactly
+// once per Idempotency-Key.
+func HandleCreateDish(s *Service, idem *idempotency.Store) http.Handler {
+	return staffCreating(s, idem, false, ErrMerchantNotFound, func(ctx context.Context, tx pgx.Tx, r *http.Request, staff auth.Staff, id int64) (idempotency.Created, error) {
 		req, err := web.Decode[CreateDishRequest](r)
 		if err != nil {
-			web.Error(w, r, err)
-			return
+			return idempotency.Created{}, err
 		}
-		d, err := s.CreateDish(r.Context(), staff, id, req)
+		d, err := s.CreateDish(ctx, tx, staff, id, req)
 		if err != nil {
-			web.Error(w, r, err)
-			return
+			return idempotency.Created{}, err
 		}
-		w.Header().Set("Location", "/admin/v1/dishes/"+d.ID)
-		web.JSON(w, http.StatusCreated, d)
+		c, err := idempotency.JSONCreated(http.StatusCreated, d, "Location", "/admin/v1/dishes/"+d.ID)
+		c.AfterCommit = func() { s.Changed(ctx, id) }
+		return c, err
 	})
 }
 
@@ -139,7 +142,8 @@ func HandleUpdateDish(s *Service) http.Handler {
 	})
 }
 
-// HandleSetStock serves PUT /admin/v1/dishes/{id}/stock.
+// HandleSetStock serves PUT /admin/v1/dishes/{id}/stock: set what is on
+// hand.
 func HandleSetStock(s *Service) http.Handler {
 	return staffHandler(ErrDishNotFound, func(w http.ResponseWriter, r *http.Request, staff auth.Staff, id int64) {
 		req, err := web.Decode[SetStockRequest](r)
@@ -154,6 +158,46 @@ func HandleSetStock(s *Service) http.Handler {
 		}
 		web.JSON(w, http.StatusOK, d)
 	})
+}
+
+// HandleAdjustStock serves POST /admin/v1/dishes/{id}/stock/adjustments:
+// add (or remove) units on hand, exactly once per Idempotency-Key, which
+// it requires (a retried delivery must not count twice).
+func HandleAdjustStock(s *Service, idem *idempotency.Store) http.Handler {
+	return staffCreating(s, idem, true, ErrDishNotFound, func(ctx context.Context, tx pgx.Tx, r *http.Request, staff auth.Staff, id int64) (idempotency.Created, error) {
+		req, err := web.Decode[AdjustStockRequest](r)
+		if err != nil {
+			return idempotency.Created{}, err
+		}
+		d, err := s.AdjustStock(ctx, tx, staff, id, req)
+		if err != nil {
+			return idempotency.Created{}, err
+		}
+		c, err := idempotency.JSONCreated(http.StatusCreated, d)
+		c.AfterCommit = func() { s.Changed(ctx, idOf(d.MerchantID)) }
+		return c, err
+	})
+}
+
+// staffCreating is idempotency.Creating for a staff route with an {id}.
+func staffCreating(s *Service, idem *idempotency.Store, required bool, notFound error,
+	create func(context.Context, pgx.Tx, *http.Request, auth.Staff, int64) (idempotency.Created, error)) http.Handler {
+	return idempotency.Creating(idem, s.pool, required, auth.StaffScope, func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
+		staff, ok := auth.StaffFrom(ctx)
+		if !ok {
+			return idempotency.Created{}, problem.New(problem.Unauthorized, "staff token required")
+		}
+		id, err := pathID(r, notFound)
+		if err != nil {
+			return idempotency.Created{}, err
+		}
+		return create(ctx, tx, r, staff, id)
+	})
+}
+
+func idOf(s string) int64 {
+	id, _ := strconv.ParseInt(s, 10, 64) // ids we formatted
+	return id
 }
 
 // staffHandler adapts a handler that needs the staff member and the {id}

@@ -75,7 +75,7 @@ func (r *CreateDishRequest) Validate() error {
 	if r.Stock == nil {
 		return problem.Field("stock", "required")
 	}
-	return validStock(*r.Stock)
+	return validStock("stock", *r.Stock)
 }
 
 // UpdateDishRequest is the body of PATCH /admin/v1/dishes/{id}.
@@ -105,23 +105,47 @@ func (r *UpdateDishRequest) Validate() error {
 	return nil
 }
 
-// SetStockRequest is the body of PUT /admin/v1/dishes/{id}/stock: the
-// absolute stock, guarded by the version read, so that a stale restock
-// cannot overwrite sales made since.
+// SetStockRequest is the body of PUT /admin/v1/dishes/{id}/stock: what
+// the kitchen has on hand (units held by open orders count in it), and,
+// optionally, the figure the merchant read, so that a count made before
+// sales, cancels or another restock is refused (409 stock-changed).
 type SetStockRequest struct {
-	Version *int64 `json:"version"`
-	Stock   *int32 `json:"stock"`
+	OnHand   *int32 `json:"on_hand"`
+	IfOnHand *int32 `json:"if_on_hand"`
 }
 
 // Validate checks the request's values.
 func (r *SetStockRequest) Validate() error {
-	if err := validVersion(r.Version); err != nil {
+	if r.OnHand == nil {
+		return problem.Field("on_hand", "required: the units on hand, held ones included")
+	}
+	if err := validStock("on_hand", *r.OnHand); err != nil {
 		return err
 	}
-	if r.Stock == nil {
-		return problem.Field("stock", "required")
+	if r.IfOnHand != nil {
+		return validStock("if_on_hand", *r.IfOnHand)
 	}
-	return validStock(*r.Stock)
+	return nil
+}
+
+// AdjustStockRequest is the body of POST /admin/v1/dishes/{id}/stock/adjustments:
+// units added to what is on hand (a delivery), or removed when negative
+// (spoilage).
+type AdjustStockRequest struct {
+	Delta *int32 `json:"delta"`
+}
+
+// Validate checks the request's values.
+func (r *AdjustStockRequest) Validate() error {
+	switch {
+	case r.Delta == nil:
+		return problem.Field("delta", "required")
+	case *r.Delta == 0:
+		return problem.Field("delta", "must not be 0")
+	case *r.Delta < -maxStock || *r.Delta > maxStock:
+		return problem.Field("delta", "must be between %d and %d", -maxStock, maxStock)
+	}
+	return nil
 }
 
 func validName(name string, required bool) error {
@@ -164,9 +188,9 @@ func validPrice(p int64) error {
 	return nil
 }
 
-func validStock(s int32) error {
+func validStock(field string, s int32) error {
 	if s < 0 || s > maxStock {
-		return problem.Field("stock", "must be between 0 and %d", maxStock)
+		return problem.Field(field, "must be between 0 and %d", maxStock)
 	}
 	return nil
 }

@@ -72,9 +72,18 @@ func FuzzUpdateDishRequest(f *testing.F) {
 }
 
 func FuzzSetStockRequest(f *testing.F) {
-	testenv.FuzzBody(f, []string{`{"version":1,"stock":0}`, `{"version":1,"stock":1000000}`, `{"version":1}`},
+	testenv.FuzzBody(f, []string{`{"on_hand":0}`, `{"on_hand":1000000,"if_on_hand":7}`, `{"if_on_hand":1}`},
 		func(t *testing.T, r catalog.SetStockRequest) {
-			if r.Version == nil || *r.Version < 1 || r.Stock == nil || *r.Stock < 0 || *r.Stock > 1_000_000 {
+			if r.OnHand == nil || *r.OnHand < 0 || *r.OnHand > 1_000_000 || (r.IfOnHand != nil && (*r.IfOnHand < 0 || *r.IfOnHand > 1_000_000)) {
+				t.Fatalf("accepted %+v", r)
+			}
+		})
+}
+
+func FuzzAdjustStockRequest(f *testing.F) {
+	testenv.FuzzBody(f, []string{`{"delta":5}`, `{"delta":-3}`, `{"delta":0}`, `{}`},
+		func(t *testing.T, r catalog.AdjustStockRequest) {
+			if r.Delta == nil || *r.Delta == 0 || *r.Delta < -1_000_000 || *r.Delta > 1_000_000 {
 				t.Fatalf("accepted %+v", r)
 			}
 		})

@@ -221,8 +221,9 @@ func (s *Service) RunInvalidations(ctx context.Context, ready chan<- struct{}) {
 	}, ready)
 }
 
-// CreateMerchant creates a merchant (admins only).
-func (s *Service) CreateMerchant(ctx context.Context, req CreateMerchantRequest) (Merchant, error) {
+// CreateMerchant creates a merchant (admins only) in tx. The caller
+// commits, then calls Changed with its id.
+func (s *Service) CreateMerchant(ctx context.Context, tx pgx.Tx, req CreateMerchantRequest) (Merchant, error) {
 	status := MerchantOpen
 	if req.Status != nil {
 		status = *req.Status
@@ -231,13 +232,16 @@ func (s *Service) CreateMerchant(ctx context.Context, req CreateMerchantRequest)
 	if req.DeliveryFeeFen != nil {
 		fee = *req.DeliveryFeeFen
 	}
-	row, err := s.q.MerchantInsert(ctx, s.pool, dbsqlc.MerchantInsertParams{Name: req.Name, Status: status, DeliveryFeeFen: fee})
+	row, err := s.q.MerchantInsert(ctx, tx, dbsqlc.MerchantInsertParams{Name: req.Name, Status: status, DeliveryFeeFen: fee})
 	if err != nil {
 		return Merchant{}, fmt.Errorf("insert merchant: %w", err)
 	}
-	s.invalidate(ctx, row.ID)
 	return merchantFromRow(row), nil
 }
+
+// Changed drops the cached public catalog of a merchant whose change was
+// just committed, here and on every other instance.
+func (s *Service) Changed(ctx context.Context, merchantID int64) { s.invalidate(ctx, merchantID) }
 
 // UpdateMerchant changes a merchant if req.Version is still current.
 func (s *Service) UpdateMerchant(ctx context.Context, staff auth.Staff, id int64, req UpdateMerchantRequest) (Merchant, error) {
@@ -274,11 +278,16 @@ func (s *Service) Dishes(ctx context.Context, staff auth.Staff, merchantID int64
 	if err != nil {
 		return nil, fmt.Errorf("list dishes: %w", err)
 	}
-	return dishesFromRows(rows), nil
+	out := make([]Dish, len(rows))
+	for i, r := range rows {
+		out[i] = staffDishFromRow(r)
+	}
+	return out, nil
 }
 
-// CreateDish adds a dish to a merchant's menu.
-func (s *Service) CreateDish(ctx context.Context, staff auth.Staff, merchantID int64, req CreateDishRequest) (Dish, error) {
+// CreateDish adds a dish to a merchant's menu in tx, with its opening
+// stock on hand. The caller commits, then calls Changed.
+func (s *Service) CreateDish(ctx context.Context, tx pgx.Tx, staff auth.Staff, merchantID int64, req CreateDishRequest) (Dish, error) {
 	if !staff.CanManage(merchantID) {
 		return Dish{}, auth.ErrOtherMerchant
 	}
@@ -286,15 +295,15 @@ func (s *Service) CreateDish(ctx context.Context, staff auth.Staff, merchantID i
 	if req.OnSale != nil {
 		onSale = *req.OnSale
 	}
-	// The dish and its stock shards are written together.
-	row, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (dbsqlc.DishesWithStock, error) {
+	// A savepoint, so that a duplicate name leaves tx usable.
+	row, err := db.WithTxV(ctx, tx, func(tx pgx.Tx) (dbsqlc.DishesWithStock, error) {
 		id, err := s.q.DishInsert(ctx, tx, dbsqlc.DishInsertParams{
 			MerchantID: merchantID, Name: req.Name, PriceFen: *req.PriceFen, OnSale: onSale,
 		})
 		if err != nil {
 			return dbsqlc.DishesWithStock{}, err
 		}
-		if err := inventory.Set(ctx, tx, id, *req.Stock); err != nil {
+		if _, err := inventory.Restock(ctx, tx, id, inventory.Change{SetOnHand: req.Stock, Opening: true, Actor: staff.Subject}); err != nil {
 			return dbsqlc.DishesWithStock{}, err
 		}
 		return s.q.DishGetByID(ctx, tx, id)
@@ -308,8 +317,7 @@ func (s *Service) CreateDish(ctx context.Context, staff auth.Staff, merchantID i
 		}
 		return Dish{}, fmt.Errorf("insert dish: %w", err)
 	}
-	s.invalidate(ctx, merchantID)
-	return dishFromRow(row), nil
+	return staffDishFromRow(row), nil
 }
 
 // Dish returns one dish, fresh from the database, for its staff.
@@ -321,42 +329,68 @@ func (s *Service) Dish(ctx context.Context, staff auth.Staff, id int64) (Dish, e
 	if !staff.CanManage(row.MerchantID) {
 		return Dish{}, auth.ErrOtherMerchant
 	}
-	return dishFromRow(row), nil
+	return staffDishFromRow(row), nil
 }
 
-// UpdateDish changes a dish's name, price or sale status if req.Version is
-// still current.
-func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, req UpdateDishRequest) (Dish, error) {
-	return s.updateDish(ctx, staff, id, dbsqlc.DishUpdateParams{
-		ID: id, Version: *req.Version, Name: req.Name, PriceFen: req.PriceFen, OnSale: req.OnSale,
-	}, nil)
-}
-
-// SetStock sets a dish's stock if req.Version is still current.
+// SetStock sets what a dish has on hand (see inventory.Restock).
 func (s *Service) SetStock(ctx context.Context, staff auth.Staff, id int64, req SetStockRequest) (Dish, error) {
-	return s.updateDish(ctx, staff, id, dbsqlc.DishUpdateParams{ID: id, Version: *req.Version}, req.Stock)
+	row, err := s.staffDish(ctx, staff, id)
+	if err != nil {
+		return Dish{}, err
+	}
+	d, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (Dish, error) {
+		return s.restock(ctx, tx, id, inventory.Change{SetOnHand: req.OnHand, IfOnHand: req.IfOnHand, Actor: staff.Subject})
+	})
+	if err != nil {
+		return Dish{}, err
+	}
+	s.invalidate(ctx, row.MerchantID)
+	return d, nil
 }
 
-// updateDish applies p (a compare-and-set on the version) and, when stock
-// is set, the new stock, in one transaction.
-func (s *Service) updateDish(ctx context.Context, staff auth.Staff, id int64, p dbsqlc.DishUpdateParams, stock *int32) (Dish, error) {
-	// A dish never moves between merchants, so checking the owner before
-	// the compare-and-set update is race-free.
-	cur, err := s.q.DishGetByID(ctx, s.pool, id)
+// AdjustStock adds req.Delta units to what a dish has on hand (removes
+// them when negative), in tx. The caller commits, then calls Changed.
+func (s *Service) AdjustStock(ctx context.Context, tx pgx.Tx, staff auth.Staff, id int64, req AdjustStockRequest) (Dish, error) {
+	if _, err := s.staffDish(ctx, staff, id); err != nil {
+		return Dish{}, err
+	}
+	return s.restock(ctx, tx, id, inventory.Change{Delta: req.Delta, Actor: staff.Subject})
+}
+
+func (s *Service) restock(ctx context.Context, tx pgx.Tx, id int64, c inventory.Change) (Dish, error) {
+	if _, err := inventory.Restock(ctx, tx, id, c); err != nil {
+		return Dish{}, err
+	}
+	row, err := s.q.DishGetByID(ctx, tx, id)
 	if err != nil {
-		return Dish{}, notFoundOr(err, ErrDishNotFound)
+		return Dish{}, fmt.Errorf("read dish: %w", err)
 	}
-	if !staff.CanManage(cur.MerchantID) {
-		return Dish{}, auth.ErrOtherMerchant
+	return staffDishFromRow(row), nil
+}
+
+// staffDish reads a dish that staff may manage. A dish never moves
+// between merchants, so the check holds for the change that follows.
+func (s *Service) staffDish(ctx context.Context, staff auth.Staff, id int64) (dbsqlc.DishesWithStock, error) {
+	row, err := s.q.DishGetByID(ctx, s.pool, id)
+	if err != nil {
+		return row, notFoundOr(err, ErrDishNotFound)
 	}
+	if !staff.CanManage(row.MerchantID) {
+		return row, auth.ErrOtherMerchant
+	}
+	return row, nil
+}
+
+// UpdateDish changes a dish's name, price or sale status if req.Version
+// is still current.
+func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, req UpdateDishRequest) (Dish, error) {
+	if _, err := s.staffDish(ctx, staff, id); err != nil {
+		return Dish{}, err
+	}
+	p := dbsqlc.DishUpdateParams{ID: id, Version: *req.Version, Name: req.Name, PriceFen: req.PriceFen, OnSale: req.OnSale}
 	row, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (dbsqlc.DishesWithStock, error) {
 		if _, err := s.q.DishUpdate(ctx, tx, p); err != nil {
 			return dbsqlc.DishesWithStock{}, err
-		}
-		if stock != nil {
-			if err := inventory.Set(ctx, tx, id, *stock); err != nil {
-				return dbsqlc.DishesWithStock{}, err
-			}
 		}
 		return s.q.DishGetByID(ctx, tx, id)
 	})
@@ -374,7 +408,7 @@ func (s *Service) updateDish(ctx context.Context, staff auth.Staff, id int64, p 
 		return Dish{}, fmt.Errorf("update dish: %w", err)
 	}
 	s.invalidate(ctx, row.MerchantID)
-	return dishFromRow(row), nil
+	return staffDishFromRow(row), nil
 }
 
 func notFoundOr(err error, notFound error) error {

@@ -56,13 +56,14 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(auth.RequireStaff(d.Tokens))
 		const a = "/admin/v1"
-		r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants", catalog.HandleCreateMerchant(d.Catalog))
+		r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants", catalog.HandleCreateMerchant(d.Catalog, d.Idempotency))
 		r.Method(http.MethodPatch, a+"/merchants/{id}", catalog.HandleUpdateMerchant(d.Catalog))
 		r.Method(http.MethodGet, a+"/merchants/{id}/dishes", catalog.HandleListDishes(d.Catalog))
-		r.Method(http.MethodPost, a+"/merchants/{id}/dishes", catalog.HandleCreateDish(d.Catalog))
+		r.Method(http.MethodPost, a+"/merchants/{id}/dishes", catalog.HandleCreateDish(d.Catalog, d.Idempotency))
 		r.Method(http.MethodGet, a+"/dishes/{id}", catalog.HandleGetDish(d.Catalog))
 		r.Method(http.MethodPatch, a+"/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
 		r.Method(http.MethodPut, a+"/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
+		r.Method(http.MethodPost, a+"/dishes/{id}/stock/adjustments", catalog.HandleAdjustStock(d.Catalog, d.Idempotency))
 		r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
 		r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
 		r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))

@@ -1,11 +1,20 @@
 package idempotency
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/web"
 )
 
@@ -56,4 +65,92 @@ func HandlePurge(s *Store) http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// Created is what a creating handler made: the response to send (and to
+// replay for a retry), and what to do once it is committed (e.g.
+// invalidate caches), if anything.
+type Created struct {
+	Response    Response
+	AfterCommit func()
+}
+
+// JSONCreated renders v as a JSON response with status and extra headers
+// (name, value pairs).
+func JSONCreated(status int, v any, headers ...string) (Created, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return Created{}, err
+	}
+	h := map[string]string{"Content-Type": "application/json"}
+	for i := 0; i+1 < len(headers); i += 2 {
+		h[headers[i]] = headers[i+1]
+	}
+	return Created{Response: Response{Status: status, Headers: h, Body: body}}, nil
+}
+
+// Creating serves a request that creates or adds something exactly once
+// per Idempotency-Key, as submit does: the same key and body get the
+// first answer byte for byte with Idempotent-Replayed: true, the same key
+// with another body 422. scope names who sent the request (keys of two
+// callers never meet). Without the header the request runs once as sent,
+// unless required, when it is 400 idempotency-key-missing.
+func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) string,
+	create func(ctx context.Context, tx pgx.Tx, r *http.Request) (Created, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		raw := r.Header.Get("Idempotency-Key")
+		var after func()
+		run := func(tx pgx.Tx) (Response, error) {
+			c, err := create(ctx, tx, r)
+			after = c.AfterCommit
+			return c.Response, err
+		}
+		var (
+			resp     Response
+			replayed bool
+			err      error
+		)
+		if raw == "" && !required {
+			resp, err = db.WithTxV(ctx, b, run)
+		} else {
+			resp, replayed, err = s.onceHTTP(r, b, raw, scope(r), run)
+		}
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		if after != nil {
+			after()
+		}
+		for k, v := range resp.HeaderFields() {
+			w.Header().Set(k, v)
+		}
+		if replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(resp.Body)))
+		w.WriteHeader(resp.Status)
+		_, _ = w.Write(resp.Body)
+	})
+}
+
+// onceHTTP reads the key and the whole body (left readable for the
+// handler), fingerprints them and runs change through Once.
+func (s *Store) onceHTTP(r *http.Request, b db.Beginner, rawKey, scope string, change func(pgx.Tx) (Response, error)) (Response, bool, error) {
+	key, err := ParseKey(rawKey)
+	if err != nil {
+		return Response{}, false, err
+	}
+	body, err := web.ReadBody(r)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return Response{}, false, problem.New(problem.BodyTooLarge, "the body exceeds %d bytes", mbe.Limit)
+		}
+		return Response{}, false, problem.Wrap(problem.InvalidRequest, err, "the body could not be read")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	req := Request{Scope: scope, Key: key, Fingerprint: RequestFingerprint(r.Method, r.URL.Path, body)}
+	return s.Once(r.Context(), b, req, change)
 }

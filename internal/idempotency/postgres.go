@@ -87,17 +87,28 @@ func (s *Store) Resolve(ctx context.Context, c *Claim) (Record, error) {
 	return rec, nil
 }
 
-// Prune deletes expired records in batches and returns how many went.
+// Prune deletes expired records (of submits and of other creating
+// requests) in batches and returns how many went.
 func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
-	for {
-		n, err := s.q.IdempotencyRecordsPrune(ctx, s.opts.DB, dbsqlc.IdempotencyRecordsPruneParams{Cutoff: now, MaxRows: 1000})
-		if err != nil {
-			return total, fmt.Errorf("prune idempotency records: %w", err)
-		}
-		total += n
-		if n < 1000 {
-			return total, nil
+	for _, prune := range []func() (int64, error){
+		func() (int64, error) {
+			return s.q.IdempotencyRecordsPrune(ctx, s.opts.DB, dbsqlc.IdempotencyRecordsPruneParams{Cutoff: now, MaxRows: 1000})
+		},
+		func() (int64, error) {
+			return s.q.RequestRecordsPrune(ctx, s.opts.DB, dbsqlc.RequestRecordsPruneParams{Cutoff: now, MaxRows: 1000})
+		},
+	} {
+		for {
+			n, err := prune()
+			if err != nil {
+				return total, fmt.Errorf("prune idempotency records: %w", err)
+			}
+			total += n
+			if n < 1000 {
+				break
+			}
 		}
 	}
+	return total, nil
 }

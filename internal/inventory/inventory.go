@@ -21,6 +21,13 @@ import (
 	"github.com/takeout/takeout/internal/problem"
 )
 
+// Merchant is the merchant side of a quote: an order is taken only while
+// its merchant is open and still charges the quoted delivery fee.
+type Merchant struct {
+	ID             int64
+	DeliveryFeeFen int64
+}
+
 // Line is one dish of an order at its quoted unit price.
 type Line struct {
 	DishID       int64
@@ -77,13 +84,13 @@ func Hold(ctx context.Context, tx dbsqlc.DBTX, orderID int64, lines []Line) erro
 // same round trip as Take's first. When any dish is short, or no longer
 // sold at the quoted price, it returns the problem naming every such
 // dish; the caller rolls back, so nothing is taken.
-func Take(ctx context.Context, tx pgx.Tx, pending *db.Pipeline, merchantID int64, lines []Line) error {
+func Take(ctx context.Context, tx pgx.Tx, pending *db.Pipeline, m Merchant, lines []Line) error {
 	var failed []Line
 	for _, l := range sorted(lines) {
 		if pending == nil {
 			pending = db.NewPipeline(tx)
 		}
-		ok, err := take(ctx, tx, pending, merchantID, l)
+		ok, err := take(ctx, tx, pending, m, l)
 		if err != nil {
 			return fmt.Errorf("take stock of dish %d: %w", l.DishID, err)
 		}
@@ -92,7 +99,7 @@ func Take(ctx context.Context, tx pgx.Tx, pending *db.Pipeline, merchantID int64
 		}
 	}
 	if len(failed) > 0 {
-		return explain(ctx, tx, merchantID, failed)
+		return explain(ctx, tx, m, failed)
 	}
 	return nil
 }
@@ -110,12 +117,12 @@ func Take(ctx context.Context, tx pgx.Tx, pending *db.Pipeline, merchantID int64
 // them) is dropped with it, so a transaction never waits for one shard of
 // a dish while it holds another, and waits cannot form a cycle. The first
 // try goes out with whatever pipe holds.
-func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, merchantID int64, l Line) (bool, error) {
+func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, m Merchant, l Line) (bool, error) {
 	q := dbsqlc.New()
 	for range 3 {
 		ok, err := try(ctx, tx, pipe, func(p *db.Pipeline) error {
 			_, err := q.StockTakeFree(ctx, p, dbsqlc.StockTakeFreeParams{
-				Qty: l.Qty, DishID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen, Start: int16(rand.IntN(maxShards)), //nolint:gosec // G115: below maxShards; G404: spreads load, guards nothing
+				Qty: l.Qty, DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen, Start: int16(rand.IntN(maxShards)), //nolint:gosec // G115: below maxShards; G404: spreads load, guards nothing
 			})
 			return err
 		})
@@ -123,7 +130,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, merchantID int64, l
 			return ok, err
 		}
 		shards, err := q.StockShardsWith(ctx, tx, dbsqlc.StockShardsWithParams{
-			DishID: l.DishID, Qty: l.Qty, MerchantID: merchantID, PriceFen: l.UnitPriceFen,
+			DishID: l.DishID, Qty: l.Qty, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen,
 		})
 		if err != nil {
 			return false, err
@@ -133,7 +140,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, merchantID int64, l
 		}
 		ok, err = try(ctx, tx, pipe, func(p *db.Pipeline) error {
 			_, err := q.StockTakeShard(ctx, p, dbsqlc.StockTakeShardParams{
-				Qty: l.Qty, DishID: l.DishID, Shard: shards[rand.IntN(len(shards))], MerchantID: merchantID, PriceFen: l.UnitPriceFen, //nolint:gosec // G404: spreads load, guards nothing
+				Qty: l.Qty, DishID: l.DishID, Shard: shards[rand.IntN(len(shards))], MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen, //nolint:gosec // G404: spreads load, guards nothing
 			})
 			return err
 		})
@@ -141,7 +148,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, merchantID int64, l
 			return ok, err
 		}
 	}
-	return gather(ctx, tx, merchantID, l)
+	return gather(ctx, tx, m, l)
 }
 
 // try runs attempt in a savepoint, both sent in one round trip with
@@ -163,14 +170,14 @@ func try(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, attempt func(*db.Pip
 
 // gather locks every shard of the line's dish in shard order and takes the
 // units from as many shards as it needs.
-func gather(ctx context.Context, tx pgx.Tx, merchantID int64, l Line) (bool, error) {
+func gather(ctx context.Context, tx pgx.Tx, m Merchant, l Line) (bool, error) {
 	q := dbsqlc.New()
 	shards, err := q.StockLockShards(ctx, tx, l.DishID)
 	if err != nil {
 		return false, err
 	}
-	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: merchantID, PriceFen: l.UnitPriceFen})
-	if err != nil || !holds {
+	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen})
+	if err != nil || holds == nil || !*holds {
 		return false, err
 	}
 	var total int64
@@ -209,14 +216,108 @@ func shardsFor(units int32) int32 {
 	return min(maxShards, max(1, units/unitsPerShard))
 }
 
-// Set sets a dish's stock to units, spread evenly over its shards, in tx.
-// It waits for every order that holds one of the dish's shards; the caller
-// has the dish row locked (its version is bumped in the same tx).
-func Set(ctx context.Context, tx dbsqlc.DBTX, dishID int64, units int32) error {
+// Level is a dish's stock as merchants see it: Available is for sale,
+// Held is reserved by open orders (placed, not yet dispatched or ended),
+// and OnHand is their sum: what the kitchen has.
+type Level struct {
+	Available int32 `json:"stock"`
+	Held      int32 `json:"held"`
+	OnHand    int32 `json:"on_hand"`
+}
+
+// Change is one restock: set what is on hand (SetOnHand), optionally only
+// if it is still the figure the merchant saw (IfOnHand), or adjust it by
+// Delta. Exactly one of SetOnHand and Delta is set.
+type Change struct {
+	SetOnHand *int32
+	IfOnHand  *int32
+	Delta     *int32
+	// Opening marks the first stock of a new dish, for the ledger.
+	Opening bool
+	// Actor names who restocked, for the ledger.
+	Actor string
+}
+
+// MaxOnHand is the most units a dish may have on hand.
+const MaxOnHand = 1_000_000
+
+// ErrAboveMax is a delta that would put more than MaxOnHand on hand.
+var ErrAboveMax = problem.Field("delta", "on hand would exceed %d", MaxOnHand)
+
+// Restock changes what a dish has on hand, in tx, and records the change
+// in the dish's stock ledger. What is for sale becomes on hand minus what
+// open orders hold, so a sale, a cancel or a dispatch that races the
+// restock is neither lost nor counted twice: the restock locks the dish
+// and then every shard, which waits for the orders taking stock or
+// returning it, and reads what is held after that. An order that commits
+// a release later returns its units on top of a figure that still counted
+// them as held (on hand is unchanged); one that reserves later takes them
+// from the new figure.
+func Restock(ctx context.Context, tx dbsqlc.DBTX, dishID int64, c Change) (Level, error) {
 	q := dbsqlc.New()
-	if _, err := q.StockLockShards(ctx, tx, dishID); err != nil {
-		return fmt.Errorf("lock stock of dish %d: %w", dishID, err)
+	if _, err := q.DishLockForRestock(ctx, tx, dishID); err != nil {
+		return Level{}, fmt.Errorf("lock dish %d: %w", dishID, err)
 	}
+	shards, err := q.StockLockShards(ctx, tx, dishID)
+	if err != nil {
+		return Level{}, fmt.Errorf("lock stock of dish %d: %w", dishID, err)
+	}
+	held, err := q.StockHeld(ctx, tx, dishID)
+	if err != nil {
+		return Level{}, fmt.Errorf("read held stock of dish %d: %w", dishID, err)
+	}
+	var cur Level
+	for _, s := range shards {
+		cur.Available += s.Units
+	}
+	cur.Held, cur.OnHand = held, cur.Available+held
+
+	kind, target := "set", cur.OnHand
+	switch {
+	case c.Delta != nil:
+		kind = "delta"
+		if t := int64(cur.OnHand) + int64(*c.Delta); t > MaxOnHand {
+			return Level{}, ErrAboveMax.With("current", cur)
+		} else if t < int64(held) {
+			return Level{}, belowHeld(cur, t)
+		}
+		target += *c.Delta
+	case c.SetOnHand != nil:
+		if c.IfOnHand != nil && *c.IfOnHand != cur.OnHand {
+			return Level{}, problem.New(problem.StockChanged, "on hand is %d, not %d: sales, cancels or another restock changed it; read it again", cur.OnHand, *c.IfOnHand).
+				With("current", cur)
+		}
+		if *c.SetOnHand < held {
+			return Level{}, belowHeld(cur, int64(*c.SetOnHand))
+		}
+		target = *c.SetOnHand
+	default:
+		return Level{}, errors.New("restock: neither a figure nor a delta")
+	}
+	if c.Opening {
+		kind = "opening"
+	}
+	next := Level{Available: target - held, Held: held, OnHand: target}
+	if err := spread(ctx, tx, dishID, next.Available); err != nil {
+		return Level{}, err
+	}
+	if err := q.StockAdjustmentInsert(ctx, tx, dbsqlc.StockAdjustmentInsertParams{
+		DishID: dishID, Kind: kind, Delta: target - cur.OnHand, OnHandAfter: target, Actor: c.Actor,
+	}); err != nil {
+		return Level{}, fmt.Errorf("record stock adjustment of dish %d: %w", dishID, err)
+	}
+	return next, nil
+}
+
+func belowHeld(cur Level, want int64) error {
+	return problem.New(problem.StockHeld, "open orders hold %d units, so on hand cannot be %d; cancel or reject orders first", cur.Held, want).
+		With("current", cur)
+}
+
+// spread sets the units for sale, spread evenly over the dish's shards;
+// the caller holds every shard's lock.
+func spread(ctx context.Context, tx dbsqlc.DBTX, dishID int64, units int32) error {
+	q := dbsqlc.New()
 	n := shardsFor(units)
 	if err := q.StockDeleteShardsFrom(ctx, tx, dbsqlc.StockDeleteShardsFromParams{DishID: dishID, Shards: int16(n)}); err != nil { //nolint:gosec // G115: at most maxShards
 		return fmt.Errorf("drop stock shards of dish %d: %w", dishID, err)
@@ -227,15 +328,37 @@ func Set(ctx context.Context, tx dbsqlc.DBTX, dishID int64, units int32) error {
 	return nil
 }
 
+// Consume marks the units an order holds as gone with it (dispatched):
+// they leave what is on hand, and can no longer be released.
+func Consume(ctx context.Context, tx dbsqlc.DBTX, orderID int64) error {
+	if err := dbsqlc.New().ReservationConsume(ctx, tx, orderID); err != nil {
+		return fmt.Errorf("consume reservations: %w", err)
+	}
+	return nil
+}
+
 func sorted(lines []Line) []Line {
 	out := slices.Clone(lines)
 	slices.SortFunc(out, func(a, b Line) int { return cmp.Compare(a.DishID, b.DishID) })
 	return out
 }
 
-// explain tells why the failed lines could not be reserved: a changed
-// quote wins over short stock, since confirming again is the fix for both.
-func explain(ctx context.Context, tx dbsqlc.DBTX, merchantID int64, failed []Line) error {
+// explain tells why the failed lines could not be reserved: a closed
+// merchant first, then a changed quote (fee, price, sale status), then
+// short stock, since confirming again is the fix for the last two.
+func explain(ctx context.Context, tx dbsqlc.DBTX, m Merchant, failed []Line) error {
+	merchant, err := dbsqlc.New().MerchantGetByID(ctx, tx, m.ID)
+	if err != nil {
+		return fmt.Errorf("explain reservation failure: %w", err)
+	}
+	if merchant.Status != "open" {
+		return problem.New(problem.MerchantClosed, "the merchant closed since confirm")
+	}
+	if merchant.DeliveryFeeFen != m.DeliveryFeeFen {
+		return problem.New(problem.QuoteChanged, "the delivery fee changed since confirm (%d fen, now %d); confirm again", m.DeliveryFeeFen, merchant.DeliveryFeeFen).
+			With("delivery_fee_fen", merchant.DeliveryFeeFen)
+	}
+	merchantID := m.ID
 	ids := make([]int64, len(failed))
 	for i, l := range failed {
 		ids[i] = l.DishID
@@ -284,7 +407,12 @@ func Release(ctx context.Context, tx dbsqlc.DBTX, orderID int64) (int32, error) 
 	for _, r := range rows {
 		// Any shard will do: the stock is their sum.
 		pick := rand.Int32N(maxShards) //nolint:gosec // G404: spreads load, guards nothing
-		if err := q.StockReturn(ctx, tx, dbsqlc.StockReturnParams{DishID: r.DishID, Qty: r.Qty, Pick: pick}); err != nil {
+		n, err := q.StockReturn(ctx, tx, dbsqlc.StockReturnParams{DishID: r.DishID, Qty: r.Qty, Pick: pick})
+		if err == nil && n == 0 {
+			// A restock dropped the shard while this waited for it.
+			err = q.StockReturnFirst(ctx, tx, dbsqlc.StockReturnFirstParams{DishID: r.DishID, Qty: r.Qty})
+		}
+		if err != nil {
 			return 0, fmt.Errorf("return stock of dish %d: %w", r.DishID, err)
 		}
 		units += r.Qty

@@ -47,7 +47,8 @@ func (s shop) dish(t *testing.T, name string, units int32) int64 {
 		if err != nil {
 			return 0, err
 		}
-		return id, inventory.Set(ctx, tx, id, units)
+		_, err = inventory.Restock(ctx, tx, id, inventory.Change{SetOnHand: &units, Opening: true, Actor: "test"})
+		return id, err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func (s shop) stock(t *testing.T, dish int64) int32 {
 // take runs Take for lines in a transaction of its own and commits.
 func (s shop) take(ctx context.Context, lines ...inventory.Line) error {
 	return db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		return inventory.Take(ctx, tx, nil, s.merchant, lines)
+		return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant}, lines)
 	})
 }
 
@@ -101,7 +102,10 @@ func TestSetSpreadsStockOverShards(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.units), func(t *testing.T) {
 			d := s.dish(t, fmt.Sprint("set ", tc.units), 1000)
-			if err := db.WithTx(context.Background(), s.pool, func(tx pgx.Tx) error { return inventory.Set(context.Background(), tx, d, tc.units) }); err != nil {
+			if err := db.WithTx(context.Background(), s.pool, func(tx pgx.Tx) error {
+				_, err := inventory.Restock(context.Background(), tx, d, inventory.Change{SetOnHand: &tc.units, Actor: "test"})
+				return err
+			}); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, s.shards(t, d)); diff != "" {
@@ -219,7 +223,7 @@ func TestConcurrentTakesNeverOversell(t *testing.T) {
 						if err := inventory.Hold(ctx, tx, orderID, lines); err != nil {
 							return err
 						}
-						return inventory.Take(ctx, tx, nil, s.merchant, lines)
+						return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant}, lines)
 					})
 					if err == nil && giveBack {
 						err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {

@@ -140,6 +140,10 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			if _, err := inventory.Release(ctx, tx, row.ID); err != nil {
 				return err
 			}
+		case statemachine.ConsumeStock:
+			if err := inventory.Consume(ctx, tx, row.ID); err != nil {
+				return err
+			}
 		case statemachine.ScheduleAutoComplete:
 			if _, err := s.opts.Jobs.InsertTx(ctx, tx, AutoCompleteArgs{OrderID: row.ID}, &river.InsertOpts{
 				ScheduledAt: time.Now().Add(s.opts.AutoCompleteAfter),

@@ -153,7 +153,6 @@ type quotedDish struct {
 	PriceFen int64
 	Stock    int32
 	OnSale   bool
-	Version  int64
 }
 
 // Confirm prices the cart from the database and returns a signed token for
@@ -178,7 +177,7 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	byID := make(map[int64]quotedDish, len(rows))
 	for _, r := range rows {
 		if r.DishID != nil { // the dish columns are NOT NULL in dishes
-			byID[*r.DishID] = quotedDish{ID: *r.DishID, Name: *r.Name, PriceFen: *r.PriceFen, Stock: *r.Stock, OnSale: *r.OnSale, Version: *r.Version}
+			byID[*r.DishID] = quotedDish{ID: *r.DishID, Name: *r.Name, PriceFen: *r.PriceFen, Stock: *r.Stock, OnSale: *r.OnSale}
 		}
 	}
 
@@ -199,7 +198,7 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		}
 		in.Items = append(in.Items, IntentItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen})
 		in.ItemsTotalFen += d.PriceFen * int64(it.Qty)
-		tokItems = append(tokItems, TokenItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen, Version: d.Version, Name: d.Name})
+		tokItems = append(tokItems, TokenItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen, Name: d.Name})
 	}
 	if len(unavailable) > 0 {
 		return ConfirmResponse{}, problem.New(problem.DishUnavailable, "not for sale now: %s", strings.Join(unavailable, ", ")).With("dishes", unavailable)
@@ -392,7 +391,7 @@ func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token
 		if status == 201 {
 			// Last, so that a stock shard is locked only until the
 			// commit that follows; the queued inserts go with it.
-			err = inventory.Take(ctx, tx, pipe, tok.MerchantID, stockLines(tok))
+			err = inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, DeliveryFeeFen: tok.FeeFen}, stockLines(tok))
 		} else {
 			err = pipe.Send(ctx)
 		}

@@ -34,13 +34,14 @@ type Token struct {
 	Remark     string      `json:"r"`
 }
 
-// TokenItem is a quoted line: dish, quantity, unit price, the dish's
-// version and name at confirm.
+// TokenItem is a quoted line: dish, quantity, unit price and the dish's
+// name at confirm. Submit holds the price and the dish's sale status to
+// the quote (409 quote-changed otherwise); a rename in between changes
+// nothing the customer pays for, so the order keeps the name they saw.
 type TokenItem struct {
 	DishID       int64  `json:"d"`
 	Qty          int32  `json:"q"`
 	UnitPriceFen int64  `json:"p"`
-	Version      int64  `json:"v"`
 	Name         string `json:"n"`
 }
 
@@ -92,8 +93,9 @@ func (s *Signer) Verify(raw string) (Token, error) {
 		return Token{}, errTokenMalformed
 	}
 	var t Token
+	// The payload is ours (its MAC verified): a field an older or newer
+	// server wrote is ignored, so tokens survive a rolling deploy.
 	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&t); err != nil {
 		return Token{}, errTokenMalformed
 	}

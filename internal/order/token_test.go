@@ -14,7 +14,7 @@ func sampleToken() Token {
 	in := fixedIntent()
 	return Token{UserID: 42, MerchantID: 7, OrderID: 123456789, Seq: 1, Digest: in.IntentDigest(1).String(),
 		ExpiresAt: time.Date(2026, 11, 30, 12, 15, 0, 0, time.UTC).Unix(),
-		Items:     []TokenItem{{DishID: 3, Qty: 2, UnitPriceFen: 3200, Version: 4, Name: "Mapo Tofu"}, {DishID: 12, Qty: 1, UnitPriceFen: 1500, Version: 1, Name: "Rice"}},
+		Items:     []TokenItem{{DishID: 3, Qty: 2, UnitPriceFen: 3200, Name: "Mapo Tofu"}, {DishID: 12, Qty: 1, UnitPriceFen: 1500, Name: "Rice"}},
 		FeeFen:    300, Address: in.Address, Remark: in.Remark}
 }
 

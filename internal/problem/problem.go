@@ -39,6 +39,8 @@ var (
 	IdempotencyKeyMismatch = Type{"idempotency-key-mismatch", http.StatusUnprocessableEntity, "Idempotency-Key reused for another request"}
 	RequestInProgress      = Type{"request-in-progress", http.StatusConflict, "A request with this Idempotency-Key is in progress"}
 	OutOfStock             = Type{"out-of-stock", http.StatusConflict, "Not enough stock"}
+	StockChanged           = Type{"stock-changed", http.StatusConflict, "The stock changed since you read it"}
+	StockHeld              = Type{"stock-held", http.StatusConflict, "Open orders hold more stock than that"}
 	QuoteChanged           = Type{"quote-changed", http.StatusConflict, "The menu changed since confirm: confirm again"}
 	DishUnavailable        = Type{"dish-unavailable", http.StatusConflict, "A dish is not for sale"}
 	MerchantClosed         = Type{"merchant-closed", http.StatusConflict, "The merchant is closed"}
@@ -55,7 +57,7 @@ func All() []Type {
 		InvalidRequest, UnsupportedMediaType, BodyTooLarge, Unauthorized, LoginFailed,
 		Forbidden, NotFound, MethodNotAllowed, VersionConflict, AlreadyExists,
 		UpstreamUnavailable, Unavailable, Internal,
-		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, QuoteChanged,
+		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict,
 		RateLimited,
 	}

@@ -62,6 +62,7 @@ type Effect string
 // The effects.
 const (
 	ReleaseStock         Effect = "release_stock"          // return reserved stock, exactly once
+	ConsumeStock         Effect = "consume_stock"          // the reserved stock left with the order: no longer on hand
 	RequestRefund        Effect = "request_refund"         // start the refund of the payment
 	ScheduleAutoComplete Effect = "schedule_auto_complete" // job that completes a forgotten delivery
 	Notify               Effect = "notify"                 // order event to the merchant webhook
@@ -88,7 +89,7 @@ func Table() []Transition {
 		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
 		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant rejects"},
 		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "user cancels before acceptance"},
-		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ScheduleAutoComplete, Notify}, "merchant dispatches"},
+		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches"},
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
 		{Delivering, Complete, Completed, []Actor{Merchant, Admin}, []Effect{Notify}, "delivered"},
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},

@@ -9,6 +9,43 @@ import (
 	"context"
 )
 
+const dishLockForRestock = `-- name: DishLockForRestock :one
+SELECT merchant_id FROM dishes WHERE id = $1 FOR NO KEY UPDATE
+`
+
+// Serialises restocks of one dish. NO KEY UPDATE: orders that insert
+// reservations (a foreign-key share lock) are not blocked by it.
+func (q *Queries) DishLockForRestock(ctx context.Context, db DBTX, id int64) (int64, error) {
+	row := db.QueryRow(ctx, dishLockForRestock, id)
+	var merchant_id int64
+	err := row.Scan(&merchant_id)
+	return merchant_id, err
+}
+
+const stockAdjustmentInsert = `-- name: StockAdjustmentInsert :exec
+INSERT INTO stock_adjustments (dish_id, kind, delta, on_hand_after, actor)
+VALUES ($1, $2, $3, $4, $5)
+`
+
+type StockAdjustmentInsertParams struct {
+	DishID      int64
+	Kind        string
+	Delta       int32
+	OnHandAfter int32
+	Actor       string
+}
+
+func (q *Queries) StockAdjustmentInsert(ctx context.Context, db DBTX, arg StockAdjustmentInsertParams) error {
+	_, err := db.Exec(ctx, stockAdjustmentInsert,
+		arg.DishID,
+		arg.Kind,
+		arg.Delta,
+		arg.OnHandAfter,
+		arg.Actor,
+	)
+	return err
+}
+
 const stockDeleteShardsFrom = `-- name: StockDeleteShardsFrom :exec
 DELETE FROM dish_stock WHERE dish_id = $1 AND shard >= $2::smallint
 `
@@ -22,6 +59,20 @@ type StockDeleteShardsFromParams struct {
 func (q *Queries) StockDeleteShardsFrom(ctx context.Context, db DBTX, arg StockDeleteShardsFromParams) error {
 	_, err := db.Exec(ctx, stockDeleteShardsFrom, arg.DishID, arg.Shards)
 	return err
+}
+
+const stockHeld = `-- name: StockHeld :one
+SELECT coalesce(sum(qty), 0)::integer FROM stock_reservations
+WHERE dish_id = $1 AND released_at IS NULL AND consumed_at IS NULL
+`
+
+// The units of a dish that open orders hold: reserved, neither released
+// nor consumed.
+func (q *Queries) StockHeld(ctx context.Context, db DBTX, dishID int64) (int32, error) {
+	row := db.QueryRow(ctx, stockHeld, dishID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const stockLockShards = `-- name: StockLockShards :many
@@ -56,25 +107,31 @@ func (q *Queries) StockLockShards(ctx context.Context, db DBTX, dishID int64) ([
 
 const stockQuoteHolds = `-- name: StockQuoteHolds :one
 SELECT EXISTS (
-    SELECT 1 FROM dishes
-    WHERE id = $1 AND merchant_id = $2 AND price_fen = $3 AND on_sale
-)
+    SELECT 1 FROM dishes d
+    WHERE d.id = $1 AND d.merchant_id = $2 AND d.price_fen = $3 AND d.on_sale
+) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $2 AND m.status = 'open' AND m.delivery_fee_fen = $4)
 `
 
 type StockQuoteHoldsParams struct {
 	DishID     int64
 	MerchantID int64
 	PriceFen   int64
+	FeeFen     int64
 }
 
-func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHoldsParams) (bool, error) {
-	row := db.QueryRow(ctx, stockQuoteHolds, arg.DishID, arg.MerchantID, arg.PriceFen)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
+func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHoldsParams) (*bool, error) {
+	row := db.QueryRow(ctx, stockQuoteHolds,
+		arg.DishID,
+		arg.MerchantID,
+		arg.PriceFen,
+		arg.FeeFen,
+	)
+	var column_1 *bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
-const stockReturn = `-- name: StockReturn :exec
+const stockReturn = `-- name: StockReturn :execrows
 UPDATE dish_stock s SET units = s.units + $1
 WHERE s.dish_id = $2
   AND s.shard = $3::integer % (SELECT count(*) FROM dish_stock c WHERE c.dish_id = $2)
@@ -87,9 +144,29 @@ type StockReturnParams struct {
 }
 
 // Returns qty units to one shard of the dish, the @pick-th modulo the
-// dish's shard count (shards are numbered from 0 without gaps).
-func (q *Queries) StockReturn(ctx context.Context, db DBTX, arg StockReturnParams) error {
-	_, err := db.Exec(ctx, stockReturn, arg.Qty, arg.DishID, arg.Pick)
+// dish's shard count (shards are numbered from 0 without gaps). No row:
+// a restock dropped that shard while this waited for it.
+func (q *Queries) StockReturn(ctx context.Context, db DBTX, arg StockReturnParams) (int64, error) {
+	result, err := db.Exec(ctx, stockReturn, arg.Qty, arg.DishID, arg.Pick)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const stockReturnFirst = `-- name: StockReturnFirst :exec
+UPDATE dish_stock SET units = units + $1 WHERE dish_id = $2 AND shard = 0
+`
+
+type StockReturnFirstParams struct {
+	Qty    int32
+	DishID int64
+}
+
+// Returns qty units to shard 0, which always exists: the fallback when the
+// shard StockReturn picked was dropped by a restock meanwhile.
+func (q *Queries) StockReturnFirst(ctx context.Context, db DBTX, arg StockReturnFirstParams) error {
+	_, err := db.Exec(ctx, stockReturnFirst, arg.Qty, arg.DishID)
 	return err
 }
 
@@ -118,6 +195,7 @@ SELECT ds.shard FROM dish_stock ds
 JOIN dishes d ON d.id = ds.dish_id
 WHERE ds.dish_id = $1 AND ds.units >= $2
   AND d.merchant_id = $3 AND d.price_fen = $4 AND d.on_sale
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $5)
 ORDER BY ds.shard
 `
 
@@ -126,6 +204,7 @@ type StockShardsWithParams struct {
 	Qty        int32
 	MerchantID int64
 	PriceFen   int64
+	FeeFen     int64
 }
 
 // The shards that had at least qty units at the statement's snapshot, if
@@ -136,6 +215,7 @@ func (q *Queries) StockShardsWith(ctx context.Context, db DBTX, arg StockShardsW
 		arg.Qty,
 		arg.MerchantID,
 		arg.PriceFen,
+		arg.FeeFen,
 	)
 	if err != nil {
 		return nil, err
@@ -181,7 +261,8 @@ FROM (
     JOIN dishes d ON d.id = ds.dish_id
     WHERE ds.dish_id = $2 AND ds.units >= $1
       AND d.merchant_id = $3 AND d.price_fen = $4 AND d.on_sale
-    ORDER BY ds.shard < $5::smallint, ds.shard
+      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $5)
+    ORDER BY ds.shard < $6::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
 ) pick
@@ -194,12 +275,14 @@ type StockTakeFreeParams struct {
 	DishID     int64
 	MerchantID int64
 	PriceFen   int64
+	FeeFen     int64
 	Start      int16
 }
 
 // (Stock shards: see migration 00006. The statements that take stock
-// check the quote on the dish row without locking it, so orders of one
-// dish never queue on that row.)
+// check the quote on the dish and merchant rows without locking them, so
+// orders of one dish never queue on those rows: the dish still on sale
+// at the quoted price, the merchant still open at the quoted fee.)
 // Takes qty units from one shard that has them and that no other
 // transaction holds, looking from shard @start on (so that concurrent
 // orders spread over the shards). No row: no such shard right now.
@@ -209,6 +292,7 @@ func (q *Queries) StockTakeFree(ctx context.Context, db DBTX, arg StockTakeFreeP
 		arg.DishID,
 		arg.MerchantID,
 		arg.PriceFen,
+		arg.FeeFen,
 		arg.Start,
 	)
 	var shard int16
@@ -237,6 +321,7 @@ UPDATE dish_stock s SET units = s.units - $1
 FROM dishes d
 WHERE s.dish_id = $2 AND s.shard = $3 AND s.units >= $1
   AND d.id = s.dish_id AND d.merchant_id = $4 AND d.price_fen = $5 AND d.on_sale
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $4 AND m.status = 'open' AND m.delivery_fee_fen = $6)
 RETURNING s.shard
 `
 
@@ -246,6 +331,7 @@ type StockTakeShardParams struct {
 	Shard      int16
 	MerchantID int64
 	PriceFen   int64
+	FeeFen     int64
 }
 
 // Takes qty units from one given shard, waiting for its lock; no row if,
@@ -257,6 +343,7 @@ func (q *Queries) StockTakeShard(ctx context.Context, db DBTX, arg StockTakeShar
 		arg.Shard,
 		arg.MerchantID,
 		arg.PriceFen,
+		arg.FeeFen,
 	)
 	var shard int16
 	err := row.Scan(&shard)

@@ -10,7 +10,7 @@ import (
 )
 
 const dishGetByID = `-- name: DishGetByID :one
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at FROM dishes_with_stock WHERE id = $1
+SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at, held FROM dishes_with_stock WHERE id = $1
 `
 
 func (q *Queries) DishGetByID(ctx context.Context, db DBTX, id int64) (DishesWithStock, error) {
@@ -26,6 +26,7 @@ func (q *Queries) DishGetByID(ctx context.Context, db DBTX, id int64) (DishesWit
 		&i.Version,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Held,
 	)
 	return i, err
 }
@@ -57,7 +58,7 @@ func (q *Queries) DishInsert(ctx context.Context, db DBTX, arg DishInsertParams)
 }
 
 const dishListByMerchant = `-- name: DishListByMerchant :many
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at FROM dishes_with_stock WHERE merchant_id = $1 ORDER BY id
+SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at, held FROM dishes_with_stock WHERE merchant_id = $1 ORDER BY id
 `
 
 func (q *Queries) DishListByMerchant(ctx context.Context, db DBTX, merchantID int64) ([]DishesWithStock, error) {
@@ -79,6 +80,7 @@ func (q *Queries) DishListByMerchant(ctx context.Context, db DBTX, merchantID in
 			&i.Version,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Held,
 		); err != nil {
 			return nil, err
 		}

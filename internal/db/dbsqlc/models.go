@@ -87,6 +87,7 @@ type DishesWithStock struct {
 	Version    int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	Held       int32
 }
 
 type IdempotencyRecord struct {
@@ -205,6 +206,17 @@ type Refund struct {
 	UpdatedAt   time.Time
 }
 
+type RequestRecord struct {
+	Scope       string
+	Key         string
+	Fingerprint []byte
+	StatusCode  int32
+	Headers     []byte
+	Body        []byte
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
 type RiverJob struct {
 	ID           int64
 	State        RiverJobState
@@ -226,12 +238,23 @@ type RiverJob struct {
 	UniqueStates pgtype.Bits
 }
 
+type StockAdjustment struct {
+	ID          int64
+	DishID      int64
+	Kind        string
+	Delta       int32
+	OnHandAfter int32
+	Actor       string
+	CreatedAt   time.Time
+}
+
 type StockReservation struct {
 	OrderID    int64
 	DishID     int64
 	Qty        int32
 	CreatedAt  time.Time
 	ReleasedAt *time.Time
+	ConsumedAt *time.Time
 }
 
 type User struct {

@@ -116,6 +116,18 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 	return items, nil
 }
 
+const reservationConsume = `-- name: ReservationConsume :exec
+UPDATE stock_reservations SET consumed_at = now()
+WHERE order_id = $1 AND released_at IS NULL AND consumed_at IS NULL
+`
+
+// Marks an order's held units consumed: they left the kitchen with the
+// order, so they no longer count as on hand.
+func (q *Queries) ReservationConsume(ctx context.Context, db DBTX, orderID int64) error {
+	_, err := db.Exec(ctx, reservationConsume, orderID)
+	return err
+}
+
 const reservationInsert = `-- name: ReservationInsert :exec
 INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES ($1, $2, $3)
 `
@@ -133,7 +145,7 @@ func (q *Queries) ReservationInsert(ctx context.Context, db DBTX, arg Reservatio
 
 const reservationRelease = `-- name: ReservationRelease :many
 UPDATE stock_reservations SET released_at = now()
-WHERE order_id = $1 AND released_at IS NULL
+WHERE order_id = $1 AND released_at IS NULL AND consumed_at IS NULL
 RETURNING dish_id, qty
 `
 
