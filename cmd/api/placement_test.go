@@ -268,7 +268,8 @@ func TestSubmitAnswers(t *testing.T) {
 		d := sh.dishes[0]
 		var cur catalog.Dish
 		sh.do(t, api, "GET", "/admin/v1/dishes/"+d.ID, sh.admin, nil).json(t, &cur)
-		sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"on_hand": 2})
+		// Two for sale: on hand is what open orders hold plus two.
+		sh.do(t, api, "PUT", "/admin/v1/dishes/"+d.ID+"/stock", sh.admin, map[string]any{"on_hand": *cur.Held + 2})
 		orders := sh.count(t, "SELECT count(*) FROM orders")
 		r := sh.submit(t, api, alice, "key-short", short.ConfirmToken)
 		var p struct {

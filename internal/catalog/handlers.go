@@ -46,7 +46,7 @@ func HandleMenu(s *Service) http.Handler {
 // HandleCreateMerchant serves POST /admin/v1/merchants (admins only),
 // exactly once per Idempotency-Key.
 func HandleCreateMerchant(s *Service, idem *idempotency.Store) http.Handler {
-	return idempotency.Creating(idem, s.pool, false, auth.StaffScope, func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
+	return idempotency.Creating(idem, s, false, auth.StaffScope, func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
 		req, err := web.Decode[CreateMerchantRequest](r)
 		if err != nil {
 			return idempotency.Created{}, err
@@ -182,7 +182,7 @@ func HandleAdjustStock(s *Service, idem *idempotency.Store) http.Handler {
 // staffCreating is idempotency.Creating for a staff route with an {id}.
 func staffCreating(s *Service, idem *idempotency.Store, required bool, notFound error,
 	create func(context.Context, pgx.Tx, *http.Request, auth.Staff, int64) (idempotency.Created, error)) http.Handler {
-	return idempotency.Creating(idem, s.pool, required, auth.StaffScope, func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
+	return idempotency.Creating(idem, s, required, auth.StaffScope, func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
 		staff, ok := auth.StaffFrom(ctx)
 		if !ok {
 			return idempotency.Created{}, problem.New(problem.Unauthorized, "staff token required")

@@ -428,3 +428,7 @@ func newOrigin() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Begin starts a transaction on the catalog's pool: handlers that record
+// an Idempotency-Key with a change run both in it.
+func (s *Service) Begin(ctx context.Context) (pgx.Tx, error) { return s.pool.Begin(ctx) }

@@ -1,0 +1,188 @@
+package main
+
+// End-to-end regressions of the defects a hostile tester found (issue
+// "Hardening"), each as the user would see it.
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/takeout/takeout/internal/catalog"
+)
+
+// doKey is do with an Idempotency-Key header.
+func (s *stack) doKey(t *testing.T, inst *instance, method, path, token, key, body string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, inst.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, path, err)
+		return response{}
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: buf.Bytes()}
+}
+
+func (sh *shop) dish(t *testing.T, i int) catalog.Dish {
+	t.Helper()
+	var d catalog.Dish
+	r := sh.do(t, sh.apis[0], "GET", "/admin/v1/dishes/"+sh.dishes[i].ID, sh.admin, nil)
+	if r.status != 200 {
+		t.Fatalf("read dish: %d %s", r.status, r.body)
+	}
+	r.json(t, &d)
+	return d
+}
+
+// The merchant reads 20, a customer buys 3, the merchant sets 20, the
+// customer cancels: 20 are for sale, not 23.
+func TestRestockDuringAnOpenOrderDoesNotCountItTwice(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 20)
+	api := sh.apis[0]
+	user := sh.login(t, "restock-buyer")
+	o := sh.place(t, user, "restock-1", 3)
+	if d := sh.dish(t, 0); d.Stock != 17 || *d.Held != 3 || *d.OnHand != 20 {
+		t.Fatalf("after a sale of 3: stock %d held %d on hand %d, want 17 3 20", d.Stock, *d.Held, *d.OnHand)
+	}
+	if r := sh.do(t, api, "PUT", "/admin/v1/dishes/"+sh.dishes[0].ID+"/stock", sh.admin, map[string]any{"on_hand": 20}); r.status != 200 {
+		t.Fatalf("restock: %d %s", r.status, r.body)
+	}
+	if r := sh.do(t, api, "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	if got := sh.stock(t, 0); got != 20 {
+		t.Errorf("stock %d after restocking to 20 and a cancel of 3, want 20", got)
+	}
+	// A count taken before a sale and sent with it is refused.
+	sh.place(t, user, "restock-2", 2)
+	r := sh.do(t, api, "PUT", "/admin/v1/dishes/"+sh.dishes[0].ID+"/stock", sh.admin, map[string]any{"on_hand": 30, "if_on_hand": 17})
+	if r.status != 409 || r.problemType() != "stock-changed" || !strings.Contains(string(r.body), `"on_hand":20`) {
+		t.Errorf("stale count: %d %s, want 409 stock-changed naming on hand 20", r.status, r.body)
+	}
+}
+
+// A merchant that closes, or changes its delivery fee, after a confirm
+// does not get the order at the old terms.
+func TestSubmitRechecksTheMerchant(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 10)
+	api := sh.apis[0]
+	user := sh.login(t, "merchant-recheck")
+	patch := func(body map[string]any) {
+		t.Helper()
+		var menu catalog.Menu
+		sh.do(t, api, "GET", "/v1/merchants/"+sh.merchantID+"/menu", "", nil).json(t, &menu)
+		body["version"] = menu.Merchant.Version
+		if r := sh.do(t, api, "PATCH", "/admin/v1/merchants/"+sh.merchantID, sh.admin, body); r.status != 200 {
+			t.Fatalf("patch merchant: %d %s", r.status, r.body)
+		}
+	}
+	tests := []struct {
+		name     string
+		change   map[string]any
+		undo     map[string]any
+		wantType string
+	}{
+		{"closed", map[string]any{"status": "closed"}, map[string]any{"status": "open"}, "merchant-closed"},
+		{"fee raised", map[string]any{"delivery_fee_fen": 5000}, map[string]any{"delivery_fee_fen": 500}, "quote-changed"},
+	}
+	for i, tc := range tests {
+		c := sh.confirm(t, api, user, sh.cart(1+int32(i))) //nolint:gosec // G115: small
+		orders, stock := sh.count(t, "SELECT count(*) FROM orders"), sh.stock(t, 0)
+		patch(tc.change)
+		r := sh.submit(t, api, user, "recheck-"+tc.name, c.ConfirmToken)
+		if r.status != 409 || r.problemType() != tc.wantType {
+			t.Errorf("%s: submit %d %s, want 409 %s", tc.name, r.status, r.body, tc.wantType)
+		}
+		if n := sh.count(t, "SELECT count(*) FROM orders"); n != orders || sh.stock(t, 0) != stock {
+			t.Errorf("%s: %d orders, stock %d; want none placed (%d) and %d", tc.name, n, sh.stock(t, 0), orders, stock)
+		}
+		patch(tc.undo)
+		// Terms back as quoted: the same key now places it.
+		if r := sh.submit(t, api, user, "recheck-"+tc.name, c.ConfirmToken); r.status != 201 {
+			t.Errorf("%s: after undoing, submit %d %s", tc.name, r.status, r.body)
+		}
+	}
+}
+
+// Retried admin creates, concurrent and sequential, create once and answer
+// alike; a stock adjustment counts once however often it is retried.
+func TestAdminCreatesAreExactlyOnce(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 2, nil, 5)
+	const copies = 12
+	storm := func(method, path, key, body string) []response {
+		t.Helper()
+		out := make([]response, copies)
+		var wg sync.WaitGroup
+		for i := range copies {
+			wg.Go(func() { out[i] = sh.doKey(t, sh.apis[i%2], method, path, sh.admin, key, body) })
+		}
+		wg.Wait()
+		return out
+	}
+	check := func(what string, rs []response, status int) {
+		t.Helper()
+		replayed := 0
+		for _, r := range rs {
+			if r.status != status || !bytes.Equal(r.body, rs[0].body) {
+				t.Errorf("%s: %d %s, want %d and one body for all", what, r.status, r.body, status)
+			}
+			if r.header.Get("Idempotent-Replayed") == "true" {
+				replayed++
+			}
+		}
+		if replayed != len(rs)-1 {
+			t.Errorf("%s: %d answers marked replayed, want %d", what, replayed, len(rs)-1)
+		}
+	}
+
+	check("merchant create", storm("POST", "/admin/v1/merchants", "m-1", `{"name":"Retry Kitchen"}`), 201)
+	if n := sh.count(t, "SELECT count(*) FROM merchants WHERE name = 'Retry Kitchen'"); n != 1 {
+		t.Errorf("%d merchants created by one key", n)
+	}
+	if r := sh.doKey(t, sh.apis[0], "POST", "/admin/v1/merchants", sh.admin, "m-1", `{"name":"Other Kitchen"}`); r.status != 422 || r.problemType() != "idempotency-key-mismatch" {
+		t.Errorf("same key, other body: %d %s", r.status, r.body)
+	}
+	dishes := "/admin/v1/merchants/" + sh.merchantID + "/dishes"
+	check("dish create", storm("POST", dishes, "d-1", `{"name":"Retry Soup","price_fen":800,"stock":4}`), 201)
+	if n := sh.count(t, "SELECT count(*) FROM dishes WHERE name = 'Retry Soup'"); n != 1 {
+		t.Errorf("%d dishes created by one key", n)
+	}
+
+	adjust := "/admin/v1/dishes/" + sh.dishes[0].ID + "/stock/adjustments"
+	check("stock adjustment", storm("POST", adjust, "a-1", `{"delta":7}`), 201)
+	if got := sh.stock(t, 0); got != 12 {
+		t.Errorf("stock %d after one delivery of 7 onto 5, retried %d times", got, copies)
+	}
+	if n := sh.count(t, "SELECT count(*) FROM stock_adjustments WHERE dish_id = $1 AND kind = 'delta'", sh.dishes[0].ID); n != 1 {
+		t.Errorf("%d ledger rows for one adjustment", n)
+	}
+	if r := sh.doKey(t, sh.apis[0], "POST", adjust, sh.admin, "", `{"delta":1}`); r.status != 400 || r.problemType() != "idempotency-key-missing" {
+		t.Errorf("adjustment without a key: %d %s", r.status, r.body)
+	}
+	// A refused change records nothing: the same key succeeds once it can.
+	if r := sh.doKey(t, sh.apis[0], "POST", adjust, sh.admin, "a-2", `{"delta":-13}`); r.status != 409 || r.problemType() != "stock-held" {
+		t.Errorf("removing more than on hand: %d %s", r.status, r.body)
+	}
+	if got := sh.stock(t, 0); got != 12 {
+		t.Errorf("stock %d after a refusal, want 12", got)
+	}
+	if r := sh.doKey(t, sh.apis[0], "POST", adjust, sh.admin, "a-2", `{"delta":-12}`); r.status != 201 {
+		t.Errorf("the refused request's key, corrected: %d %s, want 201", r.status, r.body)
+	}
+}
