@@ -23,7 +23,7 @@ func migrate(ctx context.Context, getenv func(string) string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 2)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 2, db.Limits{})
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func seedDemo(ctx context.Context, getenv func(string) string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 2)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 2, db.Limits{})
 	if err != nil {
 		return err
 	}

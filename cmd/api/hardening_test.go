@@ -5,12 +5,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/wxsim"
 )
 
 // doKey is do with an Idempotency-Key header.
@@ -184,5 +189,97 @@ func TestAdminCreatesAreExactlyOnce(t *testing.T) {
 	}
 	if r := sh.doKey(t, sh.apis[0], "POST", adjust, sh.admin, "a-2", `{"delta":-12}`); r.status != 201 {
 		t.Errorf("the refused request's key, corrected: %d %s, want 201", r.status, r.body)
+	}
+}
+
+// While 30 pays wait on a WeChat that hangs, the API keeps serving: pays
+// hold no database connection while WeChat answers (the pool here has 4).
+// Every other request finishes before any pay does; afterwards each order
+// has one attempt with its prepay.
+func TestHangingWeChatPayStallsNothingElse(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_DATABASE_MAX_CONNS": "4"}, 1000)
+	api := ps.apis[0]
+	var orders []string
+	var payers []string
+	for i := range 3 {
+		u := ps.login(t, fmt.Sprint("hang-payer-", i))
+		payers = append(payers, u)
+		orders = append(orders, ps.place(t, u, fmt.Sprint("hang-", i), 1).ID)
+	}
+	ps.simConfig(t, `{"prepay_delay_ms":3000}`)
+	var returned atomic.Int32
+	var pays sync.WaitGroup
+	for i := range 30 {
+		pays.Go(func() {
+			r := ps.do(t, api, "POST", "/v1/orders/"+orders[i%3]+"/pay", payers[i%3], nil)
+			returned.Add(1)
+			if r.status != 200 {
+				t.Errorf("pay: %d %s", r.status, r.body)
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // the pays are all waiting on WeChat now
+	other := ps.login(t, "hang-bystander")
+	for i := range 5 {
+		if r := ps.do(t, api, "GET", "/v1/merchants/"+ps.merchantID+"/menu", "", nil); r.status != 200 {
+			t.Errorf("menu: %d", r.status)
+		}
+		c := ps.confirm(t, api, other, ps.cart(int32(i+1))) //nolint:gosec // G115: small
+		if r := ps.submit(t, api, other, fmt.Sprint("bystander-", i), c.ConfirmToken); r.status != 201 {
+			t.Errorf("submit: %d %s", r.status, r.body)
+		}
+	}
+	if n := returned.Load(); n != 0 {
+		t.Errorf("%d pays returned before the other users were served: the others waited for WeChat", n)
+	}
+	pays.Wait()
+	for _, id := range orders {
+		if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND prepay_id IS NOT NULL", id); n != 1 {
+			t.Errorf("order %s: %d attempts with a prepay, want 1", id, n)
+		}
+	}
+}
+
+// A cancel that lands while WeChat is answering a pay: the cancel is not
+// held up, the pay answers 409 instead of a payable prepay, and the
+// attempt's prepay is closed at the platform, so it can never be paid.
+func TestCancelDuringPrepayClosesIt(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 10)
+	api := ps.apis[0]
+	user := ps.login(t, "cancel-racer")
+	o := ps.place(t, user, "race-1", 1)
+	ps.simConfig(t, `{"prepay_delay_ms":1500}`)
+	payDone := make(chan response, 1)
+	go func() { payDone <- ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/pay", user, nil) }()
+	time.Sleep(300 * time.Millisecond)
+	if r := ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	select {
+	case r := <-payDone:
+		t.Fatalf("the pay answered (%d) before WeChat did: the test did not race", r.status)
+	default:
+	}
+	r := <-payDone
+	if r.status != 409 || r.problemType() != "order-status-conflict" {
+		t.Errorf("pay of an order cancelled meanwhile: %d %s, want 409 order-status-conflict", r.status, r.body)
+	}
+	waitUntil(t, "the cancelled order's prepay to be closed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CLOSED'", o.ID) == 1
+	})
+	var outTradeNo string
+	if err := ps.pool.QueryRow(t.Context(), "SELECT out_trade_no FROM payments WHERE order_id = $1", o.ID).Scan(&outTradeNo); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(wxsim.PayRequest{OutTradeNo: outTradeNo})
+	resp, err := http.Post(ps.sim.URL+"/sim/pay", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("paying the closed prepay at the platform: %d, want refused", resp.StatusCode)
 	}
 }

@@ -38,7 +38,7 @@ const (
 	testAppSecret = "test-app-secret"
 )
 
-func newStack(t *testing.T) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	sessionSecret := strings.Repeat("s", 32) + t.Name()
 	staffSecret := strings.Repeat("a", 32) + t.Name()
@@ -50,6 +50,7 @@ func newStack(t *testing.T) *stack {
 		dbURL: testenv.NewDatabaseURL(t),
 		env: map[string]string{
 			"TAKEOUT_HTTP_ADDR":         "127.0.0.1:0",
+			"TAKEOUT_OPS_ADDR":          "127.0.0.1:0",
 			"TAKEOUT_REDIS_URL":         r.URL,
 			"TAKEOUT_REDIS_PREFIX":      r.Prefix,
 			"TAKEOUT_SESSION_SECRET":    sessionSecret,
@@ -80,17 +81,18 @@ func newStack(t *testing.T) *stack {
 // instance is one running API process (run in a goroutine).
 type instance struct {
 	url  string
+	ops  string // the operations listener, when it serves one
 	logs *logBuffer
 }
 
 // start runs the API with the stack's environment plus overrides, waits
 // until it listens, and on cleanup stops it and checks it shut down
 // cleanly.
-func (s *stack) start(t *testing.T, overrides map[string]string) *instance {
+func (s *stack) start(t testing.TB, overrides map[string]string) *instance {
 	t.Helper()
 	env := maps.Clone(s.env)
 	maps.Copy(env, overrides)
-	logs := &logBuffer{listening: make(chan string, 1)}
+	logs := &logBuffer{listening: make(chan string, 1), ops: make(chan string, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, logs) }()
@@ -110,7 +112,13 @@ func (s *stack) start(t *testing.T, overrides map[string]string) *instance {
 	})
 	select {
 	case addr := <-logs.listening:
-		return &instance{url: "http://" + addr, logs: logs}
+		inst := &instance{url: "http://" + addr, logs: logs}
+		select {
+		case ops := <-logs.ops: // logged before the API listens
+			inst.ops = "http://" + ops
+		default:
+		}
+		return inst
 	case err := <-done:
 		t.Fatalf("api exited before listening: %v\nlogs:\n%s", err, logs.String())
 	case <-time.After(20 * time.Second):
@@ -124,6 +132,7 @@ type logBuffer struct {
 	mu        sync.Mutex
 	buf       bytes.Buffer
 	listening chan string
+	ops       chan string
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
@@ -133,10 +142,13 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 		Msg  string `json:"msg"`
 		Addr string `json:"addr"`
 	}
-	if json.Unmarshal(p, &rec) == nil && rec.Msg == "http server listening" {
-		select {
-		case l.listening <- rec.Addr:
-		default:
+	if json.Unmarshal(p, &rec) == nil {
+		ch := map[string]chan string{"http server listening": l.listening, "operations server listening": l.ops}[rec.Msg]
+		if ch != nil {
+			select {
+			case ch <- rec.Addr:
+			default:
+			}
 		}
 	}
 	return l.buf.Write(p)
@@ -156,7 +168,7 @@ type response struct {
 }
 
 // json decodes the body into v, failing the test on error.
-func (r response) json(t *testing.T, v any) {
+func (r response) json(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %q: %v", r.body, err)
@@ -178,7 +190,7 @@ func (r response) problemType() string {
 
 // do sends a request with an optional bearer token and body (a string is
 // sent as is, anything else as JSON).
-func (s *stack) do(t *testing.T, inst *instance, method, path, token string, body any) response {
+func (s *stack) do(t testing.TB, inst *instance, method, path, token string, body any) response {
 	t.Helper()
 	switch b := body.(type) {
 	case nil:
@@ -196,7 +208,7 @@ func (s *stack) do(t *testing.T, inst *instance, method, path, token string, bod
 
 // doRaw sends body as is with the given content type (none when empty;
 // application/json when body is set and contentType is empty).
-func (s *stack) doRaw(t *testing.T, inst *instance, method, path, token, body, contentType string) response {
+func (s *stack) doRaw(t testing.TB, inst *instance, method, path, token, body, contentType string) response {
 	t.Helper()
 	var rd io.Reader
 	if body != "" || method != http.MethodGet {
@@ -228,7 +240,7 @@ func (s *stack) doRaw(t *testing.T, inst *instance, method, path, token, body, c
 }
 
 // staffToken mints a staff token for role.
-func (s *stack) staffToken(t *testing.T, role string) string {
+func (s *stack) staffToken(t testing.TB, role string) string {
 	t.Helper()
 	r, err := auth.ParseRole(role)
 	if err != nil {
@@ -253,4 +265,22 @@ func (s *stack) count(t *testing.T, query string, args ...any) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// metrics scrapes an instance's operations listener.
+func (s *stack) metrics(t testing.TB, inst *instance) string {
+	t.Helper()
+	if inst.ops == "" {
+		t.Fatal("the instance serves no operations listener")
+	}
+	resp, err := http.Get(inst.ops + "/metrics") //nolint:noctx // a test scrape
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }

@@ -140,7 +140,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 			t.Errorf("search %s: %d", bad, r.status)
 		}
 	}
-	m := string(sh.do(t, api, "GET", "/metrics", "", nil).body)
+	m := sh.metrics(t, api)
 	if !containsAll(m, `takeout_order_transitions_total{from="PAID",to="ACCEPTED"} 1`, `takeout_order_transitions_total{from="PENDING_PAYMENT",to="CANCELLED"} 1`) {
 		t.Error("transition metrics missing")
 	}
@@ -308,7 +308,7 @@ func TestWebhookDeadLetterAndRetry(t *testing.T) {
 	if r := sh.do(t, api, "GET", "/admin/v1/jobs/dead", sh.staffToken(t, "merchant:"+sh.merchantID), nil); r.status != 403 {
 		t.Errorf("merchant staff reading dead jobs: %d", r.status)
 	}
-	m := string(sh.do(t, api, "GET", "/metrics", "", nil).body)
+	m := sh.metrics(t, api)
 	if !containsAll(m, `takeout_jobs_dead_total{kind="webhook.deliver"} 1`, `takeout_job_failures_total{kind="webhook.deliver"} 2`) {
 		t.Error("job metrics missing")
 	}

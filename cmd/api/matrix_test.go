@@ -66,7 +66,6 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 	rows := map[string]row{
 		"GET /healthz":                        {"/healthz", "", nil, everyone(200)},
 		"GET /readyz":                         {"/readyz", "", nil, everyone(200)},
-		"GET /metrics":                        {"/metrics", "", nil, everyone(200)},
 		"POST /v1/auth/wx-login":              {"/v1/auth/wx-login", `{"code":"matrix-login"}`, nil, everyone(200)},
 		"GET /v1/merchants":                   {"/v1/merchants", "", nil, everyone(200)},
 		"GET /v1/merchants/{id}/menu":         {"/v1/merchants/" + sh.merchantID + "/menu", "", nil, everyone(200)},

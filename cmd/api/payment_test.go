@@ -47,7 +47,7 @@ const (
 	testWebhookSecret = "webhook-secret-0123456789"
 )
 
-func newPayShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop {
+func newPayShop(t testing.TB, extra map[string]string, stocks ...int32) *payShop {
 	t.Helper()
 	merchant, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -224,7 +224,7 @@ func TestPaymentCallbackExactlyOnce(t *testing.T) {
 	if r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+o.ID+"/pay", user, nil); r.status != 409 {
 		t.Errorf("pay a paid order: %d", r.status)
 	}
-	m := string(ps.do(t, ps.apis[0], "GET", "/metrics", "", nil).body)
+	m := ps.metrics(t, ps.apis[0])
 	if !strings.Contains(m, `takeout_payment_callbacks_total{outcome="applied",source="v3"} 1`) ||
 		!strings.Contains(m, `takeout_payment_callbacks_total{outcome="duplicate",source="v3"}`) {
 		t.Errorf("callback metrics:\n%s", grepLines(m, "takeout_payment_callbacks_total"))
@@ -467,7 +467,7 @@ func TestConcurrentDeliveriesAcrossInstancesApplyOnce(t *testing.T) {
 	}
 	applied := 0
 	for _, api := range ps.apis {
-		m := string(ps.do(t, api, "GET", "/metrics", "", nil).body)
+		m := ps.metrics(t, api)
 		for _, l := range strings.Split(m, "\n") {
 			if v, ok := strings.CutPrefix(l, `takeout_payment_callbacks_total{outcome="applied",source="v3"} `); ok {
 				n, _ := strconv.Atoi(v)
@@ -604,7 +604,7 @@ func TestBadCallbacksAreRefused(t *testing.T) {
 	if n := ps.count(t, "SELECT count(DISTINCT kind) FROM payment_anomalies WHERE out_trade_no = $1", outTradeNo); n != 3 {
 		t.Errorf("%d anomaly kinds recorded, want 3 (amount, mchid, appid)", n)
 	}
-	m := string(ps.do(t, ps.apis[0], "GET", "/metrics", "", nil).body)
+	m := ps.metrics(t, ps.apis[0])
 	if !strings.Contains(m, `takeout_payment_anomalies_total{kind="amount"} 1`) {
 		t.Error("anomaly metric missing")
 	}

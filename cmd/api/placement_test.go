@@ -25,7 +25,7 @@ type shop struct {
 	dishes     []catalog.Dish
 }
 
-func newShop(t *testing.T, instances int, env map[string]string, stocks ...int32) *shop {
+func newShop(t testing.TB, instances int, env map[string]string, stocks ...int32) *shop {
 	t.Helper()
 	sh := &shop{stack: newStack(t)}
 	for range instances {
@@ -39,7 +39,7 @@ func newShop(t *testing.T, instances int, env map[string]string, stocks ...int32
 	return sh
 }
 
-func (sh *shop) login(t *testing.T, code string) string {
+func (sh *shop) login(t testing.TB, code string) string {
 	t.Helper()
 	var l struct {
 		Token string `json:"token"`
@@ -67,7 +67,7 @@ func (sh *shop) cart(qty ...int32) map[string]any {
 	}
 }
 
-func (sh *shop) confirm(t *testing.T, api *instance, user string, cart map[string]any) order.ConfirmResponse {
+func (sh *shop) confirm(t testing.TB, api *instance, user string, cart map[string]any) order.ConfirmResponse {
 	t.Helper()
 	r := sh.do(t, api, "POST", "/v1/orders/confirm", user, cart)
 	if r.status != 200 {
@@ -695,7 +695,7 @@ func TestPlacementMetrics(t *testing.T) {
 	sh.submit(t, api, user, "m1", c.ConfirmToken)     // L1 hit
 	sh.submit(t, api, user, "m2", c.ConfirmToken)     // placed already: duplicate
 	sh.submit(t, api, other, "m3", late.ConfirmToken) // out of stock at submit
-	m := string(sh.do(t, api, "GET", "/metrics", "", nil).body)
+	m := sh.metrics(t, api)
 	for _, want := range []string{
 		`takeout_idempotency_outcomes_total{layer="l1",outcome="hit"} 1`,
 		`takeout_idempotency_outcomes_total{layer="redis",outcome="claimed"} 3`,

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -74,12 +75,20 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	gogc, memLimit := applyGC(cfg, getenv)
 	logger.Info("garbage collector", "gogc", gogc, "memory_limit_bytes", memLimit)
 
-	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DatabaseMaxConns)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DatabaseMaxConns, db.Limits{
+		Statement: cfg.DatabaseStatementTimeout, Lock: cfg.DatabaseLockTimeout, IdleInTransaction: cfg.DatabaseIdleInTxTimeout,
+	})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	migrator, err := db.NewMigrator(pool)
+	// Migrations may run long: their own connections, without the limits.
+	migrationPool, err := db.Open(ctx, cfg.DatabaseURL, 2, db.Limits{})
+	if err != nil {
+		return err
+	}
+	defer migrationPool.Close()
+	migrator, err := db.NewMigrator(migrationPool)
 	if err != nil {
 		return err
 	}
@@ -190,7 +199,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 
 	handler, err := httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, WeChat: wx,
-		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Payments: payments, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Payments: payments, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
 	})
 	if err != nil {
@@ -235,12 +244,12 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	if cfg.DebugAddr != "" {
-		stopDebug, err := serveDebug(ctx, cfg.DebugAddr, logger)
+	if cfg.OpsAddr != "" {
+		stopOps, err := serveOps(ctx, cfg.OpsAddr, reg, logger)
 		if err != nil {
-			return fmt.Errorf("TAKEOUT_DEBUG_ADDR: %w", err)
+			return fmt.Errorf("TAKEOUT_OPS_ADDR: %w", err)
 		}
-		defer stopDebug()
+		defer stopOps()
 	}
 	logger.Info("http server listening", "addr", ln.Addr().String(), "redis", string(rds.State()))
 
@@ -262,14 +271,17 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	return nil
 }
 
-// serveDebug serves net/http/pprof on its own listener (keep it on
-// loopback or a private network: profiles reveal internals).
-func serveDebug(ctx context.Context, addr string, logger *slog.Logger) (func(), error) {
+// serveOps serves the operations listener: Prometheus metrics and
+// net/http/pprof, apart from the public API (keep it on loopback or a
+// private network: metrics and profiles reveal internals, and a scrape
+// or a profile must not compete with customers' requests for a route).
+func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, logger *slog.Logger) (func(), error) {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -277,7 +289,7 @@ func serveDebug(ctx context.Context, addr string, logger *slog.Logger) (func(), 
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	logger.Info("debug server (pprof) listening", "addr", ln.Addr().String())
+	logger.Info("operations server listening", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
 }
 

@@ -48,7 +48,7 @@ type env struct {
 	users    []string // session tokens
 	keys     wxsim.Keys
 	apiPID   int
-	debug    string        // the api's debug listener
+	debug    string        // the api's operations listener (metrics, pprof)
 	apiCfg   config.Config // the api's configuration as the bench runs it
 }
 
@@ -185,7 +185,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, err
 	}
 	apiEnv := map[string]string{
-		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_DEBUG_ADDR": debugAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": strconv.Itoa(o.apiDBConns),
+		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_OPS_ADDR": debugAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": strconv.Itoa(o.apiDBConns),
 		"TAKEOUT_REDIS_URL": o.redisURL, "TAKEOUT_REDIS_PREFIX": "bench:" + randomHex(4) + ":",
 		"TAKEOUT_SESSION_SECRET": sessionSecret, "TAKEOUT_STAFF_SECRET": staffSecret, "TAKEOUT_CONFIRM_SECRET": randomHex(24),
 		"TAKEOUT_WECHAT_API_BASE": "http://" + wxAddr, "TAKEOUT_WECHAT_APP_SECRET": appSecret, "TAKEOUT_WXPAY_API_BASE": "http://" + wxAddr,

@@ -134,7 +134,7 @@ var gcCyclesRE = regexp.MustCompile(`(?m)^go_gc_duration_seconds_count (\d+)$`)
 // gcCycles is how many garbage collections the api has completed, from
 // its metrics.
 func (e *env) gcCycles(ctx context.Context) (int, error) {
-	v, err := scrape(ctx, e.client, e.api+"/metrics", gcCyclesRE)
+	v, err := scrape(ctx, e.client, "http://"+e.debug+"/metrics", gcCyclesRE)
 	if err != nil {
 		return 0, fmt.Errorf("go_gc_duration_seconds_count in the api's metrics: %w", err)
 	}

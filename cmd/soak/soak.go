@@ -318,7 +318,8 @@ func instanceEnv(common map[string]string, addr string) []string {
 	for k, v := range common {
 		out = append(out, k+"="+v)
 	}
-	return append(out, "TAKEOUT_HTTP_ADDR="+addr)
+	// Its operations listener on any free port: instances share a host.
+	return append(out, "TAKEOUT_HTTP_ADDR="+addr, "TAKEOUT_OPS_ADDR=127.0.0.1:0")
 }
 
 func createDatabase(ctx context.Context, adminURL, name string) error {

@@ -65,3 +65,8 @@ LIMIT @max_rows;
 
 -- name: OrderHistoryByOrder :many
 SELECT * FROM order_status_history WHERE order_id = @order_id ORDER BY version;
+
+-- name: OrderStatusForShare :one
+-- Reads an order's status and holds it: a transition of the order waits
+-- until this transaction ends (see payment.Service.Pay).
+SELECT status FROM orders WHERE id = @id FOR SHARE;

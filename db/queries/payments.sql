@@ -5,8 +5,10 @@ ON CONFLICT (channel, mchid, out_trade_no) DO UPDATE SET updated_at = payments.u
 RETURNING *;
 
 -- name: PaymentSetPrepay :one
+-- Records the prepay of an attempt still open; no row when it was paid or
+-- closed meanwhile.
 UPDATE payments SET prepay_id = @prepay_id, prepay_expires_at = @prepay_expires_at, updated_at = now()
-WHERE id = @id
+WHERE id = @id AND status = 'CREATED'
 RETURNING *;
 
 -- name: PaymentGetByOutTradeNo :one

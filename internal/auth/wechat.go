@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/takeout/takeout/internal/web"
 )
 
 // WeChat calls the mini-program login endpoint jscode2session.
@@ -76,7 +78,7 @@ func (w *WeChat) Code2Session(ctx context.Context, code string) (Session, error)
 	default:
 		return Session{}, fmt.Errorf("jscode2session: errcode %d: %s", body.ErrCode, body.ErrMsg)
 	}
-	if body.OpenID == "" || len(body.OpenID) > 128 {
+	if body.OpenID == "" || len(body.OpenID) > 128 || web.CheckText("openid", body.OpenID, false) != nil {
 		return Session{}, errors.New("jscode2session: answer without a valid openid")
 	}
 	return Session{OpenID: body.OpenID, UnionID: body.UnionID}, nil

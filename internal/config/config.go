@@ -26,9 +26,15 @@ type Config struct {
 	WriteTimeout      time.Duration `env:"TAKEOUT_HTTP_WRITE_TIMEOUT" envDefault:"30s"`
 	IdleTimeout       time.Duration `env:"TAKEOUT_HTTP_IDLE_TIMEOUT" envDefault:"120s"`
 	ShutdownTimeout   time.Duration `env:"TAKEOUT_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	// RequestTimeout bounds the work of one request: its context ends
+	// then, so its statements are cancelled and its transaction rolls back.
+	RequestTimeout time.Duration `env:"TAKEOUT_HTTP_REQUEST_TIMEOUT" envDefault:"10s"`
 	MaxBodyBytes      int64         `env:"TAKEOUT_MAX_BODY_BYTES" envDefault:"65536"`
 	LogLevel          string        `env:"TAKEOUT_LOG_LEVEL" envDefault:"info"`
-	DebugAddr         string        `env:"TAKEOUT_DEBUG_ADDR"`
+	// OpsAddr is the operations listener: /metrics and pprof, never on
+	// the public one. Keep it on loopback or a private network; empty
+	// serves none.
+	OpsAddr string `env:"TAKEOUT_OPS_ADDR" envDefault:"127.0.0.1:9090"`
 	// Rate limits, requests per minute per instance; 0 turns one off.
 	RateLimitIP   int `env:"TAKEOUT_RATE_LIMIT_IP" envDefault:"600"`
 	RateLimitUser int `env:"TAKEOUT_RATE_LIMIT_USER" envDefault:"300"`
@@ -39,6 +45,12 @@ type Config struct {
 	DatabaseURL      string `env:"TAKEOUT_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/takeout?sslmode=disable"`
 	DatabaseMaxConns int32  `env:"TAKEOUT_DATABASE_MAX_CONNS" envDefault:"20"`
 	MigrateOnStart   bool   `env:"TAKEOUT_MIGRATE_ON_START" envDefault:"true"`
+	// Limits on every pooled connection (migrations run without them):
+	// no statement, lock wait or idle transaction holds a connection
+	// longer than these.
+	DatabaseStatementTimeout time.Duration `env:"TAKEOUT_DATABASE_STATEMENT_TIMEOUT" envDefault:"10s"`
+	DatabaseLockTimeout      time.Duration `env:"TAKEOUT_DATABASE_LOCK_TIMEOUT" envDefault:"5s"`
+	DatabaseIdleInTxTimeout  time.Duration `env:"TAKEOUT_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"30s"`
 
 	// RedisURL empty means: run without Redis (a supported, degraded mode).
 	RedisURL    string `env:"TAKEOUT_REDIS_URL"`
@@ -239,6 +251,10 @@ func (c Config) validate() error {
 	check(c.RateLimitIP >= 0 && c.RateLimitUser >= 0, "TAKEOUT_RATE_LIMIT_IP/_USER: want 0 (off) or a positive number per minute")
 	check(c.MaxBodyBytes >= 1024, "TAKEOUT_MAX_BODY_BYTES: want at least 1024, got %d", c.MaxBodyBytes)
 	check(c.ShutdownTimeout > 0, "TAKEOUT_SHUTDOWN_TIMEOUT: want a positive duration")
+	check(c.RequestTimeout > 0 && c.RequestTimeout <= c.WriteTimeout, "TAKEOUT_HTTP_REQUEST_TIMEOUT: want a positive duration, at most TAKEOUT_HTTP_WRITE_TIMEOUT")
+	check(c.DatabaseStatementTimeout >= time.Millisecond, "TAKEOUT_DATABASE_STATEMENT_TIMEOUT: want at least 1ms")
+	check(c.DatabaseLockTimeout >= time.Millisecond, "TAKEOUT_DATABASE_LOCK_TIMEOUT: want at least 1ms")
+	check(c.DatabaseIdleInTxTimeout >= time.Millisecond, "TAKEOUT_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT: want at least 1ms")
 	check(c.ReadHeaderTimeout > 0 && c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.IdleTimeout > 0,
 		"TAKEOUT_HTTP_*_TIMEOUT: want positive durations")
 	_, err = ParseLogLevel(c.LogLevel)

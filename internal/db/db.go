@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,14 +22,29 @@ import (
 // ErrNotFound means a query that expects one row found none.
 var ErrNotFound = errors.New("not found")
 
-// Open connects a pool to url and checks that the server answers.
-func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+// Limits bound what one connection's session may hold: a statement's
+// run, a wait for a lock, a transaction left idle. Zero leaves one unset.
+type Limits struct {
+	Statement, Lock, IdleInTransaction time.Duration
+}
+
+// Open connects a pool to url, each connection under limits, and checks
+// that the server answers.
+func Open(ctx context.Context, url string, maxConns int32, limits Limits) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	for param, d := range map[string]time.Duration{
+		"statement_timeout": limits.Statement, "lock_timeout": limits.Lock,
+		"idle_in_transaction_session_timeout": limits.IdleInTransaction,
+	} {
+		if d > 0 {
+			cfg.ConnConfig.RuntimeParams[param] = strconv.FormatInt(d.Milliseconds(), 10)
+		}
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "takeout"
 	// UTC everywhere: timestamps cross the wire as RFC 3339 in UTC.
@@ -108,9 +125,10 @@ func ForeignKeyViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == codeForeignKeyViolation
 }
 
-// Unavailable reports whether err means PostgreSQL could not be reached
-// or the connection broke or timed out (rather than a statement being
-// refused): the request did not commit and may be retried. Connection
+// Unavailable reports whether err means PostgreSQL could not be reached,
+// the connection broke or timed out, or the statement ran out of time
+// (statement or lock timeout, the request's deadline) rather than being
+// refused: the request did not commit and may be retried. Connection
 // failures, broken sockets, server shutdown and "cannot connect now"
 // (recovery after a crash) all count.
 func Unavailable(err error) bool {
@@ -119,7 +137,8 @@ func Unavailable(err error) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" ||
+			pe.Code == "57014" || pe.Code == "55P03" || pe.Code == "25P03" // query_canceled, lock_not_available, idle_in_transaction_session_timeout
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error

@@ -20,7 +20,7 @@ import (
 func TestMigrationsFromEmpty(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := db.Open(ctx, testenv.NewEmptyDatabaseURL(t), 4)
+	pool, err := db.Open(ctx, testenv.NewEmptyDatabaseURL(t), 4, db.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
@@ -21,6 +20,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 	r.Use(
 		instrument(d.Logger, m),
 		recoverPanics,
+		deadline(d.RequestTimeout),
 		limitBody(d.MaxBodyBytes),
 	)
 	r.NotFound(notFound)
@@ -28,7 +28,6 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(d))
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 
 	// Groups with full paths rather than mounted subrouters: a mount adds
 	// a wildcard path value to every request it routes.

@@ -7,6 +7,7 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,8 @@ type Deps struct {
 	Payments     *payment.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
+	// RequestTimeout ends each request's context (0: no deadline).
+	RequestTimeout time.Duration
 	// Rate limits per minute (0: off) and the client address header.
 	RateLimitIP    int
 	RateLimitUser  int

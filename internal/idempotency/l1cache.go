@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type l1Cache struct {
 	chunkSize uint32
 	chunks    uint32 // per shard
 	shards    [l1Shards]l1Shard
+	// indexed and ringBytes are kept as entries come and go, for the
+	// metrics: a scrape reads two numbers, and takes no shard's lock.
+	indexed   atomic.Int64 // index entries, expired ones until dropped
+	ringBytes atomic.Int64 // chunk memory allocated
 }
 
 // l1Shards spreads the writers' locks; a power of two.
@@ -176,6 +181,9 @@ func (c *l1Cache) set(key string, rec Record) bool {
 	binary.LittleEndian.PutUint64(e[hdrOrderID:], uint64(rec.OrderID)) //nolint:gosec // G115: read back as an int64
 	binary.LittleEndian.PutUint64(e[hdrExpires:], uint64(expires))     //nolint:gosec // G115: read back as an int64
 	copy(e[l1HeaderSize:], key)
+	if _, ok := sh.index[h]; !ok {
+		c.indexed.Add(1)
+	}
 	sh.index[h] = uint64(sh.gen)<<32 | uint64(off)
 	return true
 }
@@ -191,6 +199,7 @@ func (c *l1Cache) reserve(sh *l1Shard, n uint32) uint32 {
 	}
 	if i := sh.pos / c.chunkSize; int(i) == len(sh.chunks) {
 		sh.chunks = append(sh.chunks, make([]byte, c.chunkSize))
+		c.ringBytes.Add(int64(c.chunkSize))
 	}
 	off := sh.pos
 	sh.pos += n
@@ -204,11 +213,14 @@ func (c *l1Cache) reserve(sh *l1Shard, n uint32) uint32 {
 func (c *l1Cache) wrap(sh *l1Shard) {
 	sh.gen++
 	sh.pos = 0
+	dropped := 0
 	for h, ref := range sh.index {
 		if uint32(ref>>32)+1 != sh.gen { //nolint:gosec // G115: unpacking what set packed
 			delete(sh.index, h)
+			dropped++
 		}
 	}
+	c.indexed.Add(-int64(dropped))
 }
 
 // invalidate drops key's entry and reports whether L1 held it.
@@ -222,6 +234,7 @@ func (c *l1Cache) invalidate(key string) bool {
 		return false
 	}
 	delete(sh.index, h)
+	c.indexed.Add(-1)
 	return true
 }
 
@@ -230,6 +243,7 @@ func (c *l1Cache) clear() {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
+		c.indexed.Add(-int64(len(sh.index)))
 		clear(sh.index)
 		sh.mu.Unlock()
 	}
@@ -240,6 +254,8 @@ func (c *l1Cache) release() {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
+		c.indexed.Add(-int64(len(sh.index)))
+		c.ringBytes.Add(-int64(len(sh.chunks)) * int64(c.chunkSize))
 		clear(sh.index)
 		sh.chunks, sh.pos = nil, 0
 		sh.gen++

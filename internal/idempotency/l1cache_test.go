@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"pgregory.net/rapid"
 )
 
@@ -322,5 +324,81 @@ func TestL1CacheConcurrentReadersAndWriters(t *testing.T) {
 	wg.Wait()
 	if n := bad.Load(); n > 0 {
 		t.Errorf("%d reads returned another key's answer", n)
+	}
+}
+
+// The gauges follow sets, replacements, invalidations and the ring's
+// wrap without walking the cache, and a scrape never waits on a shard's
+// lock (a request holding one does not hold up /metrics, nor the other
+// way round).
+func TestL1GaugesAreKeptNotWalked(t *testing.T) {
+	t.Parallel()
+	s := &Store{l1: newL1Cache(1<<20, time.Hour, time.Now)}
+	c := s.l1
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newL1Collector(s))
+	gauge := func() (entries, bytes float64) {
+		t.Helper()
+		done := make(chan []*dto.MetricFamily, 1)
+		go func() {
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Error(err)
+			}
+			done <- mfs
+		}()
+		select {
+		case mfs := <-done:
+			for _, mf := range mfs {
+				switch mf.GetName() {
+				case "takeout_idempotency_l1_entries":
+					entries = mf.GetMetric()[0].GetGauge().GetValue()
+				case "takeout_idempotency_l1_bytes":
+					bytes = mf.GetMetric()[0].GetGauge().GetValue()
+				}
+			}
+			return entries, bytes
+		case <-time.After(5 * time.Second):
+			t.Fatal("a scrape waited on a shard's lock")
+		}
+		return 0, 0
+	}
+	for i := range 100 {
+		c.set(fmt.Sprint("k", i), answer(fmt.Sprint("k", i), i, 201))
+	}
+	c.set("k7", answer("k7", 7, 201)) // a replacement is not a new entry
+	if n, b := gauge(); n != 100 || b <= 0 {
+		t.Errorf("after 100 keys: entries %v, bytes %v", n, b)
+	}
+	c.invalidate("k1")
+	if n, _ := gauge(); n != 99 {
+		t.Errorf("after an invalidation: entries %v, want 99", n)
+	}
+	// With every shard locked, as by writers, a scrape still answers.
+	for i := range c.shards {
+		c.shards[i].mu.Lock()
+	}
+	n, _ := gauge()
+	for i := range c.shards {
+		c.shards[i].mu.Unlock()
+	}
+	if n != 99 {
+		t.Errorf("under locks: entries %v, want 99", n)
+	}
+	// Filling the rings many times over: the gauge tracks what the index
+	// holds, which the exact walk agrees with when nothing has expired.
+	for i := range 20_000 {
+		c.set(fmt.Sprint("w", i), answer(fmt.Sprint("w", i), i, 201))
+	}
+	indexed := 0
+	for i := range c.shards {
+		indexed += len(c.shards[i].index)
+	}
+	if n, b := gauge(); int(n) != indexed || b > 1<<20 {
+		t.Errorf("after wrapping: entries %v, index holds %d; bytes %v within 1 MiB", n, indexed, b)
+	}
+	c.clear()
+	if n, _ := gauge(); n != 0 {
+		t.Errorf("after clear: entries %v", n)
 	}
 }

@@ -351,9 +351,9 @@ func (s *Store) redisUsable() bool {
 	return s.opts.Redis.Client != nil && s.opts.Redis.Available() && s.breaker.State() != gobreaker.StateOpen
 }
 
-// l1Collector reports L1's entries and bytes from one walk of the cache
-// per scrape: a walk of a full L1 takes tens of milliseconds, and a gauge
-// function each would walk it twice.
+// l1Collector reports L1's two gauges from counters the cache keeps as
+// entries come and go: a scrape costs two loads, and never waits on (or
+// holds up) a request's shard lock.
 type l1Collector struct {
 	s              *Store
 	entries, bytes *prometheus.Desc
@@ -361,9 +361,9 @@ type l1Collector struct {
 
 func newL1Collector(s *Store) *l1Collector {
 	return &l1Collector{s: s,
-		entries: prometheus.NewDesc("takeout_idempotency_l1_entries", "Completed responses held in the in-process cache.", nil, nil),
+		entries: prometheus.NewDesc("takeout_idempotency_l1_entries", "Responses the in-process cache indexes (an expired one until it is written over).", nil, nil),
 		bytes: prometheus.NewDesc("takeout_idempotency_l1_bytes",
-			"Bytes the in-process cache's responses take in its rings, which TAKEOUT_IDEMPOTENCY_L1_BYTES bounds with their index.", nil, nil),
+			"Ring memory the in-process cache has allocated for responses, which TAKEOUT_IDEMPOTENCY_L1_BYTES bounds with its index.", nil, nil),
 	}
 }
 
@@ -372,7 +372,6 @@ func (c *l1Collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.entries; ch
 
 // Collect implements prometheus.Collector.
 func (c *l1Collector) Collect(ch chan<- prometheus.Metric) {
-	n, b := c.s.L1Size()
-	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(b))
+	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(c.s.l1.indexed.Load()))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(c.s.l1.ringBytes.Load()))
 }

@@ -42,7 +42,7 @@ type IntentItem struct {
 type Address struct {
 	Name   string `json:"name"`
 	Phone  string `json:"phone"`
-	Detail string `json:"detail"`
+	Detail string `json:"detail" text:"multiline"`
 }
 
 // Normalize sorts the items by dish id and normalises the free text (NFC,

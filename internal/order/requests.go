@@ -26,7 +26,7 @@ type ConfirmRequest struct {
 	MerchantID string        `json:"merchant_id"`
 	Items      []ConfirmItem `json:"items"`
 	Address    *Address      `json:"address"`
-	Remark     string        `json:"remark"`
+	Remark     string        `json:"remark" text:"multiline"`
 	// Repeat asks for a new order even when the same cart was placed
 	// within the dedup window.
 	Repeat bool `json:"repeat"`

@@ -94,9 +94,12 @@ func (s *Service) BeforeTimeout(ctx context.Context, orderID int64) error {
 }
 
 // ClosePaymentArgs is the job that closes a cancelled order's open
-// payments at the provider.
+// payments at the provider. Attempt, when set, names the attempt whose
+// prepay was recorded after the cancel (so that this job is not taken for
+// a duplicate of the cancel's own).
 type ClosePaymentArgs struct {
-	OrderID int64 `json:"order_id,string"`
+	OrderID int64  `json:"order_id,string"`
+	Attempt string `json:"attempt,omitempty"`
 }
 
 // Kind names the job.
@@ -106,8 +109,15 @@ func (ClosePaymentArgs) Kind() string { return "payment.close" }
 // the order's open payments; the call to the provider happens after
 // commit, retried until it answers.
 func (s *Service) ClosePaymentTx(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
-	_, err := s.o.Jobs.InsertTx(ctx, tx, ClosePaymentArgs{OrderID: o.ID}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
-	return err
+	return s.closeLaterTx(ctx, tx, o.ID, "")
+}
+
+func (s *Service) closeLaterTx(ctx context.Context, tx pgx.Tx, orderID int64, attempt string) error {
+	_, err := s.o.Jobs.InsertTx(ctx, tx, ClosePaymentArgs{OrderID: orderID, Attempt: attempt}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+	if err != nil {
+		return fmt.Errorf("insert close job: %w", err)
+	}
+	return nil
 }
 
 type closeWorker struct {

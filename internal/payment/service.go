@@ -17,6 +17,7 @@ import (
 	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
@@ -67,6 +68,8 @@ type Service struct {
 	// kept.
 	applying sync.Map // settledKey -> struct{}
 	settled  *otter.Cache[settledKey, struct{}]
+	// prepays merges concurrent prepay calls for one attempt.
+	prepays singleflight.Group
 }
 
 // settledKey names one result of one transaction, as the notification's
@@ -143,63 +146,118 @@ const prepayValidity = 2*time.Hour - 5*time.Minute
 
 // Pay returns the wx.requestPayment parameters of the user's pending
 // order, creating its prepay or reusing the live one.
+//
+// No transaction is open while WeChat answers: a short one reserves the
+// attempt (one open attempt per order, reused until its prepay expires),
+// the prepay is asked for with no connection held, and another short one
+// records it, holding the order's row so that a cancel cannot slip in
+// between its check and its commit. A cancel that committed first gets
+// the prepay recorded and closed (a job), and this caller 409: a prepay
+// is handed out only for an order that was still waiting for payment when
+// it was recorded, and every one recorded for a cancelled order is
+// closed.
 func (s *Service) Pay(ctx context.Context, userID, orderID int64) (RequestPayment, error) {
 	o, err := s.o.Orders.Get(ctx, userID, orderID)
 	if err != nil {
 		return RequestPayment{}, err
 	}
 	if o.Status != string(statemachine.PendingPayment) {
-		return RequestPayment{}, problem.New(problem.OrderStatusConflict, "only an order waiting for payment can be paid; it is %s", o.Status).With("current_status", o.Status)
+		return RequestPayment{}, notPayable(o.Status)
 	}
 	user, err := s.q.UserGetByID(ctx, s.o.Pool, userID)
 	if err != nil {
 		return RequestPayment{}, fmt.Errorf("read user: %w", err)
 	}
-	prepayID, err := db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (string, error) {
-		// One live prepay per order: the payment row is locked while we ask.
-		pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
-		if err != nil {
-			return "", err
-		}
-		now := s.o.Now()
-		var p dbsqlc.Payment
-		if n := len(pays); n > 0 && pays[n-1].Status == "CREATED" && (pays[n-1].PrepayExpiresAt == nil || pays[n-1].PrepayExpiresAt.After(now)) {
-			p = pays[n-1]
-		} else {
-			p, err = s.q.PaymentInsert(ctx, tx, dbsqlc.PaymentInsertParams{
-				OrderID: orderID, Channel: Channel, Mchid: s.o.MchID, Appid: s.o.AppID,
-				OutTradeNo: OutTradeNo(orderID, len(pays)+1), AmountFen: o.TotalFen, Currency: "CNY",
-			})
-			if err != nil {
-				return "", err
-			}
-		}
-		// Decide on the locked row: a concurrent Pay may have just set it.
-		if p, err = s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: p.OutTradeNo}); err != nil {
-			return "", err
-		}
-		if p.PrepayID != nil && p.PrepayExpiresAt != nil && p.PrepayExpiresAt.After(now) {
-			return *p.PrepayID, nil
-		}
-		id, err := s.o.Client.Prepay(ctx, PrepayRequest{Description: "takeout order " + o.ID, OutTradeNo: p.OutTradeNo,
-			TimeExpire: o.PayDeadline, AmountFen: o.TotalFen, OpenID: user.Openid})
-		if err != nil {
-			return "", problem.Wrap(problem.UpstreamUnavailable, err, "WeChat Pay did not take the payment; try again")
-		}
-		exp := now.Add(prepayValidity)
-		if _, err := s.q.PaymentSetPrepay(ctx, tx, dbsqlc.PaymentSetPrepayParams{ID: p.ID, PrepayID: &id, PrepayExpiresAt: &exp}); err != nil {
-			return "", err
-		}
-		return id, nil
-	})
+	p, err := s.reserveAttempt(ctx, orderID, o.TotalFen)
 	if err != nil {
 		return RequestPayment{}, err
+	}
+	prepayID := ""
+	if p.PrepayID != nil && p.PrepayExpiresAt != nil && p.PrepayExpiresAt.After(s.o.Now()) {
+		prepayID = *p.PrepayID
+	} else {
+		// Concurrent pays of one attempt on this instance share one call.
+		v, err, _ := s.prepays.Do(p.OutTradeNo, func() (any, error) {
+			return s.o.Client.Prepay(context.WithoutCancel(ctx), PrepayRequest{Description: "takeout order " + o.ID, OutTradeNo: p.OutTradeNo,
+				TimeExpire: o.PayDeadline, AmountFen: o.TotalFen, OpenID: user.Openid})
+		})
+		if err != nil {
+			return RequestPayment{}, problem.Wrap(problem.UpstreamUnavailable, err, "WeChat Pay did not take the payment; try again")
+		}
+		if prepayID, err = s.recordPrepay(ctx, p, v.(string)); err != nil {
+			return RequestPayment{}, err
+		}
 	}
 	rp := RequestPayment{AppID: s.o.AppID, TimeStamp: strconv.FormatInt(s.o.Now().Unix(), 10), NonceStr: nonce(), Package: "prepay_id=" + prepayID, SignType: "RSA"}
 	if rp.PaySign, err = wxpay.PaySign(s.o.MerchantKey, rp.AppID, rp.TimeStamp, rp.NonceStr, rp.Package); err != nil {
 		return RequestPayment{}, err
 	}
 	return rp, nil
+}
+
+func notPayable(status string) error {
+	return problem.New(problem.OrderStatusConflict, "only an order waiting for payment can be paid; it is %s", status).With("current_status", status)
+}
+
+// reserveAttempt returns the order's open payment attempt, creating one
+// when there is none or its prepay expired, in a short transaction.
+func (s *Service) reserveAttempt(ctx context.Context, orderID, amountFen int64) (dbsqlc.Payment, error) {
+	return db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (dbsqlc.Payment, error) {
+		pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
+		if err != nil {
+			return dbsqlc.Payment{}, err
+		}
+		if n := len(pays); n > 0 && pays[n-1].Status == "CREATED" && (pays[n-1].PrepayExpiresAt == nil || pays[n-1].PrepayExpiresAt.After(s.o.Now())) {
+			return pays[n-1], nil
+		}
+		// Two concurrent pays insert the same attempt number: the
+		// insert is an upsert, so both get the one row.
+		return s.q.PaymentInsert(ctx, tx, dbsqlc.PaymentInsertParams{
+			OrderID: orderID, Channel: Channel, Mchid: s.o.MchID, Appid: s.o.AppID,
+			OutTradeNo: OutTradeNo(orderID, len(pays)+1), AmountFen: amountFen, Currency: "CNY",
+		})
+	})
+}
+
+// recordPrepay records a prepay WeChat issued for attempt p and returns the
+// prepay id to hand out: p's, or the one a concurrent pay recorded first.
+func (s *Service) recordPrepay(ctx context.Context, p dbsqlc.Payment, prepayID string) (string, error) {
+	// A refusal is decided inside and answered after the commit, which
+	// keeps the prepay and its close job.
+	var refused error
+	id, err := db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (string, error) {
+		status, err := s.q.OrderStatusForShare(ctx, tx, p.OrderID)
+		if err != nil {
+			return "", fmt.Errorf("read order: %w", err)
+		}
+		cur, err := s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: p.Mchid, OutTradeNo: p.OutTradeNo})
+		if err != nil {
+			return "", err
+		}
+		now := s.o.Now()
+		if cur.Status == "CREATED" && cur.PrepayID != nil && cur.PrepayExpiresAt != nil && cur.PrepayExpiresAt.After(now) {
+			prepayID = *cur.PrepayID // a concurrent pay got there first
+		} else if cur.Status == "CREATED" {
+			exp := now.Add(prepayValidity)
+			if _, err := s.q.PaymentSetPrepay(ctx, tx, dbsqlc.PaymentSetPrepayParams{ID: p.ID, PrepayID: &prepayID, PrepayExpiresAt: &exp}); err != nil {
+				return "", err
+			}
+		}
+		if status != string(statemachine.PendingPayment) {
+			// Cancelled (or paid) while WeChat answered: whatever is open
+			// at the platform for it is closed, and nothing is handed out.
+			refused = notPayable(status)
+			return "", s.closeLaterTx(ctx, tx, p.OrderID, p.OutTradeNo)
+		}
+		if cur.Status != "CREATED" {
+			refused = problem.New(problem.OrderStatusConflict, "this payment attempt was closed; pay again").With("current_status", status)
+		}
+		return prepayID, nil
+	})
+	if err == nil && refused != nil {
+		return "", refused
+	}
+	return id, err
 }
 
 // OutTradeNo is the n-th payment attempt's number of an order.

@@ -71,7 +71,7 @@ func ensureTemplate(ctx context.Context, adminURL string) (string, error) {
 }
 
 func migrateURL(ctx context.Context, u string) error {
-	pool, err := db.Open(ctx, u, 2)
+	pool, err := db.Open(ctx, u, 2, db.Limits{})
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func cloneDatabase(t testing.TB, adminURL, tpl string) string {
 // NewDB returns a pool on a fresh, migrated database for this test.
 func NewDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := db.Open(context.Background(), NewDatabaseURL(t), 10)
+	pool, err := db.Open(context.Background(), NewDatabaseURL(t), 10, db.Limits{})
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
@@ -170,7 +170,7 @@ func randomHex(n int) string {
 // Pool opens a pool on url for this test.
 func Pool(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := db.Open(context.Background(), url, 4)
+	pool, err := db.Open(context.Background(), url, 4, db.Limits{})
 	if err != nil {
 		t.Fatalf("open database: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -25,8 +26,9 @@ type Validator interface {
 }
 
 // Decode reads one JSON object from r's body into a T: unknown fields,
-// wrong types, trailing data, a non-JSON content type and oversized bodies
-// are problems naming what is wrong. The body size limit is set by the
+// wrong types, trailing data, a non-JSON content type, oversized bodies
+// and strings that break the text rule (see CheckText) are problems
+// naming what is wrong. The body size limit is set by the
 // server's middleware (http.MaxBytesReader).
 func Decode[T any](r *http.Request) (T, error) {
 	var v T
@@ -47,6 +49,9 @@ func Decode[T any](r *http.Request) (T, error) {
 			return v, tooLarge(mbe)
 		}
 		return v, problem.New(problem.InvalidRequest, "the body must hold exactly one JSON object")
+	}
+	if err := checkStrings(reflect.ValueOf(&v), "", false); err != nil {
+		return v, err
 	}
 	if val, ok := any(&v).(Validator); ok {
 		if err := val.Validate(); err != nil {

@@ -58,6 +58,8 @@ type payments struct {
 	// refundAtOnce: the refund API answers SUCCESS (the platform may,
 	// and does for a refund request repeated after it finished).
 	refundAtOnce bool
+	// prepayDelay holds every prepay answer this long: a slow platform.
+	prepayDelay time.Duration
 }
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
@@ -127,6 +129,13 @@ func (p *payments) prepay(r *http.Request, body []byte) (int, any) {
 	}
 	if json.Unmarshal(body, &in) != nil || in.OutTradeNo == "" || in.Amount.Total <= 0 {
 		return 400, map[string]string{"code": "PARAM_ERROR", "message": "bad prepay"}
+	}
+	p.mu.Lock()
+	delay := p.prepayDelay
+	p.mu.Unlock()
+	select {
+	case <-time.After(delay):
+	case <-r.Context().Done():
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -306,6 +315,7 @@ func (p *payments) simConfig(w http.ResponseWriter, r *http.Request) {
 		RefundFails       bool `json:"refund_fails"`
 		DropRefundNotices bool `json:"drop_refund_notifications"`
 		RefundAtOnce      bool `json:"refund_at_once"`
+		PrepayDelayMS     int  `json:"prepay_delay_ms"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		http.Error(w, err.Error(), 400)
@@ -313,6 +323,7 @@ func (p *payments) simConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	p.refundFails, p.dropRefundNotices, p.refundAtOnce = in.RefundFails, in.DropRefundNotices, in.RefundAtOnce
+	p.prepayDelay = time.Duration(in.PrepayDelayMS) * time.Millisecond
 	p.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -444,6 +444,19 @@ func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParam
 	return items, nil
 }
 
+const orderStatusForShare = `-- name: OrderStatusForShare :one
+SELECT status FROM orders WHERE id = $1 FOR SHARE
+`
+
+// Reads an order's status and holds it: a transition of the order waits
+// until this transaction ends (see payment.Service.Pay).
+func (q *Queries) OrderStatusForShare(ctx context.Context, db DBTX, id int64) (string, error) {
+	row := db.QueryRow(ctx, orderStatusForShare, id)
+	var status string
+	err := row.Scan(&status)
+	return status, err
+}
+
 const orderTransition = `-- name: OrderTransition :one
 UPDATE orders SET status = $1, version = version + 1, updated_at = now()
 WHERE id = $2 AND status = $3 AND version = $4

@@ -276,7 +276,7 @@ func (q *Queries) PaymentRecordSuccess(ctx context.Context, db DBTX, arg Payment
 
 const paymentSetPrepay = `-- name: PaymentSetPrepay :one
 UPDATE payments SET prepay_id = $1, prepay_expires_at = $2, updated_at = now()
-WHERE id = $3
+WHERE id = $3 AND status = 'CREATED'
 RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at
 `
 
@@ -286,6 +286,8 @@ type PaymentSetPrepayParams struct {
 	ID              int64
 }
 
+// Records the prepay of an attempt still open; no row when it was paid or
+// closed meanwhile.
 func (q *Queries) PaymentSetPrepay(ctx context.Context, db DBTX, arg PaymentSetPrepayParams) (Payment, error) {
 	row := db.QueryRow(ctx, paymentSetPrepay, arg.PrepayID, arg.PrepayExpiresAt, arg.ID)
 	var i Payment
