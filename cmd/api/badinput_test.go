@@ -54,6 +54,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"merchant negative fee", "POST", "/admin/v1/merchants", `{"name":"y","delivery_fee_fen":-1}`, "", 400, "invalid-request", "delivery_fee_fen"},
 		{"dish of unknown merchant", "POST", "/admin/v1/merchants/999999/dishes", `{"name":"x","price_fen":1,"stock":1}`, "", 404, "not-found", ""},
 		{"unknown dish", "PATCH", "/admin/v1/dishes/999999", `{"version":1,"price_fen":2}`, "", 404, "not-found", ""},
+		{"NUL in a dish name", "POST", dishes, `{"name":"a\u0000b","price_fen":1,"stock":1}`, "", 400, "invalid-request", "name"},
+		{"escape character in a merchant name", "PATCH", "/admin/v1/merchants/" + mid, `{"version":1,"name":"a\u001b[2Jb"}`, "", 400, "invalid-request", "name"},
+		{"newline in a dish name", "PATCH", dish, fmt.Sprintf(`{"version":%d,"name":"a\nb"}`, v), "", 400, "invalid-request", "name"},
 	}
 	before := snapshot(t, s)
 	for _, tt := range tests {

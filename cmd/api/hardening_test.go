@@ -283,3 +283,119 @@ func TestCancelDuringPrepayClosesIt(t *testing.T) {
 		t.Errorf("paying the closed prepay at the platform: %d, want refused", resp.StatusCode)
 	}
 }
+
+// NUL and other control characters are refused wherever text is taken,
+// naming the field, and change nothing; a remark may hold newlines.
+func TestControlCharactersAreRefused(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 10)
+	api := sh.apis[0]
+	user := sh.login(t, "text-rule")
+	cart := func(edit func(map[string]any)) map[string]any {
+		c := sh.cart(1)
+		edit(c)
+		return c
+	}
+	tests := []struct {
+		name, path, token string
+		body              any
+		field             string
+	}{
+		{"NUL in the remark", "/v1/orders/confirm", user, cart(func(c map[string]any) { c["remark"] = "no\x00onions" }), "remark"},
+		{"NUL in the address", "/v1/orders/confirm", user, cart(func(c map[string]any) {
+			c["address"] = map[string]string{"name": "Li", "phone": "13900000000", "detail": "Gate\x00 3"}
+		}), "address.detail"},
+		{"bell in the name", "/v1/orders/confirm", user, cart(func(c map[string]any) {
+			c["address"] = map[string]string{"name": "Li\a", "phone": "13900000000", "detail": "Gate 3"}
+		}), "address.name"},
+		{"NUL in a login code", "/v1/auth/wx-login", "", map[string]string{"code": "x\x00y"}, "code"},
+		{"NUL in a merchant name", "/admin/v1/merchants", sh.admin, map[string]string{"name": "Bad\x00Name"}, "name"},
+	}
+	users := sh.count(t, "SELECT count(*) FROM users")
+	for _, tc := range tests {
+		r := sh.do(t, api, "POST", tc.path, tc.token, tc.body)
+		var p struct {
+			Field string `json:"field"`
+		}
+		r.json(t, &p)
+		if r.status != 400 || r.problemType() != "invalid-request" || p.Field != tc.field {
+			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, r.status, r.body, tc.field)
+		}
+	}
+	if n := sh.count(t, "SELECT count(*) FROM users"); n != users {
+		t.Errorf("a refused login made a user")
+	}
+	if n := sh.count(t, "SELECT count(*) FROM merchants"); n != 1 {
+		t.Errorf("a refused merchant was created")
+	}
+	// Multi-line text where it makes sense: the remark and the address
+	// detail (stored as one line, as the digest normalises them).
+	c := sh.confirm(t, api, user, cart(func(c map[string]any) { c["remark"] = "ring twice\n\tthen wait" }))
+	if r := sh.submit(t, api, user, "multi-line", c.ConfirmToken); r.status != 201 {
+		t.Errorf("a remark with a newline: %d %s", r.status, r.body)
+	}
+}
+
+// A query string that does not parse, a parameter the route does not
+// take, or one given twice is refused naming it, instead of being dropped
+// (which turned a filtered search into every order).
+func TestMalformedQueryStringsAreRefused(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 10)
+	api := sh.apis[0]
+	user := sh.login(t, "query-strict")
+	sh.place(t, user, "q-1", 1)
+	tests := []struct {
+		path, token, param string
+	}{
+		{"/admin/v1/orders?user_id=1;x", sh.admin, "user_id"},
+		{"/admin/v1/orders?cursor=%%%", sh.admin, "cursor"},
+		{"/admin/v1/orders?usr_id=1", sh.admin, "usr_id"},
+		{"/admin/v1/orders?status=PAID&status=CANCELLED", sh.admin, "status"},
+		{"/v1/orders?limit=5&limit=6", user, "limit"},
+		{"/v1/orders?cursor=%00", user, "cursor"},
+		{"/admin/v1/jobs/dead?limit=1;2", sh.admin, "limit"},
+	}
+	for _, tc := range tests {
+		r := sh.do(t, api, "GET", tc.path, tc.token, nil)
+		var p struct {
+			Parameter string `json:"parameter"`
+			Detail    string `json:"detail"`
+		}
+		r.json(t, &p)
+		if r.status != 400 || r.problemType() != "invalid-request" || p.Parameter != tc.param {
+			t.Errorf("%s: %d %s, want 400 naming %q", tc.path, r.status, r.body, tc.param)
+		}
+	}
+	var page struct {
+		Orders []any `json:"orders"`
+	}
+	sh.do(t, api, "GET", "/admin/v1/orders?user_id=999999", sh.admin, nil).json(t, &page)
+	if len(page.Orders) != 0 {
+		t.Errorf("a well-formed filter for a user without orders found %d", len(page.Orders))
+	}
+}
+
+// A body sent without Content-Type is read as JSON, as the README and the
+// OpenAPI say; another type is 415.
+func TestBodyWithoutContentTypeIsJSON(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil)
+	api := sh.apis[0]
+	for _, tc := range []struct {
+		contentType string
+		want        int
+	}{{"", 201}, {"text/plain", 415}, {"application/x-www-form-urlencoded", 415}} {
+		req, err := http.NewRequest("POST", api.url+"/admin/v1/merchants", strings.NewReader(`{"name":"Typed `+tc.contentType+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.contentType != "" {
+			req.Header.Set("Content-Type", tc.contentType)
+		}
+		req.Header.Set("Authorization", "Bearer "+sh.admin)
+		if r := sh.send(t, req); r.status != tc.want {
+			t.Errorf("Content-Type %q: %d %s, want %d", tc.contentType, r.status, r.body, tc.want)
+		}
+	}
+}

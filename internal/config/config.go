@@ -29,8 +29,8 @@ type Config struct {
 	// RequestTimeout bounds the work of one request: its context ends
 	// then, so its statements are cancelled and its transaction rolls back.
 	RequestTimeout time.Duration `env:"TAKEOUT_HTTP_REQUEST_TIMEOUT" envDefault:"10s"`
-	MaxBodyBytes      int64         `env:"TAKEOUT_MAX_BODY_BYTES" envDefault:"65536"`
-	LogLevel          string        `env:"TAKEOUT_LOG_LEVEL" envDefault:"info"`
+	MaxBodyBytes   int64         `env:"TAKEOUT_MAX_BODY_BYTES" envDefault:"65536"`
+	LogLevel       string        `env:"TAKEOUT_LOG_LEVEL" envDefault:"info"`
 	// OpsAddr is the operations listener: /metrics and pprof, never on
 	// the public one. Keep it on loopback or a private network; empty
 	// serves none.

@@ -167,6 +167,23 @@ func deadline(d time.Duration) func(http.Handler) http.Handler {
 	}
 }
 
+// wellFormedQuery refuses a query string that does not parse (a bad
+// %-escape, a ';' separator) on every route: url.URL.Query would drop the
+// pair, and a handler would act as if it had not been sent. Routes that
+// take parameters read them with web.Query, which also refuses unknown
+// and repeated ones.
+func wellFormedQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			if err := web.CheckQuery(r); err != nil {
+				web.Error(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // limitBody caps every request body; web.Decode turns the overflow into a
 // 413 problem.
 func limitBody(limit int64) func(http.Handler) http.Handler {

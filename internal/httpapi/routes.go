@@ -21,6 +21,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 		instrument(d.Logger, m),
 		recoverPanics,
 		deadline(d.RequestTimeout),
+		wellFormedQuery,
 		limitBody(d.MaxBodyBytes),
 	)
 	r.NotFound(notFound)

@@ -56,8 +56,13 @@ type DeadList struct {
 // jobs, newest first.
 func HandleDead(c *Client) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := web.Query(r, "cursor", "limit")
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
 		limit := 50
-		if v := r.URL.Query().Get("limit"); v != "" {
+		if v := q.Get("limit"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 200 {
 				web.Error(w, r, problem.Field("limit", "must be between 1 and 200"))
@@ -66,7 +71,7 @@ func HandleDead(c *Client) http.Handler {
 			limit = n
 		}
 		params := river.NewJobListParams().States(rivertype.JobStateDiscarded).OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(limit)
-		if cur := r.URL.Query().Get("cursor"); cur != "" {
+		if cur := q.Get("cursor"); cur != "" {
 			var jc river.JobListCursor
 			if err := jc.UnmarshalText([]byte(cur)); err != nil {
 				web.Error(w, r, problem.Field("cursor", "not a cursor this API returned"))

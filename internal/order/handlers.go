@@ -101,8 +101,13 @@ func HandleGet(s *Service) http.Handler {
 func HandleList(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		userID, _ := auth.UserID(r.Context())
+		q, err := web.Query(r, "cursor", "limit")
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
 		limit := 20
-		if v := r.URL.Query().Get("limit"); v != "" {
+		if v := q.Get("limit"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 100 {
 				web.Error(w, r, problem.Field("limit", "must be between 1 and 100"))
@@ -110,7 +115,7 @@ func HandleList(s *Service) http.Handler {
 			}
 			limit = n
 		}
-		page, err := s.List(r.Context(), userID, r.URL.Query().Get("cursor"), limit)
+		page, err := s.List(r.Context(), userID, q.Get("cursor"), limit)
 		if err != nil {
 			web.Error(w, r, err)
 			return

@@ -86,9 +86,12 @@ func HandleStaffAction(s *Service, event statemachine.Event) http.Handler {
 func HandleSearch(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st, _ := auth.StaffFrom(r.Context())
-		q := r.URL.Query()
+		q, err := web.Query(r, "status", "merchant_id", "user_id", "from", "to", "cursor", "limit")
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
 		var p dbsqlc.OrderSearchParams
-		var err error
 		if v := q.Get("status"); v != "" {
 			if !validStatus(v) {
 				web.Error(w, r, problem.Field("status", "unknown status %q", v))

@@ -34,11 +34,18 @@ json_obj() {
 }
 
 # api METHOD PATH [BODY]: prints the response body; exits 1 on HTTP >= 400.
+# A POST carries an Idempotency-Key (TAKEOUT_IDEMPOTENCY_KEY, else a new
+# one) and is retried on a timeout or a 5xx with the same key: the change
+# happens once however often it is sent.
 api() {
 	local method=$1 path=$2 body=${3:-} out status
 	out=$(mktemp)
 	trap 'rm -f "$out"' RETURN
 	local args=(-sS -o "$out" -w '%{http_code}' -X "$method" -H "Authorization: Bearer $TAKEOUT_ADMIN_TOKEN")
+	if [ "$method" = POST ]; then
+		local key=${TAKEOUT_IDEMPOTENCY_KEY:-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s%N)}
+		args+=(-H "Idempotency-Key: $key" --retry 3)
+	fi
 	[ -z "$body" ] || args+=(-H 'Content-Type: application/json' --data-binary "$body")
 	status=$(curl "${args[@]}" "$TAKEOUT_API$path")
 	cat "$out"
