@@ -399,3 +399,31 @@ func TestBodyWithoutContentTypeIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// The callback routes answer every refusal in the platform's shape, an
+// oversized body included (JSON FAIL for v3, XML for v2), and every 503
+// carries Retry-After.
+func TestCallbackRefusalsInThePlatformsShape(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_MAX_BODY_BYTES": "4096"}, 5)
+	api := ps.apis[0]
+	big := strings.Repeat("x", 5000)
+	r := ps.doRaw(t, api, "POST", "/v1/payments/wechat/notify", "", `{"id":"`+big+`"}`, "application/json")
+	var fail struct{ Code, Message string }
+	if err := json.Unmarshal(r.body, &fail); r.status != 413 || err != nil || fail.Code != "FAIL" || r.problemType() != "" {
+		t.Errorf("oversized v3 notification: %d %s, want 413 with WeChat's FAIL body", r.status, r.body)
+	}
+	r = ps.doRaw(t, api, "POST", "/v1/payments/wechat/notify/v2", "", "<xml><a>"+big+"</a></xml>", "text/xml")
+	if !strings.Contains(string(r.body), "<return_code><![CDATA[FAIL]]></return_code>") {
+		t.Errorf("oversized v2 notification: %d %s, want the XML FAIL reply", r.status, r.body)
+	}
+
+	plain := newShop(t, 1, nil) // payments not configured: 503s
+	for _, path := range []string{"/v1/payments/wechat/notify", "/v1/orders/1/pay"} {
+		user := plain.login(t, "retry-after")
+		r := plain.do(t, plain.apis[0], "POST", path, user, map[string]any{})
+		if r.status != 503 || r.header.Get("Retry-After") == "" {
+			t.Errorf("%s: %d with Retry-After %q, want 503 with one", path, r.status, r.header.Get("Retry-After"))
+		}
+	}
+}

@@ -66,6 +66,7 @@ func handleReadyz(d Deps) http.HandlerFunc {
 		status := http.StatusOK
 		if !ready {
 			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "5")
 		}
 		web.JSON(w, status, res)
 	}

@@ -21,8 +21,6 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 		instrument(d.Logger, m),
 		recoverPanics,
 		deadline(d.RequestTimeout),
-		wellFormedQuery,
-		limitBody(d.MaxBodyBytes),
 	)
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)
@@ -32,48 +30,52 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 
 	// Groups with full paths rather than mounted subrouters: a mount adds
 	// a wildcard path value to every request it routes.
-	// Payment callbacks come from the provider: never rate limited.
-	r.Method(http.MethodPost, "/v1/payments/wechat/notify", payment.HandleNotifyV3(d.Payments))
-	r.Method(http.MethodPost, "/v1/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments))
+	// Payment callbacks come from the provider: never rate limited, and
+	// every refusal, an oversized body included, in the provider's shape.
+	r.Method(http.MethodPost, "/v1/payments/wechat/notify", payment.HandleNotifyV3(d.Payments, d.MaxBodyBytes))
+	r.Method(http.MethodPost, "/v1/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments, d.MaxBodyBytes))
 
 	r.Group(func(r chi.Router) {
-		r.Use(limitByIP(d.RateLimitIP, d.ClientIPHeader))
-		r.Method(http.MethodPost, "/v1/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
-		r.Method(http.MethodGet, "/v1/merchants", catalog.HandleMerchants(d.Catalog))
-		r.Method(http.MethodGet, "/v1/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+		r.Use(wellFormedQuery, limitBody(d.MaxBodyBytes))
+		r.Group(func(r chi.Router) {
+			r.Use(limitByIP(d.RateLimitIP, d.ClientIPHeader))
+			r.Method(http.MethodPost, "/v1/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
+			r.Method(http.MethodGet, "/v1/merchants", catalog.HandleMerchants(d.Catalog))
+			r.Method(http.MethodGet, "/v1/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+
+			r.Group(func(r chi.Router) {
+				r.Use(auth.RequireUser(d.Tokens), limitByUser(d.RateLimitUser))
+				r.Method(http.MethodPost, "/v1/orders/confirm", order.HandleConfirm(d.Orders))
+				r.Method(http.MethodPost, "/v1/orders", order.HandleSubmit(d.Orders))
+				r.Method(http.MethodGet, "/v1/orders", order.HandleList(d.Orders))
+				r.Method(http.MethodGet, "/v1/orders/{id}", order.HandleGet(d.Orders))
+				r.Method(http.MethodPost, "/v1/orders/{id}/cancel", order.HandleCancel(d.Orders))
+				r.Method(http.MethodPost, "/v1/orders/{id}/pay", payment.HandlePay(d.Payments))
+			})
+		})
 
 		r.Group(func(r chi.Router) {
-			r.Use(auth.RequireUser(d.Tokens), limitByUser(d.RateLimitUser))
-			r.Method(http.MethodPost, "/v1/orders/confirm", order.HandleConfirm(d.Orders))
-			r.Method(http.MethodPost, "/v1/orders", order.HandleSubmit(d.Orders))
-			r.Method(http.MethodGet, "/v1/orders", order.HandleList(d.Orders))
-			r.Method(http.MethodGet, "/v1/orders/{id}", order.HandleGet(d.Orders))
-			r.Method(http.MethodPost, "/v1/orders/{id}/cancel", order.HandleCancel(d.Orders))
-			r.Method(http.MethodPost, "/v1/orders/{id}/pay", payment.HandlePay(d.Payments))
+			r.Use(auth.RequireStaff(d.Tokens))
+			const a = "/admin/v1"
+			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants", catalog.HandleCreateMerchant(d.Catalog, d.Idempotency))
+			r.Method(http.MethodPatch, a+"/merchants/{id}", catalog.HandleUpdateMerchant(d.Catalog))
+			r.Method(http.MethodGet, a+"/merchants/{id}/dishes", catalog.HandleListDishes(d.Catalog))
+			r.Method(http.MethodPost, a+"/merchants/{id}/dishes", catalog.HandleCreateDish(d.Catalog, d.Idempotency))
+			r.Method(http.MethodGet, a+"/dishes/{id}", catalog.HandleGetDish(d.Catalog))
+			r.Method(http.MethodPatch, a+"/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
+			r.Method(http.MethodPut, a+"/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
+			r.Method(http.MethodPost, a+"/dishes/{id}/stock/adjustments", catalog.HandleAdjustStock(d.Catalog, d.Idempotency))
+			r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
+			r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
+			r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
+			r.Method(http.MethodPost, a+"/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
+			r.Method(http.MethodPost, a+"/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
+			r.Method(http.MethodPost, a+"/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
+			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
+			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
+			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))
+			r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 		})
-	})
-
-	r.Group(func(r chi.Router) {
-		r.Use(auth.RequireStaff(d.Tokens))
-		const a = "/admin/v1"
-		r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants", catalog.HandleCreateMerchant(d.Catalog, d.Idempotency))
-		r.Method(http.MethodPatch, a+"/merchants/{id}", catalog.HandleUpdateMerchant(d.Catalog))
-		r.Method(http.MethodGet, a+"/merchants/{id}/dishes", catalog.HandleListDishes(d.Catalog))
-		r.Method(http.MethodPost, a+"/merchants/{id}/dishes", catalog.HandleCreateDish(d.Catalog, d.Idempotency))
-		r.Method(http.MethodGet, a+"/dishes/{id}", catalog.HandleGetDish(d.Catalog))
-		r.Method(http.MethodPatch, a+"/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
-		r.Method(http.MethodPut, a+"/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
-		r.Method(http.MethodPost, a+"/dishes/{id}/stock/adjustments", catalog.HandleAdjustStock(d.Catalog, d.Idempotency))
-		r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
-		r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
-		r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
-		r.Method(http.MethodPost, a+"/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
-		r.Method(http.MethodPost, a+"/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
-		r.Method(http.MethodPost, a+"/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
-		r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
-		r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
-		r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))
-		r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 	})
 	return r
 }

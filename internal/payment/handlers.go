@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -47,8 +48,24 @@ func HandlePay(s *Service) http.Handler {
 // the platform retries.
 func notifyFail(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": "FAIL", "message": msg})
+}
+
+// callbackBody reads a callback's body up to limit bytes, reporting false
+// when it is larger (the caller answers in the platform's shape).
+func callbackBody(r *http.Request, limit int64) ([]byte, bool) {
+	if r.ContentLength > limit {
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil || int64(len(body)) > limit {
+		return nil, false
+	}
+	return body, true
 }
 
 // HandleNotifyV3 serves POST /v1/payments/wechat/notify: signature first
@@ -57,14 +74,14 @@ func notifyFail(w http.ResponseWriter, status int, msg string) {
 // committed; a delivery racing another of the same transaction on this
 // instance gets 503 so the platform retries it (on another instance it
 // waits on the payment's row lock, then is a duplicate).
-func HandleNotifyV3(s *Service) http.Handler {
+func HandleNotifyV3(s *Service, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s == nil {
 			notifyFail(w, http.StatusServiceUnavailable, "payments are not configured")
 			return
 		}
-		body, err := web.ReadBody(r)
-		if err != nil {
+		body, ok := callbackBody(r, maxBody)
+		if !ok {
 			notifyFail(w, http.StatusRequestEntityTooLarge, "body too large")
 			return
 		}
@@ -81,7 +98,7 @@ func HandleNotifyV3(s *Service) http.Handler {
 		}
 		if err := s.o.Platform.VerifyMessage(h, body, s.o.Now()); err != nil {
 			s.callbacks.WithLabelValues("v3", "rejected").Inc()
-			web.Logger(r.Context()).WarnContext(r.Context(), "payment notification refused", "err", err)
+			s.refusals.warn(r.Context(), web.Logger(r.Context()), "payment notification refused", "err", err)
 			notifyFail(w, http.StatusUnauthorized, "signature verification failed")
 			return
 		}
@@ -94,7 +111,7 @@ func HandleNotifyV3(s *Service) http.Handler {
 		plain, err := wxpay.DecryptAEAD(s.o.APIv3Key, n.Resource.Nonce, n.Resource.AssociatedData, n.Resource.Ciphertext)
 		if err != nil {
 			s.callbacks.WithLabelValues("v3", "rejected").Inc()
-			web.Logger(r.Context()).WarnContext(r.Context(), "payment notification does not decrypt", "id", n.ID, "err", err)
+			s.refusals.warn(r.Context(), web.Logger(r.Context()), "payment notification does not decrypt", "id", n.ID, "err", err)
 			notifyFail(w, http.StatusBadRequest, "resource does not decrypt")
 			return
 		}

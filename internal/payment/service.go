@@ -70,6 +70,8 @@ type Service struct {
 	settled  *otter.Cache[settledKey, struct{}]
 	// prepays merges concurrent prepay calls for one attempt.
 	prepays singleflight.Group
+	// refusals logs refused callbacks, rate limited.
+	refusals *refusalLog
 }
 
 // settledKey names one result of one transaction, as the notification's
@@ -110,7 +112,7 @@ func NewService(o Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("payment settled cache: %w", err)
 	}
-	s := &Service{o: o, q: dbsqlc.New(), delivered: delivered, settled: settled,
+	s := &Service{o: o, q: dbsqlc.New(), delivered: delivered, settled: settled, refusals: &refusalLog{every: time.Second, now: time.Now},
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_payment_callbacks_total",
 			Help: "Payment callbacks by source (v3, v2, query) and outcome (applied, duplicate, in_flight, refunded_late, refunded_double, anomaly, rejected).",

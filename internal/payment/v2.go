@@ -24,18 +24,18 @@ func v2Reply(w http.ResponseWriter, ok bool, msg string) {
 // sign_type says so), answered with the XML SUCCESS/FAIL reply (FAIL makes
 // the platform retry). It goes through the same exactly-once core as v3,
 // so a v2 and a v3 delivery of one payment are one payment too.
-func HandleNotifyV2(s *Service) http.Handler {
+func HandleNotifyV2(s *Service, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s == nil || s.o.V2Key == "" {
 			v2Reply(w, false, "v2 callbacks are not configured")
 			return
 		}
-		var buf bytes.Buffer
-		if _, err := buf.ReadFrom(r.Body); err != nil {
+		body, ok := callbackBody(r, maxBody)
+		if !ok {
 			v2Reply(w, false, "body too large")
 			return
 		}
-		f, err := wxpay.ParseV2XML(&buf)
+		f, err := wxpay.ParseV2XML(bytes.NewReader(body))
 		if err != nil {
 			s.callbacks.WithLabelValues("v2", "rejected").Inc()
 			v2Reply(w, false, "malformed XML")
@@ -43,7 +43,7 @@ func HandleNotifyV2(s *Service) http.Handler {
 		}
 		if err := wxpay.V2Verify(f, s.o.V2Key, f["sign_type"]); err != nil {
 			s.callbacks.WithLabelValues("v2", "rejected").Inc()
-			web.Logger(r.Context()).WarnContext(r.Context(), "v2 payment notification refused", "err", err)
+			s.refusals.warn(r.Context(), web.Logger(r.Context()), "v2 payment notification refused", "err", err)
 			v2Reply(w, false, "signature verification failed")
 			return
 		}

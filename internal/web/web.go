@@ -211,6 +211,10 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p *problem.Error) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	if p.Type.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		// Every 503 says when to come back.
+		w.Header().Set("Retry-After", "1")
+	}
 	w.WriteHeader(p.Type.Status)
 	_, _ = w.Write(buf.Bytes())
 }
