@@ -20,6 +20,9 @@ import (
 // Config is the API server's configuration. Each field's env tag names its
 // variable and envDefault its default; the README lists them all.
 type Config struct {
+	// Env is "development" (the default: the simulator's URLs and keys
+	// are fine) or "production", which refuses to start on them.
+	Env      string        `env:"TAKEOUT_ENV" envDefault:"development"`
 	HTTPAddr          string        `env:"TAKEOUT_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	ReadHeaderTimeout time.Duration `env:"TAKEOUT_HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
 	ReadTimeout       time.Duration `env:"TAKEOUT_HTTP_READ_TIMEOUT" envDefault:"15s"`
@@ -309,10 +312,94 @@ func (c Config) validate() error {
 		check(c.WxPayReconcileInterval >= 100*time.Millisecond, "TAKEOUT_WXPAY_RECONCILE_INTERVAL: want at least 100ms")
 		check(c.WxPayQueryAfter >= 0, "TAKEOUT_WXPAY_QUERY_AFTER: must not be negative")
 	}
+	check(c.Env == "development" || c.Env == "production", "TAKEOUT_ENV: want development or production, got %q", c.Env)
+	if c.Env == "production" {
+		errs = append(errs, c.productionProblems()...)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// The simulator's identities, which production must not run on.
+const (
+	simAppID = "wxd0000000000000sim"
+	simMchID = "1900000109" // WeChat Pay's documentation's sample merchant
+)
+
+// productionProblems lists what a production instance must not start on,
+// naming each variable: the simulator's URLs and ids, plain http or
+// loopback for WeChat, payments without their keys, and secrets that look
+// like placeholders.
+func (c Config) productionProblems() []error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format+" (TAKEOUT_ENV=production)", args...))
+		}
+	}
+	for _, u := range []struct{ name, value string }{
+		{"TAKEOUT_WECHAT_API_BASE", c.WeChatAPIBase},
+		{"TAKEOUT_WXPAY_API_BASE", c.WxPayAPIBase},
+		{"TAKEOUT_WXPAY_NOTIFY_URL", c.WxPayNotifyURL},
+	} {
+		check(validURL(u.value, "https") && !loopback(u.value), "%s: want an https URL of WeChat (or of this service, for the notify URL), not the simulator's or a loopback one, got %q", u.name, u.value)
+	}
+	check(c.WebhookURL == "" || validURL(c.WebhookURL, "https"), "TAKEOUT_WEBHOOK_URL: want https")
+	check(c.WeChatAppID != simAppID, "TAKEOUT_WECHAT_APPID: the simulator's app id")
+	check(c.WxPayMchID != simMchID, "TAKEOUT_WXPAY_MCHID: the documentation's sample merchant id")
+	check(c.PaymentsEnabled(), "TAKEOUT_WXPAY_MERCHANT_KEY (or _FILE): required: production takes payments")
+	check(c.WxPayMerchantSerial != "", "TAKEOUT_WXPAY_MERCHANT_SERIAL: required")
+	check(c.WxPayPlatformKeys != "", "TAKEOUT_WXPAY_PLATFORM_KEYS: required")
+	check(len(c.WxPayAPIv3Key) == 32, "TAKEOUT_WXPAY_APIV3_KEY (or _FILE): required, 32 bytes")
+	for _, s := range []struct {
+		name  string
+		value Secret
+	}{
+		{"TAKEOUT_SESSION_SECRET", c.SessionSecret}, {"TAKEOUT_STAFF_SECRET", c.StaffSecret},
+		{"TAKEOUT_CONFIRM_SECRET", c.ConfirmSecret}, {"TAKEOUT_WECHAT_APP_SECRET", c.WeChatAppSecret},
+		{"TAKEOUT_WXPAY_APIV3_KEY", c.WxPayAPIv3Key}, {"TAKEOUT_WEBHOOK_SECRET", c.WebhookSecret},
+	} {
+		check(s.value == "" || !placeholder(string(s.value)), "%s: looks like a development placeholder (a repeated pattern, or a word like secret, changeme, example); generate a random one", s.name)
+	}
+	return errs
+}
+
+// loopback reports whether a URL's host is this machine.
+func loopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return true
+	}
+	host := u.Hostname()
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+}
+
+// placeholder reports a secret that a person typed rather than a random
+// generator made: few distinct bytes, or a tell-tale word.
+func placeholder(s string) bool {
+	distinct := map[rune]bool{}
+	for _, r := range s {
+		distinct[r] = true
+	}
+	if len(distinct) < 10 {
+		return true
+	}
+	lower := strings.ToLower(s)
+	// Words long or punctuated enough that random base64 or hex does not
+	// hold them by chance.
+	for _, word := range []string{"secret", "changeme", "example", "sample", "password", "development", "0123456789", "abcdefgh",
+		"test-", "-test", "test_", "_test", "dev-", "-dev", "dev_", "_dev"} {
+		if strings.Contains(lower, word) {
+			return true
+		}
+	}
+	return false
 }
 
 func validURL(raw string, schemes ...string) bool {

@@ -106,3 +106,60 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+// TAKEOUT_ENV=production refuses the development defaults, naming each
+// variable; a complete production configuration starts, and development
+// (the default) starts on the defaults as before.
+func TestProductionRefusesDevelopmentDefaults(t *testing.T) {
+	t.Parallel()
+	env := secrets()
+	env["TAKEOUT_ENV"] = "production"
+	_, err := config.Load(func(k string) string { return env[k] })
+	if err == nil {
+		t.Fatal("production started on the development defaults")
+	}
+	for _, want := range []string{
+		"TAKEOUT_WECHAT_API_BASE", "TAKEOUT_WXPAY_API_BASE", "TAKEOUT_WXPAY_NOTIFY_URL", "TAKEOUT_WECHAT_APPID", "TAKEOUT_WXPAY_MCHID",
+		"TAKEOUT_WXPAY_MERCHANT_KEY", "TAKEOUT_WXPAY_APIV3_KEY", "TAKEOUT_SESSION_SECRET", "TAKEOUT_STAFF_SECRET", "TAKEOUT_CONFIRM_SECRET",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not name %s:\n%v", want, err)
+		}
+	}
+
+	random := func(tail string) string { return "Zq8vN3kLp0Wm7Rt2Xy5Bc9Hd4Jf6Gs1" + tail }
+	prod := map[string]string{
+		"TAKEOUT_ENV":                   "production",
+		"TAKEOUT_SESSION_SECRET":        random("a1"),
+		"TAKEOUT_STAFF_SECRET":          random("b2"),
+		"TAKEOUT_CONFIRM_SECRET":        random("c3"),
+		"TAKEOUT_WECHAT_APP_SECRET":     random("d4"),
+		"TAKEOUT_WECHAT_API_BASE":       "https://api.weixin.qq.com",
+		"TAKEOUT_WECHAT_APPID":          "wx8888888888888888",
+		"TAKEOUT_WXPAY_API_BASE":        "https://api.mch.weixin.qq.com",
+		"TAKEOUT_WXPAY_NOTIFY_URL":      "https://takeout.example.com/v1/payments/wechat/notify",
+		"TAKEOUT_WXPAY_MCHID":           "1230000109",
+		"TAKEOUT_WXPAY_MERCHANT_SERIAL": "5157F09EFDC096DE15EBE81A47057A7232F1B8E1",
+		"TAKEOUT_WXPAY_MERCHANT_KEY":    "-----BEGIN PRIVATE KEY-----",
+		"TAKEOUT_WXPAY_PLATFORM_KEYS":   "PUB_KEY_ID_1=/etc/takeout/platform.pem",
+		"TAKEOUT_WXPAY_APIV3_KEY":       "Zq8vN3kLp0Wm7Rt2Xy5Bc9Hd4Jf6Gs1Q",
+	}
+	if _, err := config.Load(func(k string) string { return prod[k] }); err != nil {
+		t.Errorf("a production configuration was refused: %v", err)
+	}
+	for name, value := range map[string]string{
+		"TAKEOUT_WECHAT_API_BASE":  "http://api.weixin.qq.com",
+		"TAKEOUT_WXPAY_API_BASE":   "https://127.0.0.1:8090",
+		"TAKEOUT_WXPAY_NOTIFY_URL": "https://localhost/notify",
+		"TAKEOUT_STAFF_SECRET":     "my-staff-secret-for-the-shop-2026",
+	} {
+		bad := map[string]string{}
+		for k, v := range prod {
+			bad[k] = v
+		}
+		bad[name] = value
+		if _, err := config.Load(func(k string) string { return bad[k] }); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s: %v, want a refusal naming it", name, value, err)
+		}
+	}
+}
