@@ -125,11 +125,11 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
 
-	lease, err := orderid.AcquireLease(ctx, pool, instanceName(), cfg.WorkerLeaseTTL, logger)
+	lease, err := orderid.AcquireLease(ctx, pool, instanceName(), cfg.WorkerLeaseTTL, time.Now, logger)
 	if err != nil {
 		return err
 	}
-	ids, err := orderid.New(orderid.Options{Worker: lease.Worker(), LeaseValidUntil: lease.ValidUntil, Registerer: reg})
+	ids, err := orderid.New(orderid.Options{Worker: lease.Worker(), LeaseValidUntil: lease.ValidUntil, Floor: lease.Floor(), Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	background.Go(func() { rds.Run(workCtx, time.Second) })
 	background.Go(func() { cat.RunInvalidations(workCtx, nil) })
 	defer cat.Close()
-	background.Go(func() { lease.Run(workCtx) })
+	background.Go(func() { lease.Run(workCtx, ids.NextFloor) })
 	background.Go(func() { idem.RunPurges(workCtx, nil) })
 	background.Go(func() { jobMetrics.Run(workCtx, jobClient) })
 	if err := jobClient.Start(workCtx); err != nil {

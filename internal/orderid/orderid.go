@@ -59,6 +59,11 @@ type Options struct {
 	// LeaseValidUntil reports until when the worker id is ours; nil means
 	// forever (tests).
 	LeaseValidUntil func() time.Time
+	// Floor is the earliest time an id may carry (the lease's Floor):
+	// ids start past it, so a clock stepped back since the worker id's
+	// last holder waits (up to MaxBackwardStep) or is refused, never
+	// reissues an id.
+	Floor time.Time
 	// Registerer receives takeout_orderid_clock_backwards_total.
 	Registerer prometheus.Registerer
 }
@@ -94,6 +99,11 @@ func New(opts Options) (*Generator, error) {
 			Help: "Times the clock was seen going backwards while generating order ids.",
 		}),
 	}
+	if !opts.Floor.IsZero() {
+		// As if an id of the millisecond before the floor, with its
+		// sequence spent, had just been issued.
+		g.lastMS, g.seq = opts.Floor.UnixMilli()-epoch-1, maxSequence
+	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(g.backwards); err != nil {
 			return nil, fmt.Errorf("register orderid metrics: %w", err)
@@ -104,6 +114,14 @@ func New(opts Options) (*Generator, error) {
 
 // Worker returns the generator's worker id.
 func (g *Generator) Worker() int { return int(g.worker) }
+
+// NextFloor is the earliest time the worker id's next holder may use:
+// just past the last id issued.
+func (g *Generator) NextFloor() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.UnixMilli(g.lastMS + epoch + 1)
+}
 
 // Next returns a new id. It waits when the clock went back by less than
 // the tolerated step, or when the millisecond's sequence is exhausted.

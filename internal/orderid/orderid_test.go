@@ -21,7 +21,7 @@ func TestTwoLeasedGeneratorsNeverRepeat(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	var gens []*orderid.Generator
 	for _, holder := range []string{"instance-a", "instance-b"} {
-		lease, err := orderid.AcquireLease(ctx, pool, holder, time.Minute, logger)
+		lease, err := orderid.AcquireLease(ctx, pool, holder, time.Minute, time.Now, logger)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,11 +79,11 @@ func TestLeases(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.NewDB(t)
 	logger := slog.New(slog.DiscardHandler)
-	a, err := orderid.AcquireLease(ctx, pool, "a", 3*time.Second, logger)
+	a, err := orderid.AcquireLease(ctx, pool, "a", 3*time.Second, time.Now, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := orderid.AcquireLease(ctx, pool, "b", time.Minute, logger)
+	b, err := orderid.AcquireLease(ctx, pool, "b", time.Minute, time.Now, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestLeases(t *testing.T) {
 	if err := a.Renew(ctx); err == nil {
 		t.Error("renewed an expired lease")
 	}
-	c, err := orderid.AcquireLease(ctx, pool, "c", time.Minute, logger)
+	c, err := orderid.AcquireLease(ctx, pool, "c", time.Minute, time.Now, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +182,84 @@ func TestSequenceExhaustionWaitsForNextMillisecond(t *testing.T) {
 			t.Fatalf("repeat %d", id)
 		}
 		seen[id] = true
+	}
+}
+
+// A worker id handed over, after a graceful stop or after its holder died,
+// to an instance whose clock is behind never reissues an id: the new
+// holder starts past what the old one issued (or could have issued before
+// its lease ran out, by its own clock), waiting a small step out and
+// refusing a large one.
+func TestHandoverOntoAClockSteppedBackNeverReissues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	clock := func(offset time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(offset) } }
+	issue := func(t *testing.T, g *orderid.Generator, n int) []int64 {
+		t.Helper()
+		ids := make([]int64, n)
+		for i := range ids {
+			id, err := g.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[i] = id
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		name     string
+		graceful bool
+	}{{"graceful stop", true}, {"holder died", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testenv.NewDB(t)
+			// a's clock runs 30 s ahead of the database's and of b's.
+			ahead := clock(30 * time.Second)
+			a, err := orderid.AcquireLease(ctx, pool, "a", 3*time.Second, ahead, logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ga, err := orderid.New(orderid.Options{Worker: a.Worker(), Floor: a.Floor(), Now: ahead, LeaseValidUntil: a.ValidUntil})
+			if err != nil {
+				t.Fatal(err)
+			}
+			issued := issue(t, ga, 5000) // more than one millisecond's sequence
+			if tc.graceful {
+				runCtx, stop := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() { a.Run(runCtx, ga.NextFloor); close(done) }()
+				stop()
+				<-done
+			} else if _, err := pool.Exec(ctx, "UPDATE worker_leases SET expires_at = now() - interval '1s'"); err != nil {
+				t.Fatal(err)
+			}
+			b, err := orderid.AcquireLease(ctx, pool, "b", time.Minute, time.Now, logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Worker() != a.Worker() {
+				t.Fatalf("worker %d not handed over (got %d)", a.Worker(), b.Worker())
+			}
+			// The true clock is 30 s behind a's: too far to wait.
+			gb, err := orderid.New(orderid.Options{Worker: b.Worker(), Floor: b.Floor()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, err := gb.Next(ctx); !errors.Is(err, orderid.ErrClockBackwards) {
+				t.Fatalf("next id on a clock 30s behind the last holder's: %d, %v; want ErrClockBackwards", id, err)
+			}
+			// A few seconds behind: waited out, then past every id a issued.
+			gc, err := orderid.New(orderid.Options{Worker: b.Worker(), Floor: b.Floor(), Now: clock(29 * time.Second)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := issued[len(issued)-1]
+			for _, id := range issue(t, gc, 100) {
+				if id <= last {
+					t.Fatalf("reissued: %d after the last holder's %d", id, last)
+				}
+			}
+		})
 	}
 }

@@ -268,4 +268,5 @@ type WorkerLease struct {
 	WorkerID  int32
 	Holder    string
 	ExpiresAt time.Time
+	FloorMs   int64
 }

@@ -16,61 +16,89 @@ free AS (
     SELECT g.id FROM generate_series(0, 1023) AS g (id), lock
     WHERE NOT EXISTS (SELECT 1 FROM worker_leases l WHERE l.worker_id = g.id AND l.expires_at > now())
     ORDER BY g.id LIMIT 1
+),
+prev AS (
+    SELECT coalesce((SELECT l.floor_ms FROM worker_leases l, free WHERE l.worker_id = free.id), 0)::bigint AS floor_ms
+),
+lease AS (
+    INSERT INTO worker_leases (worker_id, holder, expires_at, floor_ms)
+    SELECT id, $1, now() + make_interval(secs => $2::double precision),
+           greatest((extract(epoch FROM now() + make_interval(secs => $2::double precision)) * 1000)::bigint, $3::bigint) + 1
+    FROM free
+    ON CONFLICT (worker_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+        floor_ms = greatest(worker_leases.floor_ms, excluded.floor_ms)
+    RETURNING worker_id, expires_at
 )
-INSERT INTO worker_leases (worker_id, holder, expires_at)
-SELECT id, $1, now() + make_interval(secs => $2::double precision) FROM free
-ON CONFLICT (worker_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-RETURNING worker_id, expires_at
+SELECT lease.worker_id, lease.expires_at, prev.floor_ms FROM lease, prev
 `
 
 type WorkerLeaseAcquireParams struct {
 	Holder     string
 	TtlSeconds float64
+	LocalEndMs int64
 }
 
 type WorkerLeaseAcquireRow struct {
 	WorkerID  int32
 	ExpiresAt time.Time
+	FloorMs   int64
 }
 
-// Takes the lowest worker id that is free or whose lease has expired. The
-// advisory lock serialises instances starting at the same moment.
+// Takes the lowest worker id that is free or whose lease has expired, and
+// returns the floor its ids must stay at or above. The floor is raised at
+// once to the end of the new lease, by the clock of the database and by
+// that of the holder (local_end_ms): this holder may issue ids until then,
+// and its clock may run ahead. The advisory lock serialises instances starting at the same
+// moment.
 func (q *Queries) WorkerLeaseAcquire(ctx context.Context, db DBTX, arg WorkerLeaseAcquireParams) (WorkerLeaseAcquireRow, error) {
-	row := db.QueryRow(ctx, workerLeaseAcquire, arg.Holder, arg.TtlSeconds)
+	row := db.QueryRow(ctx, workerLeaseAcquire, arg.Holder, arg.TtlSeconds, arg.LocalEndMs)
 	var i WorkerLeaseAcquireRow
-	err := row.Scan(&i.WorkerID, &i.ExpiresAt)
+	err := row.Scan(&i.WorkerID, &i.ExpiresAt, &i.FloorMs)
 	return i, err
 }
 
 const workerLeaseRelease = `-- name: WorkerLeaseRelease :exec
-DELETE FROM worker_leases WHERE worker_id = $1 AND holder = $2
+UPDATE worker_leases SET holder = '', expires_at = now(), floor_ms = $1
+WHERE worker_id = $2 AND holder = $3
 `
 
 type WorkerLeaseReleaseParams struct {
+	FloorMs  int64
 	WorkerID int32
 	Holder   string
 }
 
+// Frees the worker id at a graceful stop, keeping the floor at just past
+// the last id issued (lower than the lease's end, which it may be: this
+// holder knows it issued nothing beyond).
 func (q *Queries) WorkerLeaseRelease(ctx context.Context, db DBTX, arg WorkerLeaseReleaseParams) error {
-	_, err := db.Exec(ctx, workerLeaseRelease, arg.WorkerID, arg.Holder)
+	_, err := db.Exec(ctx, workerLeaseRelease, arg.FloorMs, arg.WorkerID, arg.Holder)
 	return err
 }
 
 const workerLeaseRenew = `-- name: WorkerLeaseRenew :one
-UPDATE worker_leases SET expires_at = now() + make_interval(secs => $1::double precision)
-WHERE worker_id = $2 AND holder = $3 AND expires_at > now()
+UPDATE worker_leases SET expires_at = now() + make_interval(secs => $1::double precision),
+    floor_ms = greatest(floor_ms, (extract(epoch FROM now() + make_interval(secs => $1::double precision)) * 1000)::bigint + 1, $2::bigint + 1)
+WHERE worker_id = $3 AND holder = $4 AND expires_at > now()
 RETURNING expires_at
 `
 
 type WorkerLeaseRenewParams struct {
 	TtlSeconds float64
+	LocalEndMs int64
 	WorkerID   int32
 	Holder     string
 }
 
-// Extends the lease only while this holder still has it.
+// Extends the lease only while this holder still has it, and the floor
+// with it (by either clock, as at acquire).
 func (q *Queries) WorkerLeaseRenew(ctx context.Context, db DBTX, arg WorkerLeaseRenewParams) (time.Time, error) {
-	row := db.QueryRow(ctx, workerLeaseRenew, arg.TtlSeconds, arg.WorkerID, arg.Holder)
+	row := db.QueryRow(ctx, workerLeaseRenew,
+		arg.TtlSeconds,
+		arg.LocalEndMs,
+		arg.WorkerID,
+		arg.Holder,
+	)
 	var expires_at time.Time
 	err := row.Scan(&expires_at)
 	return expires_at, err
