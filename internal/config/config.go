@@ -22,7 +22,7 @@ import (
 type Config struct {
 	// Env is "development" (the default: the simulator's URLs and keys
 	// are fine) or "production", which refuses to start on them.
-	Env      string        `env:"TAKEOUT_ENV" envDefault:"development"`
+	Env               string        `env:"TAKEOUT_ENV" envDefault:"development"`
 	HTTPAddr          string        `env:"TAKEOUT_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	ReadHeaderTimeout time.Duration `env:"TAKEOUT_HTTP_READ_HEADER_TIMEOUT" envDefault:"5s"`
 	ReadTimeout       time.Duration `env:"TAKEOUT_HTTP_READ_TIMEOUT" envDefault:"15s"`
