@@ -21,6 +21,7 @@ const (
 	invAckMissing         = "acknowledged_orders_exist"
 	invNegativeStock      = "no_negative_stock"
 	invStockConserved     = "stock_conserved"
+	invRestocksOnce       = "restocks_exactly_once"
 	invOversold           = "no_oversold_unit"
 	invReservations       = "reservations_match_status"
 	invPaidTwice          = "no_order_paid_twice_without_refund"
@@ -35,7 +36,7 @@ const (
 
 var invariantOrder = []string{
 	invDuplicateIntent, invAckDiverges, invPurchaseTwoOrders, invAckMissing, invNegativeStock, invStockConserved,
-	invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
+	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies,
 }
 
@@ -78,7 +79,7 @@ func (f *findings) add(inv string, n int, example string) {
 // check evaluates every invariant against the database (db is a direct
 // connection, not through the fault proxies), the client's
 // acknowledgements and the stock each dish was seeded with.
-func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]int64, dl deadlines) (findings, error) {
+func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]int64, rs *restocks, dl deadlines) (findings, error) {
 	f := findings{violations: map[string]int{}, examples: map[string][]string{}}
 	for _, inv := range invariantOrder {
 		f.violations[inv] = 0
@@ -89,6 +90,7 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		func(ctx context.Context, db querier, f *findings) error {
 			return checkStock(ctx, db, initialStock, f)
 		},
+		func(ctx context.Context, db querier, f *findings) error { return checkRestocks(ctx, db, rs, f) },
 		checkReservations,
 		checkPayments,
 		checkHistories,
@@ -193,18 +195,24 @@ func checkAcks(ctx context.Context, db querier, acks []ack, f *findings) error {
 
 func checkStock(ctx context.Context, db querier, initial map[int64]int64, f *findings) error {
 	// A dish's stock is the sum of its shards; each shard must stay at or
-	// above zero on its own.
+	// above zero on its own. Its ledger (every restock, in the restock's
+	// transaction) must add up to what is for sale plus every unreleased
+	// reservation, and open with what the dish was seeded with; no more
+	// units may be sold than were ever put on hand.
 	rows, err := db.Query(ctx, `SELECT d.id, d.stock, (SELECT coalesce(min(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id),
 	    coalesce(sum(r.qty) FILTER (WHERE r.released_at IS NULL), 0),
-	    coalesce(sum(r.qty) FILTER (WHERE o.status NOT IN ('CANCELLED', 'REFUNDING', 'REFUNDED')), 0)
+	    coalesce(sum(r.qty) FILTER (WHERE o.status NOT IN ('CANCELLED', 'REFUNDING', 'REFUNDED')), 0),
+	    (SELECT coalesce(sum(a.delta), 0) FROM stock_adjustments a WHERE a.dish_id = d.id),
+	    (SELECT coalesce(sum(greatest(a.delta, 0)), 0) FROM stock_adjustments a WHERE a.dish_id = d.id),
+	    (SELECT coalesce(sum(a.delta), -1) FROM stock_adjustments a WHERE a.dish_id = d.id AND a.kind = 'opening')
 	  FROM dishes_with_stock d LEFT JOIN stock_reservations r ON r.dish_id = d.id LEFT JOIN orders o ON o.id = r.order_id
 	  GROUP BY d.id, d.stock`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var id, stock, lowest, held, sold int64
-		if err := rows.Scan(&id, &stock, &lowest, &held, &sold); err != nil {
+		var id, stock, lowest, held, sold, ledger, supplied, opening int64
+		if err := rows.Scan(&id, &stock, &lowest, &held, &sold, &ledger, &supplied, &opening); err != nil {
 			return err
 		}
 		init, known := initial[id]
@@ -215,14 +223,43 @@ func checkStock(ctx context.Context, db querier, initial map[int64]int64, f *fin
 		if stock < 0 || lowest < 0 {
 			f.add(invNegativeStock, 1, fmt.Sprintf("dish %d stock %d, lowest shard %d", id, stock, lowest))
 		}
-		if stock+held != init {
-			f.add(invStockConserved, 1, fmt.Sprintf("dish %d: seeded %d, stock %d + held %d = %d", id, init, stock, held, stock+held))
+		if opening != init {
+			f.add(invStockConserved, 1, fmt.Sprintf("dish %d: seeded %d, its ledger opens with %d", id, init, opening))
 		}
-		if sold > init {
-			f.add(invOversold, int(sold-init), fmt.Sprintf("dish %d: %d units sold of %d", id, sold, init))
+		if stock+held != ledger {
+			f.add(invStockConserved, 1, fmt.Sprintf("dish %d: ledger %d, stock %d + held %d = %d", id, ledger, stock, held, stock+held))
+		}
+		if sold > supplied {
+			f.add(invOversold, int(sold-supplied), fmt.Sprintf("dish %d: %d units sold of %d ever put on hand", id, sold, supplied))
 		}
 	}
 	return rows.Err()
+}
+
+// checkRestocks: every stock adjustment the restocker was told happened
+// is in the ledger once, and none it never sent is: a retried delivery is
+// counted once.
+func checkRestocks(ctx context.Context, db querier, rs *restocks, f *findings) error {
+	if rs == nil {
+		return nil
+	}
+	var n, sum int64
+	if err := db.QueryRow(ctx, `SELECT count(*), coalesce(sum(delta), 0) FROM stock_adjustments WHERE dish_id = $1 AND kind = 'delta'`, rs.dish).Scan(&n, &sum); err != nil {
+		return err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var ackedSum int64
+	for k := range rs.acked {
+		ackedSum += int64(rs.sent[k])
+	}
+	switch {
+	case n < int64(len(rs.acked)) || n > int64(len(rs.sent)):
+		f.add(invRestocksOnce, 1, fmt.Sprintf("dish %d: %d adjustments in the ledger; %d acknowledged of %d sent", rs.dish, n, len(rs.acked), len(rs.sent)))
+	case len(rs.acked) == len(rs.sent) && sum != ackedSum:
+		f.add(invRestocksOnce, 1, fmt.Sprintf("dish %d: adjustments add up to %d in the ledger, %d acknowledged", rs.dish, sum, ackedSum))
+	}
+	return nil
 }
 
 // checkReservations: an order holds its stock exactly while it may still
@@ -231,6 +268,7 @@ func checkReservations(ctx context.Context, db querier, f *findings) error {
 	rows, err := db.Query(ctx, `SELECT o.id, o.status, r.released_at IS NOT NULL
 	  FROM stock_reservations r JOIN orders o ON o.id = r.order_id
 	  WHERE (r.released_at IS NOT NULL) <> (o.status IN ('CANCELLED', 'REFUNDING', 'REFUNDED'))
+	     OR (r.consumed_at IS NOT NULL) <> (o.status IN ('DELIVERING', 'COMPLETED'))
 	  UNION ALL
 	  SELECT i.order_id, 'item without reservation', false
 	  FROM order_items i LEFT JOIN stock_reservations r ON r.order_id = i.order_id AND r.dish_id = i.dish_id

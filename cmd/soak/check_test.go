@@ -46,6 +46,7 @@ func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
 		{`INSERT INTO dish_stock (dish_id, shard, units) VALUES ($1, 0, 5), ($1, 1, 4)`, []any{dish}},
 		{`INSERT INTO order_items (order_id, dish_id, name, qty, unit_price_fen, line_total_fen) VALUES (1001, $1, 'D', 1, 100, 100)`, []any{dish}},
 		{`INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES (1001, $1, 1)`, []any{dish}},
+		{`INSERT INTO stock_adjustments (dish_id, kind, delta, on_hand_after, actor) VALUES ($1, 'opening', 10, 10, 'seed')`, []any{dish}},
 		{`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, NULL, 'PENDING_PAYMENT', 1, 'user:1')`, nil},
 	} {
 		if _, err := pool.Exec(ctx, q.sql, q.args...); err != nil {
@@ -76,6 +77,17 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		{name: "oversold", acks: ack1001, plant: []string{`UPDATE stock_reservations SET qty = 11`, `UPDATE order_items SET qty = 11, line_total_fen = 1100`,
 			`UPDATE dish_stock SET units = 0`},
 			want: map[string]int{invOversold: 1, invStockConserved: 1}},
+		{name: "a restock in the ledger and on the shelf", acks: ack1001, plant: []string{
+			`UPDATE dish_stock SET units = units + 3 WHERE shard = 0`,
+			`INSERT INTO stock_adjustments (dish_id, kind, delta, on_hand_after, actor) SELECT dish_id, 'delta', 3, 13, 'x' FROM dish_stock WHERE shard = 0`},
+			want: map[string]int{}},
+		{name: "a restock counted twice on the shelf", acks: ack1001, plant: []string{
+			`UPDATE dish_stock SET units = units + 6 WHERE shard = 0`,
+			`INSERT INTO stock_adjustments (dish_id, kind, delta, on_hand_after, actor) SELECT dish_id, 'delta', 3, 13, 'x' FROM dish_stock WHERE shard = 0`},
+			want: map[string]int{invStockConserved: 1}},
+		{name: "dispatched order's units not consumed", acks: ack1001, plant: []string{
+			`UPDATE orders SET status = 'DELIVERING', version = 2`},
+			want: map[string]int{invReservations: 1, invHistoryPath: 1, invPaidWithoutPayment: 1}},
 		{name: "cancelled order still holds stock", acks: ack1001, plant: []string{
 			`UPDATE orders SET status = 'CANCELLED', version = 2`,
 			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'CANCELLED', 2, 'user:1')`},
@@ -83,7 +95,7 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		{name: "history jumps outside the table", acks: ack1001, plant: []string{
 			`UPDATE orders SET status = 'COMPLETED', version = 2`,
 			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'COMPLETED', 2, 'admin:x')`},
-			want: map[string]int{invHistoryPath: 1, invPaidWithoutPayment: 1}},
+			want: map[string]int{invHistoryPath: 1, invPaidWithoutPayment: 1, invReservations: 1}},
 		{name: "paid by a user, not by the payment", acks: ack1001, plant: []string{
 			`UPDATE orders SET status = 'PAID', version = 2`,
 			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'PAID', 2, 'user:1')`,
@@ -115,7 +127,7 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 					t.Fatalf("plant %q: %v", q, err)
 				}
 			}
-			f, err := check(ctx, pool, tc.acks, initial, deadlines{grace: time.Second, autoComplete: time.Second})
+			f, err := check(ctx, pool, tc.acks, initial, nil, deadlines{grace: time.Second, autoComplete: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,5 +141,35 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 				t.Errorf("violations (-want +got):\n%s\nexamples: %v", diff, f.examples)
 			}
 		})
+	}
+}
+
+// An adjustment retried into the ledger twice is found: more ledger rows
+// than keys sent.
+func TestCheckFindsAnAdjustmentCountedTwice(t *testing.T) {
+	t.Parallel()
+	pool := testenv.NewDB(t)
+	initial, _ := consistentShop(t, pool)
+	ctx := context.Background()
+	var dish int64
+	for d := range initial {
+		dish = d
+	}
+	rs := newRestocks(dish)
+	rs.sent["k1"], rs.acked["k1"] = 4, true
+	for range 2 { // the one adjustment, applied twice
+		if _, err := pool.Exec(ctx, `UPDATE dish_stock SET units = units + 4 WHERE shard = 0`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO stock_adjustments (dish_id, kind, delta, on_hand_after, actor) VALUES ($1, 'delta', 4, 14, 'x')`, dish); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := check(ctx, pool, []ack{{purchase: 1, digest: "d1", order: "1001"}}, initial, rs, deadlines{grace: time.Second, autoComplete: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.violations[invRestocksOnce] != 1 || f.violations[invStockConserved] != 0 {
+		t.Errorf("violations %v, want the adjustment counted twice and the stock otherwise conserved", f.violations)
 	}
 }

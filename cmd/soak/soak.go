@@ -212,6 +212,8 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	for _, m := range d.merchants {
 		users.Go(func() { d.staff(ctx, stop, m) })
 	}
+	restocked := newRestocks(d.hotDishID())
+	users.Go(func() { d.restocker(ctx, stop, d.merchants[0].Staff, restocked) })
 	progress := time.NewTicker(15 * time.Second)
 	deadline := time.After(o.duration)
 loop:
@@ -267,7 +269,7 @@ settled:
 	if err != nil {
 		return nil, fmt.Errorf("client log: %w", err)
 	}
-	f, err := check(ctx, direct, acks, initial, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
+	f, err := check(ctx, direct, acks, initial, restocked, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
@@ -288,6 +290,10 @@ settled:
 			"sim_payments":              int(d.simPays.Load()),
 			"cancel_attempts":           total(counts, "cancel", nil),
 			"webhook_deliveries":        int(webhooks.Load()),
+			"restock_sets":              restocked.sets,
+			"restock_adjustments_sent":  len(restocked.sent),
+			"restock_adjustments_acked": len(restocked.acked),
+			"restocks_refused":          restocked.refusals["stock-changed"] + restocked.refusals["stock-held"],
 		},
 	}
 	if rep.DeadJobs == nil {
