@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/wxsim"
 )
 
@@ -425,5 +427,198 @@ func TestCallbackRefusalsInThePlatformsShape(t *testing.T) {
 		if r.status != 503 || r.header.Get("Retry-After") == "" {
 			t.Errorf("%s: %d with Retry-After %q, want 503 with one", path, r.status, r.header.Get("Retry-After"))
 		}
+	}
+}
+
+// notify posts a notification the platform signed (event and resource
+// type as given) and returns the answer.
+func (ps *payShop) notify(t *testing.T, api *instance, id, event, resource string, plain any) response {
+	t.Helper()
+	raw, _ := json.Marshal(plain)
+	ct, err := wxpay.EncryptAEAD(ps.apiKey, "0123456789ab", resource, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	body, _ := json.Marshal(wxpay.Notification{ID: id, CreateTime: at.Format(time.RFC3339), EventType: event, ResourceType: "encrypt-resource",
+		Resource: wxpay.Resource{OriginalType: resource, Algorithm: "AEAD_AES_256_GCM", Ciphertext: ct, AssociatedData: resource, Nonce: "0123456789ab"}})
+	req, err := http.NewRequest("POST", api.url+"/v1/payments/wechat/notify", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = signedHeaders(ps.platform, "PUB_KEY_ID_SIM", at, body)
+	return ps.send(t, req)
+}
+
+// paidOrder places an order for a new user and pays it at the simulator.
+func (ps *payShop) paidOrder(t *testing.T, name string) (user, orderID, outTradeNo string) {
+	t.Helper()
+	user = ps.login(t, name)
+	o := ps.place(t, user, name, 1)
+	ps.pay(t, user, o.ID)
+	outTradeNo = payment.OutTradeNo(mustID(t, o.ID), 1)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: outTradeNo, Retries: 10, RetryMS: 20})
+	waitUntil(t, "the order to be paid", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", o.ID) == 1
+	})
+	return user, o.ID, outTradeNo
+}
+
+// Money the platform reports that we did not expect is not absorbed: a
+// second successful transaction for a paid out_trade_no, delivered as
+// concurrent duplicates, is recorded once as an anomaly and refunded once;
+// a refund notification whose amount or out_trade_no is not our refund's
+// is recorded and refused, and changes nothing.
+func TestUnexpectedMoneyIsRecordedAndGivenBack(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h"}, 10)
+	api := ps.apis[0]
+	_, orderID, outTradeNo := ps.paidOrder(t, "second-txn")
+	var total int64
+	if err := ps.pool.QueryRow(t.Context(), "SELECT amount_fen FROM payments WHERE order_id = $1", orderID).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	second := map[string]any{"appid": testAppID, "mchid": testMchID, "out_trade_no": outTradeNo, "transaction_id": "4200000000SECOND",
+		"trade_state": "SUCCESS", "success_time": time.Now().Format(time.RFC3339), "amount": map[string]any{"total": total, "currency": "CNY"}}
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			// The platform retries a 503 (a copy being applied): so do we.
+			for range 20 {
+				r := ps.notify(t, api, fmt.Sprint("EV-SECOND-", i%2), "TRANSACTION.SUCCESS", "transaction", second)
+				if r.status != 503 {
+					if r.status != 204 && r.status != 200 {
+						t.Errorf("second transaction: %d %s", r.status, r.body)
+					}
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	for q, want := range map[string]int{
+		"SELECT count(*) FROM payment_anomalies WHERE out_trade_no = $1 AND kind = 'second_transaction'":                                            1,
+		"SELECT count(*) FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.out_trade_no = $1 AND r.transaction_id = '4200000000SECOND'": 1,
+		"SELECT count(*) FROM payments WHERE out_trade_no = $1 AND status = 'SUCCESS' AND transaction_id <> '4200000000SECOND'":                     1,
+	} {
+		if n := ps.count(t, q, outTradeNo); n != want {
+			t.Errorf("%s: %d, want %d", q, n, want)
+		}
+	}
+	if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", orderID); n != 1 {
+		t.Error("the order's own payment no longer stands")
+	}
+
+	// A refund whose notification does not match it.
+	ps.simConfig(t, `{"drop_refund_notifications":true}`)
+	user, refunded, refundedTrade := ps.paidOrder(t, "refund-mismatch")
+	if r := ps.do(t, api, "POST", "/v1/orders/"+refunded+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the refund to be asked for", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'PROCESSING'", refunded) == 1
+	})
+	var outRefundNo string
+	var amount int64
+	if err := ps.pool.QueryRow(t.Context(), "SELECT out_refund_no, amount_fen FROM refunds WHERE order_id = $1", refunded).Scan(&outRefundNo, &amount); err != nil {
+		t.Fatal(err)
+	}
+	refund := func(trade string, fen int64) map[string]any {
+		return map[string]any{"mchid": testMchID, "out_trade_no": trade, "out_refund_no": outRefundNo, "refund_id": "50300001", "refund_status": "SUCCESS",
+			"amount": map[string]any{"refund": fen, "total": fen}}
+	}
+	for name, plain := range map[string]map[string]any{"amount": refund(refundedTrade, amount+1), "out_trade_no": refund(outTradeNo, amount)} {
+		if r := ps.notify(t, api, "EV-REFUND-"+name, "REFUND.SUCCESS", "refund", plain); r.status < 400 {
+			t.Errorf("refund notification with another %s: %d, want refused", name, r.status)
+		}
+	}
+	if ps.count(t, "SELECT count(*) FROM payment_anomalies WHERE kind IN ('refund_amount', 'refund_trade')") != 2 ||
+		ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDING'", refunded) != 1 {
+		t.Error("a mismatched refund notification was applied, or not recorded")
+	}
+	if r := ps.notify(t, api, "EV-REFUND-ok", "REFUND.SUCCESS", "refund", refund(refundedTrade, amount)); r.status != 204 && r.status != 200 {
+		t.Errorf("the matching refund notification: %d %s", r.status, r.body)
+	}
+	if ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", refunded) != 1 {
+		t.Error("the matching refund notification was not applied")
+	}
+}
+
+// A refund that fails at the platform is listed for operators and counted
+// in a gauge; an operator retries one (it goes through) and settles
+// another outside WeChat: both orders leave REFUNDING, once each however
+// often the operator clicks.
+func TestFailedRefundsNeedAttention(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "200ms", "TAKEOUT_WXPAY_QUERY_AFTER": "0s"}, 10)
+	api := ps.apis[0]
+	ps.simConfig(t, `{"refund_fails":true}`)
+	var orders []string
+	for i := range 2 {
+		user, id, _ := ps.paidOrder(t, fmt.Sprint("failing-refund-", i))
+		if r := ps.do(t, api, "POST", "/v1/orders/"+id+"/cancel", user, nil); r.status != 200 {
+			t.Fatalf("cancel: %d %s", r.status, r.body)
+		}
+		orders = append(orders, id)
+	}
+	waitUntil(t, "both refunds to fail", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE status = 'FAILED'") == 2
+	})
+	if !strings.Contains(ps.metrics(t, api), "takeout_refunds_needing_attention 2") {
+		t.Error("the gauge does not show the 2 failed refunds")
+	}
+	var page payment.RefundPage
+	ps.do(t, api, "GET", "/admin/v1/refunds", ps.admin, nil).json(t, &page)
+	if len(page.Refunds) != 2 {
+		t.Fatalf("refunds needing attention: %+v", page)
+	}
+	byOrder := map[string]string{}
+	for _, r := range page.Refunds {
+		byOrder[r.OrderID] = r.OutRefundNo
+	}
+	ps.simConfig(t, `{}`) // the platform takes the retry
+	var wg sync.WaitGroup
+	for range 4 { // the operator clicks retry four times at once
+		wg.Go(func() {
+			r := ps.do(t, api, "POST", "/admin/v1/refunds/"+byOrder[orders[0]]+"/retry", ps.admin, map[string]string{"note": "card reissued"})
+			if r.status != 200 {
+				t.Errorf("retry: %d %s", r.status, r.body)
+			}
+		})
+		wg.Go(func() {
+			r := ps.do(t, api, "POST", "/admin/v1/refunds/"+byOrder[orders[1]]+"/settle", ps.admin, map[string]string{"note": "bank transfer 8841"})
+			if r.status != 200 {
+				t.Errorf("settle: %d %s", r.status, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	waitUntil(t, "both orders to be refunded", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = ANY($1::bigint[]) AND status = 'REFUNDED'", orders) == 2
+	})
+	for q, want := range map[string]int{
+		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'RETRIED'":                  1,
+		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'":                  1,
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'": 1,
+	} {
+		if n := ps.count(t, q, orders[0]); n != want {
+			t.Errorf("retried order: %s: %d, want %d", q, n, want)
+		}
+	}
+	for q, want := range map[string]int{
+		"SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SETTLED' AND note LIKE '%bank transfer 8841'": 1,
+		"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'REFUNDED'":                                   1,
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'REFUNDED'":                    1,
+	} {
+		if n := ps.count(t, q, orders[1]); n != want {
+			t.Errorf("settled order: %s: %d, want %d", q, n, want)
+		}
+	}
+	if !strings.Contains(ps.metrics(t, api), "takeout_refunds_needing_attention 0") {
+		t.Error("the gauge still counts refunds needing attention")
+	}
+	if r := ps.do(t, api, "POST", "/admin/v1/refunds/"+byOrder[orders[0]]+"_2/settle", ps.admin, map[string]string{"note": "x"}); r.status != 409 || r.problemType() != "refund-status-conflict" {
+		t.Errorf("settling a refund that went through: %d %s", r.status, r.body)
 	}
 }

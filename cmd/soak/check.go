@@ -293,7 +293,7 @@ func checkReservations(ctx context.Context, db querier, f *findings) error {
 func checkPayments(ctx context.Context, db querier, f *findings) error {
 	rows, err := db.Query(ctx, `WITH paid AS (
 	    SELECT p.order_id, p.id,
-	           EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id AND r.status = 'SUCCESS') AS refunded
+	           EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id AND r.transaction_id IS NULL AND r.status IN ('SUCCESS', 'SETTLED')) AS refunded
 	    FROM payments p WHERE p.transaction_id IS NOT NULL)
 	  SELECT o.id, o.status, count(paid.id) FILTER (WHERE NOT paid.refunded)
 	  FROM orders o LEFT JOIN paid ON paid.order_id = o.id GROUP BY o.id, o.status`)
@@ -318,8 +318,25 @@ func checkPayments(ctx context.Context, db querier, f *findings) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// Money owed and stuck: a refund that failed at the platform and that
+	// nobody retried or settled.
+	rows, err = db.Query(ctx, `SELECT out_refund_no, order_id FROM refunds WHERE status = 'FAILED'`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var no string
+		var orderID int64
+		if err := rows.Scan(&no, &orderID); err != nil {
+			return err
+		}
+		f.add(invMoneyKept, 1, fmt.Sprintf("refund %s of order %d failed and waits for an operator", no, orderID))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
 	rows, err = db.Query(ctx, `SELECT p.id, p.amount_fen, sum(r.amount_fen), count(*)
-	  FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE r.status <> 'FAILED'
+	  FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE r.status NOT IN ('FAILED', 'RETRIED') AND r.transaction_id IS NULL
 	  GROUP BY p.id, p.amount_fen HAVING sum(r.amount_fen) > p.amount_fen`)
 	if err != nil {
 		return err

@@ -37,8 +37,8 @@ VALUES (@channel, @notification_id, @out_trade_no, @kind, @detail, @payload)
 ON CONFLICT DO NOTHING;
 
 -- name: RefundInsert :one
-INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason)
-VALUES (@payment_id, @order_id, @out_refund_no, @amount_fen, @reason)
+INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id)
+VALUES (@payment_id, @order_id, @out_refund_no, @amount_fen, @reason, sqlc.narg('transaction_id'))
 ON CONFLICT (out_refund_no) DO NOTHING
 RETURNING *;
 
@@ -47,7 +47,7 @@ SELECT * FROM refunds WHERE out_refund_no = @out_refund_no;
 
 -- name: RefundSetStatus :one
 UPDATE refunds SET status = @status, refund_id = coalesce(sqlc.narg('refund_id'), refund_id), updated_at = now()
-WHERE out_refund_no = @out_refund_no AND status <> 'SUCCESS'
+WHERE out_refund_no = @out_refund_no AND status NOT IN ('SUCCESS', 'RETRIED', 'SETTLED')
 RETURNING *;
 
 -- name: PaymentsToReconcile :many
@@ -88,3 +88,23 @@ WITH n AS (
     RETURNING pm.id
 )
 SELECT EXISTS (SELECT 1 FROM n) AS recorded, EXISTS (SELECT 1 FROM p) AS paid;
+
+-- name: RefundsByStatus :many
+-- Refunds in a status, oldest first, after the id @after_id (a page).
+SELECT * FROM refunds WHERE status = @status AND id > @after_id ORDER BY id LIMIT @max_rows;
+
+-- name: RefundsNeedingAttention :one
+SELECT count(*) FROM refunds WHERE status = 'FAILED';
+
+-- name: RefundGetForUpdate :one
+SELECT * FROM refunds WHERE out_refund_no = @out_refund_no FOR UPDATE;
+
+-- name: RefundClose :one
+-- Ends a FAILED refund by hand: RETRIED (a new refund replaces it) or
+-- SETTLED (the money went back outside WeChat), with the operator's note.
+UPDATE refunds SET status = @status, note = @note, updated_at = now()
+WHERE out_refund_no = @out_refund_no AND status = 'FAILED'
+RETURNING *;
+
+-- name: RefundsOfPayment :one
+SELECT count(*) FROM refunds WHERE payment_id = @payment_id;

@@ -184,6 +184,7 @@ func (c *Client) Close(ctx context.Context, outTradeNo string) error {
 
 // RefundResult is a refund as the platform reports it.
 type RefundResult struct {
+	MchID         string `json:"mchid"` // in notifications
 	RefundID      string `json:"refund_id"`
 	OutRefundNo   string `json:"out_refund_no"`
 	OutTradeNo    string `json:"out_trade_no"`
@@ -197,12 +198,24 @@ type RefundResult struct {
 	} `json:"amount"`
 }
 
+// RefundRequest is a refund to ask for: of a payment by its out_trade_no,
+// or of one transaction by its id (when TransactionID is set).
+type RefundRequest struct {
+	OutTradeNo, TransactionID, OutRefundNo, Reason string
+	RefundFen, TotalFen                            int64
+}
+
 // Refund asks for a domestic refund; out_refund_no makes it idempotent at
 // the platform too.
-func (c *Client) Refund(ctx context.Context, outTradeNo, outRefundNo, reason string, refundFen, totalFen int64) (RefundResult, error) {
+func (c *Client) Refund(ctx context.Context, rr RefundRequest) (RefundResult, error) {
 	in := map[string]any{
-		"out_trade_no": outTradeNo, "out_refund_no": outRefundNo, "reason": reason, "notify_url": c.notify,
-		"amount": map[string]any{"refund": refundFen, "total": totalFen, "currency": "CNY"},
+		"out_refund_no": rr.OutRefundNo, "reason": rr.Reason, "notify_url": c.notify,
+		"amount": map[string]any{"refund": rr.RefundFen, "total": rr.TotalFen, "currency": "CNY"},
+	}
+	if rr.TransactionID != "" {
+		in["transaction_id"] = rr.TransactionID
+	} else {
+		in["out_trade_no"] = rr.OutTradeNo
 	}
 	var out RefundResult
 	err := c.do(ctx, http.MethodPost, "/v3/refund/domestic/refunds", in, &out)

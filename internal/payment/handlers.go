@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -157,4 +159,91 @@ func answerError(w http.ResponseWriter, r *http.Request, err error) {
 		web.Logger(r.Context()).ErrorContext(r.Context(), "payment notification failed", "err", err)
 		notifyFail(w, http.StatusInternalServerError, "temporary failure; retry")
 	}
+}
+
+// RefundActionRequest is the body of the refund retry and settle routes:
+// what the operator did or saw, kept with the refund.
+type RefundActionRequest struct {
+	Note string `json:"note"`
+}
+
+// Validate checks the request's values.
+func (r *RefundActionRequest) Validate() error {
+	if n := utf8.RuneCountInString(r.Note); n == 0 || n > 500 {
+		return problem.Field("note", "required, at most 500 characters: say what was done (e.g. refunded by bank transfer, ref 123)")
+	}
+	return nil
+}
+
+// HandleRefunds serves GET /admin/v1/refunds?status=&cursor=&limit=:
+// refunds in a status (FAILED, those needing attention, by default),
+// oldest first.
+func HandleRefunds(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s == nil {
+			web.Error(w, r, ErrDisabled)
+			return
+		}
+		q, err := web.Query(r, "status", "cursor", "limit")
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		status := "FAILED"
+		if v := q.Get("status"); v != "" {
+			if !slices.Contains(RefundStatuses, v) {
+				web.Error(w, r, problem.New(problem.InvalidRequest, "query parameter status: want one of %v", RefundStatuses).With("parameter", "status"))
+				return
+			}
+			status = v
+		}
+		limit := 50
+		if v := q.Get("limit"); v != "" {
+			if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 200 {
+				web.Error(w, r, problem.New(problem.InvalidRequest, "query parameter limit: must be between 1 and 200").With("parameter", "limit"))
+				return
+			}
+		}
+		var after int64
+		if v := q.Get("cursor"); v != "" {
+			if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+				web.Error(w, r, problem.New(problem.InvalidRequest, "query parameter cursor: not a cursor this API returned").With("parameter", "cursor"))
+				return
+			}
+		}
+		page, err := s.Refunds(r.Context(), status, after, limit)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, page)
+	})
+}
+
+// HandleRefundAction serves POST /admin/v1/refunds/{out_refund_no}/retry
+// and /settle: act (RetryRefund or SettleRefund) on a FAILED refund.
+func HandleRefundAction(s *Service, retry bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s == nil {
+			web.Error(w, r, ErrDisabled)
+			return
+		}
+		req, err := web.Decode[RefundActionRequest](r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		staff, _ := auth.StaffFrom(r.Context())
+		no := chi.URLParam(r, "out_refund_no")
+		act := s.SettleRefund
+		if retry {
+			act = s.RetryRefund
+		}
+		ref, err := act(r.Context(), no, req.Note, "admin:"+staff.Subject)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, ref)
+	})
 }

@@ -123,7 +123,9 @@ func NewService(o Options) (*Service, error) {
 		}, []string{"kind"}),
 	}
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.callbacks, s.anomalies} {
+		attention := &refundsCollector{s: s, desc: prometheus.NewDesc("takeout_refunds_needing_attention",
+			"Refunds that failed at the platform (ABNORMAL, CLOSED) and wait for an operator to retry or settle them: money owed to customers.", nil, nil)}
+		for _, c := range []prometheus.Collector{s.callbacks, s.anomalies, attention} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register payment metrics: %w", err)
 			}
@@ -373,6 +375,20 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 		switch {
 		case err != nil:
 			return err
+		case rec.Recorded && !rec.Paid && p.TransactionID != nil && *p.TransactionID != t.TransactionID:
+			// The platform reports a second successful transaction for a
+			// payment already paid by another: money we did not ask for.
+			// Recorded as an anomaly, and given back.
+			outcome = "refunded_second"
+			payload, _ := json.Marshal(t)
+			if err := s.q.AnomalyInsert(ctx, tx, dbsqlc.AnomalyInsertParams{Channel: Channel, NotificationID: nid + "/" + t.TransactionID,
+				OutTradeNo: t.OutTradeNo, Kind: "second_transaction", Detail: fmt.Sprintf("transaction %s, but %s paid it", t.TransactionID, *p.TransactionID), Payload: payload}); err != nil {
+				return err
+			}
+			s.anomalies.WithLabelValues("second_transaction").Inc()
+			second := p
+			second.AmountFen = t.Amount.Total
+			return s.refundTx(ctx, tx, second, "a second transaction for "+p.OutTradeNo, t.TransactionID)
 		case !rec.Recorded, !rec.Paid:
 			outcome = "duplicate" // seen before, or already SUCCESS (e.g. the query got there first)
 			return nil
@@ -389,7 +405,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			if err == nil {
 				outcome = "refunded_double"
 			}
-			return s.refundTx(ctx, tx, p, "payment for an order that could not take it")
+			return s.refundTx(ctx, tx, p, "payment for an order that could not take it", "")
 		default:
 			return err
 		}
@@ -421,10 +437,16 @@ type RefundArgs struct {
 func (RefundArgs) Kind() string { return "payment.refund" }
 
 // refundTx records the refund of payment p and inserts the job that asks
-// the platform for it, in tx; the same payment is refunded once.
-func (s *Service) refundTx(ctx context.Context, tx pgx.Tx, p dbsqlc.Payment, reason string) error {
+// the platform for it, in tx; the same payment is refunded once. With
+// transactionID, it refunds that transaction of p's out_trade_no instead
+// (one we did not expect), once.
+func (s *Service) refundTx(ctx context.Context, tx pgx.Tx, p dbsqlc.Payment, reason, transactionID string) error {
 	no := OutRefundNo(p.OutTradeNo)
-	r, err := s.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: p.ID, OrderID: p.OrderID, OutRefundNo: no, AmountFen: p.AmountFen, Reason: reason})
+	var txn *string
+	if transactionID != "" {
+		no, txn = "R"+transactionID, &transactionID
+	}
+	r, err := s.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: p.ID, OrderID: p.OrderID, OutRefundNo: no, AmountFen: p.AmountFen, Reason: reason, TransactionID: txn})
 	if errors.Is(db.NoRows(err), db.ErrNotFound) {
 		return nil // already refunding
 	}
@@ -446,7 +468,7 @@ func (s *Service) RequestRefundTx(ctx context.Context, tx pgx.Tx, o dbsqlc.Order
 	}
 	for _, p := range pays {
 		if p.Status == "SUCCESS" {
-			return s.refundTx(ctx, tx, p, "order "+o.Status)
+			return s.refundTx(ctx, tx, p, "order "+o.Status, "")
 		}
 	}
 	return nil
@@ -472,7 +494,12 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if err != nil {
 		return fmt.Errorf("read payment: %w", err)
 	}
-	res, err := s.o.Client.Refund(ctx, p.OutTradeNo, r.OutRefundNo, r.Reason, r.AmountFen, p.AmountFen)
+	total, txn := p.AmountFen, ""
+	if r.TransactionID != nil { // an unexpected transaction: all of it
+		total, txn = r.AmountFen, *r.TransactionID
+	}
+	res, err := s.o.Client.Refund(ctx, RefundRequest{OutTradeNo: p.OutTradeNo, TransactionID: txn, OutRefundNo: r.OutRefundNo,
+		Reason: r.Reason, RefundFen: r.AmountFen, TotalFen: total})
 	if err != nil {
 		return err
 	}
@@ -511,6 +538,19 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 		if err != nil {
 			return err
 		}
+		if kind, detail, err := s.refundMismatch(ctx, tx, r, ref); err != nil || kind != "" {
+			if err != nil {
+				return err
+			}
+			outcome = "anomaly"
+			payload, _ := json.Marshal(r)
+			if err := s.q.AnomalyInsert(ctx, tx, dbsqlc.AnomalyInsertParams{Channel: Channel, NotificationID: src.NotificationID + "/" + r.OutRefundNo,
+				OutTradeNo: r.OutTradeNo, Kind: kind, Detail: detail, Payload: payload}); err != nil {
+				return err
+			}
+			s.anomalies.WithLabelValues(kind).Inc()
+			return nil
+		}
 		if _, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: src.NotificationID,
 			TransactionID: r.OutRefundNo, EventType: src.EventType, OrderID: &ref.OrderID, Outcome: r.RefundStatus}); err != nil {
 			if errors.Is(db.NoRows(err), db.ErrNotFound) {
@@ -534,6 +574,9 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 			}
 			return err
 		}
+		if ref.TransactionID != nil {
+			return nil // an unexpected transaction given back: the order's own payment stands
+		}
 		if err := s.q.PaymentMarkRefunded(ctx, tx, ref.PaymentID); err != nil {
 			return err
 		}
@@ -544,7 +587,31 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 		return err
 	})
 	s.callbacks.WithLabelValues(src.Kind+"-refund", outcome).Inc()
+	if err == nil && outcome == "anomaly" {
+		return outcome, ErrAnomaly // recorded, and refused
+	}
 	return outcome, err
+}
+
+// refundMismatch compares a reported refund with the refund we asked for:
+// its merchant, its payment (out_trade_no, or the transaction refunded)
+// and its amount, where the report carries them.
+func (s *Service) refundMismatch(ctx context.Context, tx pgx.Tx, r RefundResult, ref dbsqlc.Refund) (kind, detail string, err error) {
+	p, err := s.q.PaymentGetByID(ctx, tx, ref.PaymentID)
+	if err != nil {
+		return "", "", fmt.Errorf("read refunded payment: %w", err)
+	}
+	switch {
+	case r.MchID != "" && r.MchID != p.Mchid:
+		return "refund_mchid", fmt.Sprintf("mchid %q, want %q", r.MchID, p.Mchid), nil
+	case r.OutTradeNo != "" && r.OutTradeNo != p.OutTradeNo:
+		return "refund_trade", fmt.Sprintf("out_trade_no %q, want %q", r.OutTradeNo, p.OutTradeNo), nil
+	case ref.TransactionID != nil && r.TransactionID != "" && r.TransactionID != *ref.TransactionID:
+		return "refund_transaction", fmt.Sprintf("transaction_id %q, want %q", r.TransactionID, *ref.TransactionID), nil
+	case r.Amount.Refund != 0 && r.Amount.Refund != ref.AmountFen:
+		return "refund_amount", fmt.Sprintf("refund %d, want %d", r.Amount.Refund, ref.AmountFen), nil
+	}
+	return "", "", nil
 }
 
 // AddWorkers registers the payment jobs' workers; reconcileAfter is how

@@ -48,6 +48,7 @@ var (
 	TokenExpired           = Type{"confirm-token-expired", http.StatusGone, "The confirm token expired: confirm again"}
 	TokenNotYours          = Type{"confirm-token-forbidden", http.StatusForbidden, "The confirm token belongs to another user"}
 	OrderStatusConflict    = Type{"order-status-conflict", http.StatusConflict, "The order's status does not allow this"}
+	RefundStatusConflict   = Type{"refund-status-conflict", http.StatusConflict, "The refund's status does not allow this"}
 	RateLimited            = Type{"rate-limited", http.StatusTooManyRequests, "Too many requests"}
 )
 
@@ -58,7 +59,7 @@ func All() []Type {
 		Forbidden, NotFound, MethodNotAllowed, VersionConflict, AlreadyExists,
 		UpstreamUnavailable, Unavailable, Internal,
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
-		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict,
+		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict,
 		RateLimited,
 	}
 }

@@ -93,7 +93,7 @@ func Table() []Transition {
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
 		{Delivering, Complete, Completed, []Actor{Merchant, Admin}, []Effect{Notify}, "delivered"},
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},
-		{Refunding, RefundDone, Refunded, []Actor{Payment}, []Effect{Notify}, "refund callback or query"},
+		{Refunding, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "refund callback or query, or settled by an operator"},
 	}
 }
 

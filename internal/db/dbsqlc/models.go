@@ -194,16 +194,18 @@ type PaymentNotification struct {
 }
 
 type Refund struct {
-	ID          int64
-	PaymentID   int64
-	OrderID     int64
-	OutRefundNo string
-	AmountFen   int64
-	Reason      string
-	Status      string
-	RefundID    *string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	ID            int64
+	PaymentID     int64
+	OrderID       int64
+	OutRefundNo   string
+	AmountFen     int64
+	Reason        string
+	Status        string
+	RefundID      *string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	TransactionID *string
+	Note          string
 }
 
 type RequestRecord struct {

@@ -402,8 +402,42 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg Payments
 	return items, nil
 }
 
+const refundClose = `-- name: RefundClose :one
+UPDATE refunds SET status = $1, note = $2, updated_at = now()
+WHERE out_refund_no = $3 AND status = 'FAILED'
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note
+`
+
+type RefundCloseParams struct {
+	Status      string
+	Note        string
+	OutRefundNo string
+}
+
+// Ends a FAILED refund by hand: RETRIED (a new refund replaces it) or
+// SETTLED (the money went back outside WeChat), with the operator's note.
+func (q *Queries) RefundClose(ctx context.Context, db DBTX, arg RefundCloseParams) (Refund, error) {
+	row := db.QueryRow(ctx, refundClose, arg.Status, arg.Note, arg.OutRefundNo)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.PaymentID,
+		&i.OrderID,
+		&i.OutRefundNo,
+		&i.AmountFen,
+		&i.Reason,
+		&i.Status,
+		&i.RefundID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransactionID,
+		&i.Note,
+	)
+	return i, err
+}
+
 const refundGetByOutRefundNo = `-- name: RefundGetByOutRefundNo :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at FROM refunds WHERE out_refund_no = $1
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds WHERE out_refund_no = $1
 `
 
 func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
@@ -420,23 +454,50 @@ func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefund
 		&i.RefundID,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TransactionID,
+		&i.Note,
+	)
+	return i, err
+}
+
+const refundGetForUpdate = `-- name: RefundGetForUpdate :one
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds WHERE out_refund_no = $1 FOR UPDATE
+`
+
+func (q *Queries) RefundGetForUpdate(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
+	row := db.QueryRow(ctx, refundGetForUpdate, outRefundNo)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.PaymentID,
+		&i.OrderID,
+		&i.OutRefundNo,
+		&i.AmountFen,
+		&i.Reason,
+		&i.Status,
+		&i.RefundID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransactionID,
+		&i.Note,
 	)
 	return i, err
 }
 
 const refundInsert = `-- name: RefundInsert :one
-INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (out_refund_no) DO NOTHING
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note
 `
 
 type RefundInsertParams struct {
-	PaymentID   int64
-	OrderID     int64
-	OutRefundNo string
-	AmountFen   int64
-	Reason      string
+	PaymentID     int64
+	OrderID       int64
+	OutRefundNo   string
+	AmountFen     int64
+	Reason        string
+	TransactionID *string
 }
 
 func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertParams) (Refund, error) {
@@ -446,6 +507,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 		arg.OutRefundNo,
 		arg.AmountFen,
 		arg.Reason,
+		arg.TransactionID,
 	)
 	var i Refund
 	err := row.Scan(
@@ -459,14 +521,16 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 		&i.RefundID,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TransactionID,
+		&i.Note,
 	)
 	return i, err
 }
 
 const refundSetStatus = `-- name: RefundSetStatus :one
 UPDATE refunds SET status = $1, refund_id = coalesce($2, refund_id), updated_at = now()
-WHERE out_refund_no = $3 AND status <> 'SUCCESS'
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at
+WHERE out_refund_no = $3 AND status NOT IN ('SUCCESS', 'RETRIED', 'SETTLED')
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note
 `
 
 type RefundSetStatusParams struct {
@@ -489,12 +553,80 @@ func (q *Queries) RefundSetStatus(ctx context.Context, db DBTX, arg RefundSetSta
 		&i.RefundID,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TransactionID,
+		&i.Note,
 	)
 	return i, err
 }
 
+const refundsByStatus = `-- name: RefundsByStatus :many
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3
+`
+
+type RefundsByStatusParams struct {
+	Status  string
+	AfterID int64
+	MaxRows int32
+}
+
+// Refunds in a status, oldest first, after the id @after_id (a page).
+func (q *Queries) RefundsByStatus(ctx context.Context, db DBTX, arg RefundsByStatusParams) ([]Refund, error) {
+	rows, err := db.Query(ctx, refundsByStatus, arg.Status, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Refund{}
+	for rows.Next() {
+		var i Refund
+		if err := rows.Scan(
+			&i.ID,
+			&i.PaymentID,
+			&i.OrderID,
+			&i.OutRefundNo,
+			&i.AmountFen,
+			&i.Reason,
+			&i.Status,
+			&i.RefundID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransactionID,
+			&i.Note,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const refundsNeedingAttention = `-- name: RefundsNeedingAttention :one
+SELECT count(*) FROM refunds WHERE status = 'FAILED'
+`
+
+func (q *Queries) RefundsNeedingAttention(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, refundsNeedingAttention)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const refundsOfPayment = `-- name: RefundsOfPayment :one
+SELECT count(*) FROM refunds WHERE payment_id = $1
+`
+
+func (q *Queries) RefundsOfPayment(ctx context.Context, db DBTX, paymentID int64) (int64, error) {
+	row := db.QueryRow(ctx, refundsOfPayment, paymentID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const refundsToReconcile = `-- name: RefundsToReconcile :many
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at FROM refunds
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds
 WHERE status = 'PROCESSING' AND updated_at <= $1
 ORDER BY id
 LIMIT $2
@@ -526,6 +658,8 @@ func (q *Queries) RefundsToReconcile(ctx context.Context, db DBTX, arg RefundsTo
 			&i.RefundID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.TransactionID,
+			&i.Note,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,190 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/statemachine"
+)
+
+// A refund that ends ABNORMAL or CLOSED at the platform is FAILED: money
+// owed to a customer, which must never stay stuck silently. Operators
+// list these (GET /admin/v1/refunds), retry one (a new refund with a new
+// out_refund_no; the platform keeps a failed one failed) or settle it
+// outside WeChat with a note, and an alert fires on
+// takeout_refunds_needing_attention.
+
+// Refund is a refund as operators see it.
+type Refund struct {
+	OutRefundNo   string    `json:"out_refund_no"`
+	OrderID       string    `json:"order_id"`
+	AmountFen     int64     `json:"amount_fen"`
+	Status        string    `json:"status"`
+	Reason        string    `json:"reason"`
+	Note          string    `json:"note"`
+	TransactionID *string   `json:"transaction_id"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+func refundFromRow(r dbsqlc.Refund) Refund {
+	return Refund{OutRefundNo: r.OutRefundNo, OrderID: strconv.FormatInt(r.OrderID, 10), AmountFen: r.AmountFen, Status: r.Status,
+		Reason: r.Reason, Note: r.Note, TransactionID: r.TransactionID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+}
+
+// RefundStatuses are the statuses a refund can be listed by.
+var RefundStatuses = []string{"FAILED", "PENDING", "PROCESSING", "SUCCESS", "RETRIED", "SETTLED"}
+
+// RefundPage is a page of refunds, oldest first.
+type RefundPage struct {
+	Refunds    []Refund `json:"refunds"`
+	NextCursor *string  `json:"next_cursor"`
+}
+
+// Refunds lists refunds in status after the cursor (the last id seen).
+func (s *Service) Refunds(ctx context.Context, status string, after int64, limit int) (RefundPage, error) {
+	rows, err := s.q.RefundsByStatus(ctx, s.o.Pool, dbsqlc.RefundsByStatusParams{Status: status, AfterID: after, MaxRows: int32(limit + 1)}) //nolint:gosec // G115: limit <= 200
+	if err != nil {
+		return RefundPage{}, fmt.Errorf("list refunds: %w", err)
+	}
+	page := RefundPage{Refunds: make([]Refund, 0, len(rows))}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		c := strconv.FormatInt(rows[limit-1].ID, 10)
+		page.NextCursor = &c
+	}
+	for _, r := range rows {
+		page.Refunds = append(page.Refunds, refundFromRow(r))
+	}
+	return page, nil
+}
+
+// Errors of the refund actions.
+var (
+	ErrRefundNotFound = problem.New(problem.NotFound, "no such refund")
+)
+
+func refundConflict(r dbsqlc.Refund, action string) error {
+	return problem.New(problem.RefundStatusConflict, "only a FAILED refund can be %s; this one is %s", action, r.Status).With("current_status", r.Status)
+}
+
+// RetryRefund replaces a FAILED refund by a new one for the same money
+// (the platform keeps a failed out_refund_no failed), in one transaction
+// with its job; the failed one becomes RETRIED with the note. Retrying a
+// refund already retried answers with its replacement.
+func (s *Service) RetryRefund(ctx context.Context, outRefundNo, note, by string) (Refund, error) {
+	return db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (Refund, error) {
+		old, err := s.q.RefundGetForUpdate(ctx, tx, outRefundNo)
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			return Refund{}, ErrRefundNotFound
+		}
+		if err != nil {
+			return Refund{}, err
+		}
+		next := retryNo(outRefundNo)
+		if old.Status == "RETRIED" {
+			r, err := s.q.RefundGetByOutRefundNo(ctx, tx, next)
+			if err != nil {
+				return Refund{}, fmt.Errorf("read the retry of %s: %w", outRefundNo, err)
+			}
+			return refundFromRow(r), nil
+		}
+		if old.Status != "FAILED" {
+			return Refund{}, refundConflict(old, "retried")
+		}
+		if _, err := s.q.RefundClose(ctx, tx, dbsqlc.RefundCloseParams{OutRefundNo: outRefundNo, Status: "RETRIED", Note: by + ": " + note}); err != nil {
+			return Refund{}, err
+		}
+		r, err := s.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: old.PaymentID, OrderID: old.OrderID, OutRefundNo: next,
+			AmountFen: old.AmountFen, Reason: "retry of " + outRefundNo + ": " + note, TransactionID: old.TransactionID})
+		if err != nil {
+			return Refund{}, fmt.Errorf("insert the retry of %s: %w", outRefundNo, err)
+		}
+		if _, err := s.o.Jobs.InsertTx(ctx, tx, RefundArgs{OutRefundNo: r.OutRefundNo}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}); err != nil {
+			return Refund{}, fmt.Errorf("insert refund job: %w", err)
+		}
+		return refundFromRow(r), nil
+	})
+}
+
+// retryNo is the out_refund_no of a refund's retry: R…_2, R…_3, ...
+// (characters the platform takes in an out_refund_no).
+func retryNo(outRefundNo string) string {
+	if i := strings.LastIndex(outRefundNo, "_"); i >= 0 {
+		if n, err := strconv.Atoi(outRefundNo[i+1:]); err == nil {
+			return outRefundNo[:i] + "_" + strconv.Itoa(n+1)
+		}
+	}
+	return outRefundNo + "_2"
+}
+
+// SettleRefund records that a FAILED refund's money went back to the
+// customer outside WeChat (note says how), and its order leaves
+// REFUNDING for REFUNDED, in one transaction. Settling it again changes
+// nothing.
+func (s *Service) SettleRefund(ctx context.Context, outRefundNo, note, by string) (Refund, error) {
+	return db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (Refund, error) {
+		old, err := s.q.RefundGetForUpdate(ctx, tx, outRefundNo)
+		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			return Refund{}, ErrRefundNotFound
+		}
+		if err != nil {
+			return Refund{}, err
+		}
+		if old.Status == "SETTLED" {
+			return refundFromRow(old), nil
+		}
+		if old.Status != "FAILED" {
+			return Refund{}, refundConflict(old, "settled")
+		}
+		r, err := s.q.RefundClose(ctx, tx, dbsqlc.RefundCloseParams{OutRefundNo: outRefundNo, Status: "SETTLED", Note: by + ": " + note})
+		if err != nil {
+			return Refund{}, err
+		}
+		if r.TransactionID != nil {
+			return refundFromRow(r), nil // an unexpected transaction: the order's own payment stands
+		}
+		if err := s.q.PaymentMarkRefunded(ctx, tx, r.PaymentID); err != nil {
+			return Refund{}, err
+		}
+		_, err = s.o.Orders.ApplyTx(ctx, tx, r.OrderID, statemachine.RefundDone, order.Actor{Kind: statemachine.Admin, Name: by}, "refund settled outside WeChat: "+note)
+		if pe, ok := problem.As(err); ok && pe.Type == problem.OrderStatusConflict {
+			err = nil // a late payment of a cancelled order: the order stays cancelled
+		}
+		return refundFromRow(r), err
+	})
+}
+
+// refundsCollector reports the refunds needing attention, counted in the
+// database at each scrape (an index holds only them).
+type refundsCollector struct {
+	s    *Service
+	desc *prometheus.Desc
+}
+
+// Describe implements prometheus.Collector.
+func (c *refundsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *refundsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := c.s.q.RefundsNeedingAttention(ctx, c.s.o.Pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
+}
