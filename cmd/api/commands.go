@@ -15,6 +15,7 @@ import (
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/inventory"
+	"github.com/takeout/takeout/internal/redisconn"
 )
 
 // migrate applies pending migrations and reports the schema version.
@@ -125,7 +126,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if *subject == "" {
 		return errors.New("token: -subject is required")
 	}
-	if *ttl <= 0 || *ttl > 90*24*time.Hour {
+	if *ttl <= 0 || *ttl > auth.MaxStaffTTL {
 		return errors.New("token: -ttl must be between 1s and 2160h")
 	}
 	cfg, err := config.Load(getenv)
@@ -133,10 +134,58 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return err
 	}
 	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
-	tok, _, err := tokens.IssueStaff(*subject, role, *ttl)
+	tok, exp, err := tokens.IssueStaff(*subject, role, *ttl)
+	if err != nil {
+		return err
+	}
+	info, err := tokens.Inspect(tok)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, tok)
+	fmt.Fprintf(stderr, "token id %s, expires %s (revoke: api token revoke -id %s)\n", info.ID, exp.Format(time.RFC3339), info.ID)
+	return nil
+}
+
+// revokeToken revokes a token by id or as itself: stored in the database,
+// announced over Redis when it is configured (else every instance picks
+// it up at its next reload, TAKEOUT_REVOCATION_RELOAD_INTERVAL).
+func revokeToken(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token revoke", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.String("id", "", "the token's id (as api token printed it)")
+	tok := fs.String("token", "", "the token itself")
+	by := fs.String("by", "cli", "who revokes it (kept with the revocation)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (*id == "") == (*tok == "") {
+		return errors.New("token revoke: give -id or -token")
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 2, db.Limits{})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	logger := newLogger(cfg, stderr)
+	rds, err := redisconn.New(redisconn.Options{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("TAKEOUT_REDIS_URL: %w", err)
+	}
+	defer rds.Close()
+	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
+	rv, err := tokens.RevocationOf(*tok, *id)
+	if err != nil {
+		return err
+	}
+	rv.By = *by
+	if err := auth.NewRevocations(pool, rds, logger).Revoke(ctx, rv); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "revoked %s (%s %s, until %s)\n", rv.TokenID, rv.Kind, rv.Subject, rv.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil
 }

@@ -622,3 +622,76 @@ func TestFailedRefundsNeedAttention(t *testing.T) {
 		t.Errorf("settling a refund that went through: %d %s", r.status, r.body)
 	}
 }
+
+// A user who logs out, and a staff token an admin (or the command line)
+// revokes, are refused on every instance: at once where it happened, over
+// Redis pub/sub on the others, and without Redis at the next reload.
+func TestRevokedTokensAreRefusedEverywhere(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"with redis", nil},
+		{"without redis", map[string]string{"TAKEOUT_REDIS_URL": "", "TAKEOUT_REVOCATION_RELOAD_INTERVAL": "200ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sh := newShop(t, 2, tc.env, 5)
+			a, b := sh.apis[0], sh.apis[1]
+			refused := func(inst *instance, path, token string) bool {
+				return sh.do(t, inst, "GET", path, token, nil).status == 401
+			}
+			user := sh.login(t, "leaving-user")
+			if refused(a, "/v1/orders", user) || refused(b, "/v1/orders", user) {
+				t.Fatal("a fresh session is refused")
+			}
+			if r := sh.do(t, a, "POST", "/v1/auth/logout", user, nil); r.status != 204 {
+				t.Fatalf("logout: %d %s", r.status, r.body)
+			}
+			if !refused(a, "/v1/orders", user) {
+				t.Error("the instance that logged the user out still takes the session")
+			}
+			waitUntil(t, "the other instance to refuse the session", func() bool { return refused(b, "/v1/orders", user) })
+
+			staff := sh.staffToken(t, "merchant:"+sh.merchantID)
+			dishes := "/admin/v1/merchants/" + sh.merchantID + "/dishes"
+			if refused(b, dishes, staff) {
+				t.Fatal("a fresh staff token is refused")
+			}
+			var rv struct {
+				TokenID string `json:"token_id"`
+				Kind    string `json:"kind"`
+			}
+			r := sh.do(t, a, "POST", "/admin/v1/tokens/revoke", sh.admin, map[string]string{"token": staff})
+			r.json(t, &rv)
+			if r.status != 200 || rv.Kind != "staff" || rv.TokenID == "" {
+				t.Fatalf("revoke: %d %s", r.status, r.body)
+			}
+			waitUntil(t, "both instances to refuse the staff token", func() bool { return refused(a, dishes, staff) && refused(b, dishes, staff) })
+
+			// The command line, by the id `api token` printed.
+			other := sh.staffToken(t, "admin")
+			var stdout, stderr bytes.Buffer
+			env := func(k string) string { return sh.env[k] }
+			if tc.env != nil {
+				env = func(k string) string {
+					if v, ok := tc.env[k]; ok {
+						return v
+					}
+					return sh.env[k]
+				}
+			}
+			info, err := sh.tokens.Inspect(other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := run(t.Context(), []string{"token", "revoke", "-id", info.ID, "-by", "test"}, env, &stdout, &stderr); err != nil {
+				t.Fatalf("api token revoke: %v\n%s", err, stderr.String())
+			}
+			waitUntil(t, "both instances to refuse the token revoked from the command line", func() bool {
+				return refused(a, "/admin/v1/jobs/dead", other) && refused(b, "/admin/v1/jobs/dead", other)
+			})
+		})
+	}
+}

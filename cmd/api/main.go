@@ -41,6 +41,8 @@ commands:
   migrate     apply pending schema migrations and exit
   seed-demo   create the demo merchant and menu (idempotent) and print its id
   token       print a staff token: api token -role admin|merchant:ID -subject NAME [-ttl 24h]
+              (its id goes to stderr, for revoking it)
+  token revoke  revoke a token on every instance: api token revoke -id ID | -token TOKEN
 
 Configuration comes from TAKEOUT_* environment variables (see README.md).
 `
@@ -60,6 +62,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "seed-demo":
 		return seedDemo(ctx, getenv, stdout, stderr)
 	case "token":
+		if len(args) > 0 && args[0] == "revoke" {
+			return revokeToken(ctx, args[1:], getenv, stdout, stderr)
+		}
 		return token(args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

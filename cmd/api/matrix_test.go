@@ -70,6 +70,7 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"GET /v1/merchants":                   {"/v1/merchants", "", nil, everyone(200)},
 		"GET /v1/merchants/{id}/menu":         {"/v1/merchants/" + sh.merchantID + "/menu", "", nil, everyone(200)},
 		"POST /v1/orders/confirm":             {"/v1/orders/confirm", cart, nil, userOnly(200, 200)},
+		"POST /v1/auth/logout":                {"/v1/auth/logout", "", nil, userOnly(204, 204)},
 		"POST /v1/orders":                     {"/v1/orders", `{"confirm_token":"` + confirm.ConfirmToken + `"}`, map[string]string{"Idempotency-Key": "matrix-submit"}, userOnly(201, 403)},
 		"GET /v1/orders":                      {"/v1/orders", "", nil, userOnly(200, 200)},
 		"GET /v1/orders/{id}":                 {"/v1/orders/" + orderA.ID, "", nil, userOnly(200, 404)},
@@ -94,6 +95,7 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"POST /admin/v1/orders/{id}/complete": {"/admin/v1/orders/" + orderA.ID + "/complete", "", nil, staffOnly(409, 404, 409)},
 		"POST /admin/v1/orders/{id}/refund":   {"/admin/v1/orders/" + orderA.ID + "/refund", "", nil, staffOnly(409, 404, 409)},
 		"GET /admin/v1/jobs/dead":             {"/admin/v1/jobs/dead", "", nil, staffOnly(403, 403, 200)},
+		"POST /admin/v1/tokens/revoke":        {"/admin/v1/tokens/revoke", `{"token":"not-a-token"}`, nil, staffOnly(403, 403, 400)},
 		// Payments are not configured here: the refunds routes answer 503.
 		"GET /admin/v1/refunds":                          {"/admin/v1/refunds", "", nil, staffOnly(403, 403, 503)},
 		"POST /admin/v1/refunds/{out_refund_no}/retry":   {"/admin/v1/refunds/RX/retry", `{"note":"n"}`, nil, staffOnly(403, 403, 503)},
@@ -111,6 +113,10 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		}
 	}
 	slices.Sort(routes)
+	// Logging out revokes the users' tokens: that row goes last.
+	if i := slices.Index(routes, "POST /v1/auth/logout"); i >= 0 {
+		routes = append(slices.Delete(routes, i, i+1), "POST /v1/auth/logout")
+	}
 	for _, route := range routes {
 		r, ok := rows[route]
 		if !ok {

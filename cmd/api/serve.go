@@ -124,6 +124,11 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
+	revocations := auth.NewRevocations(pool, rds, logger)
+	if err := revocations.Load(ctx); err != nil {
+		return err
+	}
+	tokens.CheckRevocations(revocations)
 
 	lease, err := orderid.AcquireLease(ctx, pool, instanceName(), cfg.WorkerLeaseTTL, time.Now, logger)
 	if err != nil {
@@ -198,7 +203,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	wx := auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), &http.Client{Timeout: cfg.WeChatTimeout})
 
 	handler, err := httpapi.NewServer(httpapi.Deps{
-		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, WeChat: wx,
+		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, Revocations: revocations, WeChat: wx,
 		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Payments: payments, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
 	})
@@ -214,6 +219,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	background.Go(func() { cat.RunInvalidations(workCtx, nil) })
 	defer cat.Close()
 	background.Go(func() { lease.Run(workCtx, ids.NextFloor) })
+	background.Go(func() { revocations.Run(workCtx, cfg.RevocationReload) })
 	background.Go(func() { idem.RunPurges(workCtx, nil) })
 	background.Go(func() { jobMetrics.Run(workCtx, jobClient) })
 	if err := jobClient.Start(workCtx); err != nil {

@@ -37,11 +37,54 @@ type Tokens struct {
 	// with every request, and decoding and checking it again cost a fifth
 	// of a cheap request's CPU.
 	sessions *otter.Cache[string, verifiedSession]
+	// revoked, when set (CheckRevocations), reports a revoked token id.
+	revoked func(id string) bool
 }
 
 type verifiedSession struct {
 	userID  int64
+	id      string
 	expires time.Time
+}
+
+// CheckRevocations makes verification refuse the tokens r holds revoked
+// (wired once, before serving).
+func (t *Tokens) CheckRevocations(r *Revocations) { t.revoked = r.Revoked }
+
+func (t *Tokens) isRevoked(id string) bool { return t.revoked != nil && t.revoked(id) }
+
+// errRevoked is a token that verifies but was revoked.
+var errRevoked = fmt.Errorf("%w: revoked", ErrInvalidToken)
+
+// TokenInfo is what a token says of itself, for revoking it.
+type TokenInfo struct {
+	ID        string
+	Kind      string // user or staff
+	Subject   string
+	ExpiresAt time.Time
+}
+
+// Inspect verifies a user or staff token (revoked or not) and returns
+// what a revocation needs of it.
+func (t *Tokens) Inspect(token string) (TokenInfo, error) {
+	for _, k := range []struct {
+		key            []byte
+		audience, kind string
+	}{{t.userKey, audienceUser, "user"}, {t.staffKey, audienceStaff, "staff"}} {
+		if c, err := t.verify(k.key, k.audience, token); err == nil {
+			return TokenInfo{ID: tokenID(c, token), Kind: k.kind, Subject: c.Subject, ExpiresAt: c.ExpiresAt.Time}, nil
+		}
+	}
+	return TokenInfo{}, ErrInvalidToken
+}
+
+// tokenID is a token's id: its jti, or for a token issued before tokens
+// had one, a digest of it.
+func tokenID(c claims, raw string) string {
+	if c.ID != "" {
+		return c.ID
+	}
+	return legacyTokenID(raw)
 }
 
 // sessionMemory is how long, at most, a verified session token is
@@ -69,6 +112,9 @@ func (t *Tokens) IssueUser(userID int64) (string, time.Time, error) {
 // VerifyUser returns the user id a session token was issued to.
 func (t *Tokens) VerifyUser(token string) (int64, error) {
 	if v, ok := t.sessions.GetIfPresent(token); ok {
+		if t.isRevoked(v.id) {
+			return 0, errRevoked
+		}
 		if t.now().Before(v.expires) {
 			return v.userID, nil
 		}
@@ -78,15 +124,22 @@ func (t *Tokens) VerifyUser(token string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	jti := tokenID(c, token)
+	if t.isRevoked(jti) {
+		return 0, errRevoked
+	}
 	id, err := strconv.ParseInt(c.Subject, 10, 64)
 	if err != nil || id <= 0 {
 		return 0, ErrInvalidToken
 	}
 	if c.ExpiresAt != nil {
-		t.sessions.Set(token, verifiedSession{userID: id, expires: c.ExpiresAt.Time})
+		t.sessions.Set(token, verifiedSession{userID: id, id: jti, expires: c.ExpiresAt.Time})
 	}
 	return id, nil
 }
+
+// MaxStaffTTL is the longest a staff token may live.
+const MaxStaffTTL = 90 * 24 * time.Hour
 
 // IssueStaff returns a staff token for subject (a person's name, for logs)
 // with role, valid for ttl.
@@ -102,6 +155,9 @@ func (t *Tokens) VerifyStaff(token string) (Staff, error) {
 	c, err := t.verify(t.staffKey, audienceStaff, token)
 	if err != nil {
 		return Staff{}, err
+	}
+	if t.isRevoked(tokenID(c, token)) {
+		return Staff{}, errRevoked
 	}
 	role, err := ParseRole(c.Role)
 	if err != nil {
@@ -121,6 +177,7 @@ func (t *Tokens) sign(key []byte, audience, subject, role string, ttl time.Durat
 	c := claims{
 		Role: role,
 		RegisteredClaims: jwt.RegisteredClaims{
+			ID:        newTokenID(),
 			Issuer:    issuer,
 			Subject:   subject,
 			Audience:  jwt.ClaimStrings{audience},

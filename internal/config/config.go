@@ -61,7 +61,10 @@ type Config struct {
 
 	SessionSecret Secret        `env:"TAKEOUT_SESSION_SECRET"`
 	SessionTTL    time.Duration `env:"TAKEOUT_SESSION_TTL" envDefault:"24h"`
-	StaffSecret   Secret        `env:"TAKEOUT_STAFF_SECRET"`
+	// RevocationReload is how often each instance reloads the revoked
+	// tokens (Redis pub/sub tells it at once; this covers Redis down).
+	RevocationReload time.Duration `env:"TAKEOUT_REVOCATION_RELOAD_INTERVAL" envDefault:"30s"`
+	StaffSecret      Secret        `env:"TAKEOUT_STAFF_SECRET"`
 
 	WeChatAPIBase   string        `env:"TAKEOUT_WECHAT_API_BASE" envDefault:"http://127.0.0.1:8090"`
 	WeChatAppID     string        `env:"TAKEOUT_WECHAT_APPID" envDefault:"wxd0000000000000sim"`
@@ -270,6 +273,7 @@ func (c Config) validate() error {
 	check(len(c.StaffSecret) >= minSecretBytes, "TAKEOUT_STAFF_SECRET (or _FILE): required, at least %d bytes", minSecretBytes)
 	check(c.SessionSecret == "" || c.SessionSecret != c.StaffSecret, "TAKEOUT_STAFF_SECRET: must differ from TAKEOUT_SESSION_SECRET")
 	check(c.SessionTTL >= time.Minute, "TAKEOUT_SESSION_TTL: want at least 1m")
+	check(c.RevocationReload >= 100*time.Millisecond, "TAKEOUT_REVOCATION_RELOAD_INTERVAL: want at least 100ms")
 	check(validURL(c.WeChatAPIBase, "http", "https"), "TAKEOUT_WECHAT_API_BASE: want an http(s) URL")
 	check(c.WeChatAppID != "", "TAKEOUT_WECHAT_APPID: must not be empty")
 	check(c.WeChatAppSecret != "", "TAKEOUT_WECHAT_APP_SECRET (or _FILE): required")

@@ -45,6 +45,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 
 			r.Group(func(r chi.Router) {
 				r.Use(auth.RequireUser(d.Tokens), limitByUser(d.RateLimitUser))
+				r.Method(http.MethodPost, "/v1/auth/logout", auth.HandleLogout(d.Tokens, d.Revocations))
 				r.Method(http.MethodPost, "/v1/orders/confirm", order.HandleConfirm(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders", order.HandleSubmit(d.Orders))
 				r.Method(http.MethodGet, "/v1/orders", order.HandleList(d.Orders))
@@ -71,6 +72,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 			r.Method(http.MethodPost, a+"/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
 			r.Method(http.MethodPost, a+"/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
 			r.Method(http.MethodPost, a+"/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
+			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/tokens/revoke", auth.HandleRevoke(d.Tokens, d.Revocations))
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/refunds", payment.HandleRefunds(d.Payments))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/retry", payment.HandleRefundAction(d.Payments, true))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/settle", payment.HandleRefundAction(d.Payments, false))

@@ -29,6 +29,7 @@ type Deps struct {
 	Redis       *redisconn.Conn
 	Migrator    *db.Migrator
 	Tokens      *auth.Tokens
+	Revocations *auth.Revocations
 	WeChat      *auth.WeChat
 	Catalog     *catalog.Service
 	Orders      *order.Service

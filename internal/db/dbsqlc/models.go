@@ -219,6 +219,15 @@ type RequestRecord struct {
 	ExpiresAt   time.Time
 }
 
+type RevokedToken struct {
+	TokenID   string
+	Kind      string
+	Subject   string
+	ExpiresAt time.Time
+	RevokedAt time.Time
+	RevokedBy string
+}
+
 type RiverJob struct {
 	ID           int64
 	State        RiverJobState

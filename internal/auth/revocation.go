@@ -1,0 +1,142 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/redisconn"
+)
+
+// Revocations are the tokens revoked before they expire. Every instance
+// keeps the live ones in memory, so a request checks one map: a
+// revocation is stored in PostgreSQL (the truth), applied here at once,
+// and announced to the other instances over Redis pub/sub; each instance
+// also reloads the list periodically and whenever it resubscribes, since
+// messages sent while it was disconnected (or without Redis) are lost.
+type Revocations struct {
+	db      dbsqlc.DBTX
+	q       *dbsqlc.Queries
+	redis   *redisconn.Conn
+	channel string
+	logger  *slog.Logger
+
+	mu  sync.RWMutex
+	ids map[string]struct{}
+}
+
+const revocationChannel = "tokens:revoked"
+
+// NewRevocations returns the revocations kept in db, announced over rds.
+func NewRevocations(db dbsqlc.DBTX, rds *redisconn.Conn, logger *slog.Logger) *Revocations {
+	return &Revocations{db: db, q: dbsqlc.New(), redis: rds, channel: rds.Key(revocationChannel), logger: logger, ids: map[string]struct{}{}}
+}
+
+// Revoked reports whether the token with this id was revoked.
+func (r *Revocations) Revoked(id string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.ids[id]
+	return ok
+}
+
+// Revocation is one token to revoke.
+type Revocation struct {
+	TokenID   string
+	Kind      string // user, staff, unknown (revoked by id alone)
+	Subject   string
+	ExpiresAt time.Time
+	By        string
+}
+
+// Revoke revokes a token: stored, applied here, and announced. Revoking
+// one twice changes nothing.
+func (r *Revocations) Revoke(ctx context.Context, rev Revocation) error {
+	if err := r.q.RevokedTokenInsert(ctx, r.db, dbsqlc.RevokedTokenInsertParams{
+		TokenID: rev.TokenID, Kind: rev.Kind, Subject: rev.Subject, ExpiresAt: rev.ExpiresAt, RevokedBy: rev.By,
+	}); err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	r.add(rev.TokenID)
+	if r.redis.Client != nil {
+		if err := r.redis.Client.Publish(context.WithoutCancel(ctx), r.channel, rev.TokenID).Err(); err != nil {
+			r.logger.WarnContext(ctx, "publish token revocation failed; other instances catch up at their next reload", "err", err)
+		}
+	}
+	return nil
+}
+
+func (r *Revocations) add(id string) {
+	r.mu.Lock()
+	r.ids[id] = struct{}{}
+	r.mu.Unlock()
+}
+
+// Load replaces the in-memory list with the live revocations in the
+// database.
+func (r *Revocations) Load(ctx context.Context) error {
+	ids, err := r.q.RevokedTokensLive(ctx, r.db)
+	if err != nil {
+		return fmt.Errorf("load token revocations: %w", err)
+	}
+	m := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	r.mu.Lock()
+	// Revocations applied meanwhile stay: a reload never forgets one.
+	for id := range r.ids {
+		m[id] = struct{}{}
+	}
+	r.ids = m
+	r.mu.Unlock()
+	return nil
+}
+
+// Run applies other instances' revocations until ctx ends, reloading
+// from the database every interval and on each (re)subscription.
+func (r *Revocations) Run(ctx context.Context, every time.Duration) {
+	go r.redis.Subscribe(ctx, r.channel, redisconn.Subscription{
+		OnMessage: r.add,
+		OnSubscribe: func() {
+			if err := r.Load(ctx); err != nil && ctx.Err() == nil {
+				r.logger.Warn("reload token revocations", "err", err)
+			}
+		},
+	}, nil)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.Load(ctx); err != nil && ctx.Err() == nil {
+				r.logger.Warn("reload token revocations", "err", err)
+			}
+			if _, err := r.q.RevokedTokensPrune(ctx, r.db); err != nil && ctx.Err() == nil {
+				r.logger.Warn("prune token revocations", "err", err)
+			}
+		}
+	}
+}
+
+// newTokenID is a token's id (its jti): what a revocation names.
+func newTokenID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// legacyTokenID names a token issued before tokens carried an id: by a
+// digest of the token itself, so it can be revoked by presenting it.
+func legacyTokenID(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}

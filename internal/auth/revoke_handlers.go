@@ -1,0 +1,98 @@
+package auth
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/web"
+)
+
+// HandleLogout serves POST /v1/auth/logout: the caller's session token is
+// revoked on every instance (204). It runs after RequireUser.
+func HandleLogout(tokens *Tokens, rev *Revocations) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, err := bearer(r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		info, err := tokens.Inspect(tok)
+		if err != nil {
+			web.Error(w, r, problem.Wrap(problem.Unauthorized, err, "the session token is invalid or expired"))
+			return
+		}
+		if err := rev.Revoke(r.Context(), Revocation{TokenID: info.ID, Kind: info.Kind, Subject: info.Subject, ExpiresAt: info.ExpiresAt, By: "user:" + info.Subject}); err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// RevokeRequest is the body of POST /admin/v1/tokens/revoke: the token
+// itself, or its id (as `api token` printed it).
+type RevokeRequest struct {
+	Token   string `json:"token"`
+	TokenID string `json:"token_id"`
+}
+
+// Validate checks that exactly one of the two is given.
+func (r *RevokeRequest) Validate() error {
+	if (r.Token == "") == (r.TokenID == "") {
+		return problem.New(problem.InvalidRequest, "send token or token_id, not both")
+	}
+	if len(r.TokenID) > 128 {
+		return problem.Field("token_id", "at most 128 characters")
+	}
+	return nil
+}
+
+// Revoked is the answer of a revocation.
+type Revoked struct {
+	TokenID   string    `json:"token_id"`
+	Kind      string    `json:"kind"`
+	Subject   string    `json:"subject"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// HandleRevoke serves POST /admin/v1/tokens/revoke (admins): a user
+// session or a staff token stops working on every instance at once
+// (within the reload interval where Redis is down). Revoking twice is
+// harmless.
+func HandleRevoke(tokens *Tokens, rev *Revocations) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := web.Decode[RevokeRequest](r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		staff, _ := StaffFrom(r.Context())
+		rv, err := tokens.RevocationOf(req.Token, req.TokenID)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		rv.By = "admin:" + staff.Subject
+		if err := rev.Revoke(r.Context(), rv); err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, Revoked{TokenID: rv.TokenID, Kind: rv.Kind, Subject: rv.Subject, ExpiresAt: rv.ExpiresAt.UTC()})
+	})
+}
+
+// RevocationOf is the revocation of a token given as itself (verified:
+// a forged one is refused) or by id (kept as long as the longest-lived
+// token could live).
+func (t *Tokens) RevocationOf(token, id string) (Revocation, error) {
+	if token != "" {
+		info, err := t.Inspect(token)
+		if err != nil {
+			return Revocation{}, problem.Field("token", "not a token this service issued, or already expired")
+		}
+		return Revocation{TokenID: info.ID, Kind: info.Kind, Subject: info.Subject, ExpiresAt: info.ExpiresAt}, nil
+	}
+	return Revocation{TokenID: id, Kind: "unknown", ExpiresAt: t.now().Add(MaxStaffTTL)}, nil
+}
+
