@@ -95,4 +95,3 @@ func (t *Tokens) RevocationOf(token, id string) (Revocation, error) {
 	}
 	return Revocation{TokenID: id, Kind: "unknown", ExpiresAt: t.now().Add(MaxStaffTTL)}, nil
 }
-
