@@ -53,7 +53,7 @@ func TestGCCyclesReadsTheAPIsMetrics(t *testing.T) {
 	reg.MustRegister(collectors.NewGoCollector())
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
-	e := &env{api: srv.URL, client: srv.Client()}
+	e := &env{debug: strings.TrimPrefix(srv.URL, "http://"), client: srv.Client()} // the operations listener
 
 	before, err := e.gcCycles(context.Background())
 	if err != nil {
