@@ -86,10 +86,7 @@ func refundConflict(r dbsqlc.Refund, action string) error {
 // refund already retried answers with its replacement.
 func (s *Service) RetryRefund(ctx context.Context, outRefundNo, note, by string) (Refund, error) {
 	return db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (Refund, error) {
-		old, err := s.q.RefundGetForUpdate(ctx, tx, outRefundNo)
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
-			return Refund{}, ErrRefundNotFound
-		}
+		old, err := s.lockRefund(ctx, tx, outRefundNo)
 		if err != nil {
 			return Refund{}, err
 		}
@@ -119,6 +116,15 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, note, by string)
 	})
 }
 
+// lockRefund reads a refund and holds it for an operator's action.
+func (s *Service) lockRefund(ctx context.Context, tx pgx.Tx, outRefundNo string) (dbsqlc.Refund, error) {
+	r, err := s.q.RefundGetForUpdate(ctx, tx, outRefundNo)
+	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		return r, ErrRefundNotFound
+	}
+	return r, err
+}
+
 // retryNo is the out_refund_no of a refund's retry: R…_2, R…_3, ...
 // (characters the platform takes in an out_refund_no).
 func retryNo(outRefundNo string) string {
@@ -136,10 +142,7 @@ func retryNo(outRefundNo string) string {
 // nothing.
 func (s *Service) SettleRefund(ctx context.Context, outRefundNo, note, by string) (Refund, error) {
 	return db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (Refund, error) {
-		old, err := s.q.RefundGetForUpdate(ctx, tx, outRefundNo)
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
-			return Refund{}, ErrRefundNotFound
-		}
+		old, err := s.lockRefund(ctx, tx, outRefundNo)
 		if err != nil {
 			return Refund{}, err
 		}

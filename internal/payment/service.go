@@ -340,13 +340,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 		}
 		if kind, detail := mismatch(t, p); kind != "" {
 			outcome = "anomaly"
-			payload, _ := json.Marshal(t)
-			if err := s.q.AnomalyInsert(ctx, tx, dbsqlc.AnomalyInsertParams{Channel: Channel, NotificationID: src.NotificationID + "/" + t.TransactionID,
-				OutTradeNo: t.OutTradeNo, Kind: kind, Detail: detail, Payload: payload}); err != nil {
-				return err
-			}
-			s.anomalies.WithLabelValues(kind).Inc()
-			return nil
+			return s.recordAnomaly(ctx, tx, src.NotificationID+"/"+t.TransactionID, t.OutTradeNo, kind, detail, t)
 		}
 		nid := src.NotificationID
 		if nid == "" {
@@ -380,12 +374,10 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			// payment already paid by another: money we did not ask for.
 			// Recorded as an anomaly, and given back.
 			outcome = "refunded_second"
-			payload, _ := json.Marshal(t)
-			if err := s.q.AnomalyInsert(ctx, tx, dbsqlc.AnomalyInsertParams{Channel: Channel, NotificationID: nid + "/" + t.TransactionID,
-				OutTradeNo: t.OutTradeNo, Kind: "second_transaction", Detail: fmt.Sprintf("transaction %s, but %s paid it", t.TransactionID, *p.TransactionID), Payload: payload}); err != nil {
+			if err := s.recordAnomaly(ctx, tx, nid+"/"+t.TransactionID, t.OutTradeNo, "second_transaction",
+				fmt.Sprintf("transaction %s, but %s paid it", t.TransactionID, *p.TransactionID), t); err != nil {
 				return err
 			}
-			s.anomalies.WithLabelValues("second_transaction").Inc()
 			second := p
 			second.AmountFen = t.Amount.Total
 			return s.refundTx(ctx, tx, second, "a second transaction for "+p.OutTradeNo, t.TransactionID)
@@ -411,6 +403,21 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 		}
 	})
 	return outcome, err
+}
+
+// recordAnomaly stores what the platform reported that does not match
+// what we asked for (once per notification and kind), and counts it.
+func (s *Service) recordAnomaly(ctx context.Context, tx pgx.Tx, notificationID, outTradeNo, kind, detail string, reported any) error {
+	payload, err := json.Marshal(reported)
+	if err != nil {
+		return err
+	}
+	if err := s.q.AnomalyInsert(ctx, tx, dbsqlc.AnomalyInsertParams{Channel: Channel, NotificationID: notificationID,
+		OutTradeNo: outTradeNo, Kind: kind, Detail: detail, Payload: payload}); err != nil {
+		return fmt.Errorf("record payment anomaly: %w", err)
+	}
+	s.anomalies.WithLabelValues(kind).Inc()
+	return nil
 }
 
 // mismatch compares a reported transaction with the payment we asked for.
@@ -543,13 +550,7 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 				return err
 			}
 			outcome = "anomaly"
-			payload, _ := json.Marshal(r)
-			if err := s.q.AnomalyInsert(ctx, tx, dbsqlc.AnomalyInsertParams{Channel: Channel, NotificationID: src.NotificationID + "/" + r.OutRefundNo,
-				OutTradeNo: r.OutTradeNo, Kind: kind, Detail: detail, Payload: payload}); err != nil {
-				return err
-			}
-			s.anomalies.WithLabelValues(kind).Inc()
-			return nil
+			return s.recordAnomaly(ctx, tx, src.NotificationID+"/"+r.OutRefundNo, r.OutTradeNo, kind, detail, r)
 		}
 		if _, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: src.NotificationID,
 			TransactionID: r.OutRefundNo, EventType: src.EventType, OrderID: &ref.OrderID, Outcome: r.RefundStatus}); err != nil {
