@@ -15,7 +15,7 @@ import (
 // slices, the maps hold integers), so a garbage collection marks a full
 // L1 in a few hundred objects instead of visiting every entry: on a
 // machine whose cores the api shares with PostgreSQL, that collection
-// is what a submit's latency tail is made of (see README, Performance).
+// is what a submit's latency tail is made of (see docs/performance.md).
 //
 // A ring is written front to back and, when full, from the front again:
 // the oldest entries give way first, and the memory is bounded by the
