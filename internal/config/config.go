@@ -37,7 +37,7 @@ type Config struct {
 	// OpsAddr is the operations listener: /metrics and pprof, never on
 	// the public one. Keep it on loopback or a private network; empty
 	// serves none.
-	OpsAddr string `env:"TAKEOUT_OPS_ADDR" envDefault:"127.0.0.1:9090"`
+	OpsAddr string `env:"TAKEOUT_OPS_ADDR" envDefault:"127.0.0.1:6060"` // Prometheus itself defaults to 9090
 	// Rate limits, requests per minute per instance; 0 turns one off.
 	RateLimitIP   int `env:"TAKEOUT_RATE_LIMIT_IP" envDefault:"600"`
 	RateLimitUser int `env:"TAKEOUT_RATE_LIMIT_USER" envDefault:"300"`

@@ -54,7 +54,7 @@ cat >&2 <<TXT
 
 takeout is starting:
   API        $api   (health $api/healthz, readiness $api/readyz)
-  operations http://${TAKEOUT_OPS_ADDR:-127.0.0.1:9090}   (metrics /metrics, pprof /debug/pprof/)
+  operations http://${TAKEOUT_OPS_ADDR:-127.0.0.1:6060}   (metrics /metrics, pprof /debug/pprof/)
   wxsim      $TAKEOUT_WECHAT_API_BASE   (log: .dev/wxsim.log)
   PostgreSQL $TAKEOUT_DATABASE_URL
   Redis      ${TAKEOUT_REDIS_URL:-disabled}
