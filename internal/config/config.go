@@ -255,8 +255,8 @@ func (c Config) validate() error {
 	_, _, err := net.SplitHostPort(c.HTTPAddr)
 	check(err == nil, "TAKEOUT_HTTP_ADDR: want host:port, got %q", c.HTTPAddr)
 	if c.OpsAddr != "" {
-		_, _, err = net.SplitHostPort(c.OpsAddr)
-		check(err == nil && c.OpsAddr != c.HTTPAddr, "TAKEOUT_OPS_ADDR: want host:port apart from TAKEOUT_HTTP_ADDR, or empty for none, got %q", c.OpsAddr)
+		_, port, err := net.SplitHostPort(c.OpsAddr)
+		check(err == nil && (port == "0" || c.OpsAddr != c.HTTPAddr), "TAKEOUT_OPS_ADDR: want host:port apart from TAKEOUT_HTTP_ADDR, or empty for none, got %q", c.OpsAddr)
 	}
 	check(c.RateLimitIP >= 0 && c.RateLimitUser >= 0, "TAKEOUT_RATE_LIMIT_IP/_USER: want 0 (off) or a positive number per minute")
 	check(c.MaxBodyBytes >= 1024, "TAKEOUT_MAX_BODY_BYTES: want at least 1024, got %d", c.MaxBodyBytes)
