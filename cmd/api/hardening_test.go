@@ -221,7 +221,9 @@ func TestHangingWeChatPayStallsNothingElse(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond) // the pays are all waiting on WeChat now
+	waitUntil(t, "the pays to reserve their attempts and call WeChat", func() bool {
+		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = ANY($1::bigint[])", orders) == 3
+	})
 	other := ps.login(t, "hang-bystander")
 	for i := range 5 {
 		if r := ps.do(t, api, "GET", "/v1/merchants/"+ps.merchantID+"/menu", "", nil); r.status != 200 {
@@ -252,10 +254,12 @@ func TestCancelDuringPrepayClosesIt(t *testing.T) {
 	api := ps.apis[0]
 	user := ps.login(t, "cancel-racer")
 	o := ps.place(t, user, "race-1", 1)
-	ps.simConfig(t, `{"prepay_delay_ms":1500}`)
+	ps.simConfig(t, `{"prepay_delay_ms":3000}`)
 	payDone := make(chan response, 1)
 	go func() { payDone <- ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/pay", user, nil) }()
-	time.Sleep(300 * time.Millisecond)
+	waitUntil(t, "the pay to reserve its attempt and call WeChat", func() bool {
+		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1", o.ID) == 1
+	})
 	if r := ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
