@@ -272,13 +272,16 @@ func TestCancelDuringPrepayClosesIt(t *testing.T) {
 	if r.status != 409 || r.problemType() != "order-status-conflict" {
 		t.Errorf("pay of an order cancelled meanwhile: %d %s, want 409 order-status-conflict", r.status, r.body)
 	}
-	waitUntil(t, "the cancelled order's prepay to be closed", func() bool {
-		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CLOSED'", o.ID) == 1
-	})
 	var outTradeNo string
 	if err := ps.pool.QueryRow(t.Context(), "SELECT out_trade_no FROM payments WHERE order_id = $1", o.ID).Scan(&outTradeNo); err != nil {
 		t.Fatal(err)
 	}
+	// The cancel's close found nothing at the platform yet (the prepay was
+	// being made); the close of the prepay recorded after it closes it there.
+	waitUntil(t, "the cancelled order's prepay to be closed at the platform", func() bool {
+		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CLOSED'", o.ID) == 1 &&
+			ps.count(t, "SELECT count(*) FROM river_job WHERE kind = 'payment.close' AND state = 'completed' AND args->>'attempt' = $1", outTradeNo) == 1
+	})
 	b, _ := json.Marshal(wxsim.PayRequest{OutTradeNo: outTradeNo})
 	resp, err := http.Post(ps.sim.URL+"/sim/pay", "application/json", bytes.NewReader(b))
 	if err != nil {
@@ -697,5 +700,33 @@ func TestRevokedTokensAreRefusedEverywhere(t *testing.T) {
 				return refused(a, "/admin/v1/jobs/dead", other) && refused(b, "/admin/v1/jobs/dead", other)
 			})
 		})
+	}
+}
+
+// A pay whose prepay failed (WeChat timed out) leaves its attempt open
+// without a prepay; a cancel then closes it like any other, so no payment
+// of a cancelled order stays open (found by the soak).
+func TestCancelClosesAnAttemptWhosePrepayFailed(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_WECHAT_TIMEOUT": "1s"}, 10)
+	api := ps.apis[0]
+	user := ps.login(t, "prepay-timed-out")
+	o := ps.place(t, user, "timed-out", 1)
+	ps.simConfig(t, `{"prepay_delay_ms":1500}`)
+	if r := ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/pay", user, nil); r.status != 502 {
+		t.Fatalf("pay while WeChat times out: %d %s, want 502", r.status, r.body)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CREATED' AND prepay_id IS NULL", o.ID); n != 1 {
+		t.Fatalf("%d open attempts without a prepay, want 1", n)
+	}
+	if r := ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the attempt to be closed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CLOSED'", o.ID) == 1
+	})
+	// And no new attempt for the cancelled order.
+	if r := ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/pay", user, nil); r.status != 409 {
+		t.Errorf("pay of the cancelled order: %d %s, want 409", r.status, r.body)
 	}
 }

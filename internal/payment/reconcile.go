@@ -71,6 +71,9 @@ func (s *Service) reconcileRefund(ctx context.Context, r dbsqlc.Refund) error {
 // the payment went through and someone else is applying it right now.
 func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
 	t, err := s.o.Client.Query(ctx, p.OutTradeNo)
+	if notAtPlatform(err) {
+		return nil // never prepaid there: nothing was paid
+	}
 	if err != nil {
 		return err
 	}
@@ -90,7 +93,7 @@ func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
 // cancelling an order that is being paid (found by the soak: the order was
 // cancelled and its paid payment left open).
 func (s *Service) BeforeTimeout(ctx context.Context, orderID int64) error {
-	return s.closeOpenPayments(ctx, orderID)
+	return s.closeOpenPayments(ctx, orderID, "")
 }
 
 // ClosePaymentArgs is the job that closes a cancelled order's open
@@ -128,42 +131,61 @@ type closeWorker struct {
 // Work closes the order's open payments; a payment that went through just
 // before is applied (and, the order being cancelled, refunded).
 func (w *closeWorker) Work(ctx context.Context, job *river.Job[ClosePaymentArgs]) error {
-	return w.s.closeOpenPayments(ctx, job.Args.OrderID)
+	return w.s.closeOpenPayments(ctx, job.Args.OrderID, job.Args.Attempt)
 }
 
-func (s *Service) closeOpenPayments(ctx context.Context, orderID int64) error {
+// notAtPlatform reports the platform's answer for an out_trade_no it never
+// saw (no prepay was ever made for it).
+func notAtPlatform(err error) bool {
+	var api *APIError
+	return errors.As(err, &api) && (api.Code == "ORDER_NOT_EXIST" || api.Code == "ORDERNOTEXIST")
+}
+
+// closeOpenPayments closes the order's open attempts at the platform
+// (applying one that went through instead), and the attempt named (one
+// whose prepay was recorded after a cancel) whatever its status here: a
+// close that found nothing at the platform may have run before that
+// prepay was made.
+func (s *Service) closeOpenPayments(ctx context.Context, orderID int64, attempt string) error {
 	pays, err := s.q.PaymentsByOrder(ctx, s.o.Pool, orderID)
 	if err != nil {
 		return err
 	}
 	for _, p := range pays {
-		if p.Status != "CREATED" || p.PrepayID == nil {
+		// An attempt without a recorded prepay is closed too: its pay may
+		// have died after WeChat answered, leaving a prepay there that
+		// nobody was handed.
+		if p.Status != "CREATED" && !(p.OutTradeNo == attempt && p.Status == "CLOSED") {
 			continue
 		}
-		if err := s.reconcile(ctx, p); err != nil {
-			return err
-		}
-		cur, err := s.q.PaymentGetByOutTradeNo(ctx, s.o.Pool, dbsqlc.PaymentGetByOutTradeNoParams{Channel: Channel, Mchid: p.Mchid, OutTradeNo: p.OutTradeNo})
-		if err != nil {
-			return err
-		}
-		if cur.Status != "CREATED" {
-			continue
-		}
-		if err := s.o.Client.Close(ctx, p.OutTradeNo); err != nil {
-			var api *APIError
-			if !errors.As(err, &api) || api.Code != "ORDERPAID" {
-				return fmt.Errorf("close %s: %w", p.OutTradeNo, err)
-			}
-			// Paid between our query and the close: apply it.
-			if err := s.reconcile(ctx, p); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := s.q.PaymentMarkClosed(ctx, s.o.Pool, p.ID); err != nil {
+		if err := s.closeAttempt(ctx, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// closeAttempt closes one attempt at the platform and here, unless the
+// platform says it was paid: then the payment is applied (and, the order
+// being cancelled, refunded).
+func (s *Service) closeAttempt(ctx context.Context, p dbsqlc.Payment) error {
+	if err := s.reconcile(ctx, p); err != nil {
+		return err
+	}
+	cur, err := s.q.PaymentGetByOutTradeNo(ctx, s.o.Pool, dbsqlc.PaymentGetByOutTradeNoParams{Channel: Channel, Mchid: p.Mchid, OutTradeNo: p.OutTradeNo})
+	if err != nil {
+		return err
+	}
+	if cur.Status != "CREATED" && cur.Status != "CLOSED" {
+		return nil // paid (and applied) meanwhile
+	}
+	if err := s.o.Client.Close(ctx, p.OutTradeNo); err != nil && !notAtPlatform(err) {
+		var api *APIError
+		if !errors.As(err, &api) || api.Code != "ORDERPAID" {
+			return fmt.Errorf("close %s: %w", p.OutTradeNo, err)
+		}
+		// Paid between our query and the close: apply it.
+		return s.reconcile(ctx, p)
+	}
+	return s.q.PaymentMarkClosed(ctx, s.o.Pool, p.ID)
 }

@@ -207,6 +207,16 @@ func notPayable(status string) error {
 // when there is none or its prepay expired, in a short transaction.
 func (s *Service) reserveAttempt(ctx context.Context, orderID, amountFen int64) (dbsqlc.Payment, error) {
 	return db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (dbsqlc.Payment, error) {
+		// No attempt for an order cancelled meanwhile: the order's row is
+		// held until this commits, so a cancel either came first or sees
+		// the attempt (and closes it).
+		status, err := s.q.OrderStatusForShare(ctx, tx, orderID)
+		if err != nil {
+			return dbsqlc.Payment{}, fmt.Errorf("read order: %w", err)
+		}
+		if status != string(statemachine.PendingPayment) {
+			return dbsqlc.Payment{}, notPayable(status)
+		}
 		pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
 		if err != nil {
 			return dbsqlc.Payment{}, err
