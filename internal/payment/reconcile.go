@@ -155,7 +155,7 @@ func (s *Service) closeOpenPayments(ctx context.Context, orderID int64, attempt 
 		// An attempt without a recorded prepay is closed too: its pay may
 		// have died after WeChat answered, leaving a prepay there that
 		// nobody was handed.
-		if p.Status != "CREATED" && !(p.OutTradeNo == attempt && p.Status == "CLOSED") {
+		if p.Status != "CREATED" && (p.OutTradeNo != attempt || p.Status != "CLOSED") {
 			continue
 		}
 		if err := s.closeAttempt(ctx, p); err != nil {
