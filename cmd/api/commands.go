@@ -74,7 +74,7 @@ func seedDemo(ctx context.Context, getenv func(string) string, stdout, stderr io
 		if err == nil {
 			return m.ID, nil
 		}
-		if !errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if !errors.Is(err, db.ErrNotFound) {
 			return 0, err
 		}
 		m, err = q.MerchantInsert(ctx, tx, dbsqlc.MerchantInsertParams{Name: demoMerchant, Status: "open", DeliveryFeeFen: 300})

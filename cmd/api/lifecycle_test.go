@@ -99,7 +99,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		} else {
 			var o order.Order
 			r.json(t, &o)
-			state = o.Status
+			state = string(o.Status)
 		}
 		if r.status != s.status || state != s.want || (r.header.Get("Idempotent-Replayed") == "true") != s.replayed {
 			t.Errorf("%s: %d %s, want %d %s replayed=%v", s.action, r.status, r.body, s.status, s.want, s.replayed)

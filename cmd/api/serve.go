@@ -17,19 +17,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/config"
 	"github.com/takeout/takeout/internal/db"
-	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/httpapi"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
@@ -74,191 +71,264 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	logger := newLogger(cfg, stderr)
 	gogc, memLimit := applyGC(cfg, getenv)
 	logger.Info("garbage collector", "gogc", gogc, "memory_limit_bytes", memLimit)
+	a, err := build(ctx, cfg, logger)
+	defer a.close() // a holds what was built so far, even on an error
+	if err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
 
+// app is the service built from its configuration: every component,
+// wired, nothing running yet. Each component is built after everything it
+// needs, so no field is set after another took it.
+type app struct {
+	cfg    config.Config
+	logger *slog.Logger
+	reg    *prometheus.Registry
+
+	pool        *pgxpool.Pool
+	migrator    *db.Migrator
+	rds         *redisconn.Conn
+	catalog     *catalog.Service
+	revocations *auth.Revocations
+	lease       *orderid.Lease
+	ids         *orderid.Generator
+	idem        *idempotency.Store
+	jobs        *jobs.Client
+	jobMetrics  *jobs.Metrics
+	handler     http.Handler
+
+	closers []func() // run in reverse by close
+}
+
+func (a *app) onClose(f func()) { a.closers = append(a.closers, f) }
+
+// close releases what build opened, last first.
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+}
+
+// build opens the databases, runs the migrations when configured, and
+// builds every component. On an error, a still holds what was opened.
+func build(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, error) {
+	a := &app{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.openDatabase(ctx); err != nil {
+		return a, err
+	}
+	rds, err := redisconn.New(redisconn.Options{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, Logger: logger, Registerer: a.reg})
+	if err != nil {
+		return a, fmt.Errorf("TAKEOUT_REDIS_URL: %w", err)
+	}
+	a.rds = rds
+	a.onClose(func() { _ = rds.Close() })
+	rds.Check(ctx)
+	return a, a.buildServices(ctx)
+}
+
+// openDatabase opens the pool under the configured limits, migrates (on
+// connections of its own, without limits: migrations may run long) and
+// checks the constraints exactly-once rests on.
+func (a *app) openDatabase(ctx context.Context) error {
+	cfg := a.cfg
 	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DatabaseMaxConns, db.Limits{
 		Statement: cfg.DatabaseStatementTimeout, Lock: cfg.DatabaseLockTimeout, IdleInTransaction: cfg.DatabaseIdleInTxTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	// Migrations may run long: their own connections, without the limits.
+	a.pool = pool
+	a.onClose(pool.Close)
 	migrationPool, err := db.Open(ctx, cfg.DatabaseURL, 2, db.Limits{})
 	if err != nil {
 		return err
 	}
-	defer migrationPool.Close()
-	migrator, err := db.NewMigrator(migrationPool)
-	if err != nil {
+	a.onClose(migrationPool.Close)
+	if a.migrator, err = db.NewMigrator(migrationPool); err != nil {
 		return err
 	}
-	defer migrator.Close()
+	a.onClose(func() { _ = a.migrator.Close() })
 	if cfg.MigrateOnStart {
-		applied, err := migrator.Up(ctx)
+		applied, err := a.migrator.Up(ctx)
 		if err != nil {
 			return err
 		}
 		if len(applied) > 0 {
-			logger.Info("migrations applied", "versions", applied)
+			a.logger.Info("migrations applied", "versions", applied)
 		}
 	}
 	if err := db.CheckConstraints(ctx, pool); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
+	return nil
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	rds, err := redisconn.New(redisconn.Options{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, Logger: logger, Registerer: reg})
-	if err != nil {
-		return fmt.Errorf("TAKEOUT_REDIS_URL: %w", err)
-	}
-	defer rds.Close()
-	rds.Check(ctx)
-
-	cat, err := catalog.NewService(catalog.Options{
-		Pool: pool, Redis: rds, Logger: logger, Registerer: reg,
-		CacheTTL: cfg.CatalogCacheTTL, CacheSize: cfg.CatalogCacheSize,
-	})
-	if err != nil {
+// buildServices builds the capabilities in dependency order: jobs are
+// inserted through an insert-only client until the working client, which
+// needs every worker, is built last.
+func (a *app) buildServices(ctx context.Context) error {
+	cfg, logger, pool := a.cfg, a.logger, a.pool
+	var err error
+	if a.catalog, err = catalog.NewService(catalog.Options{
+		Pool: pool, Redis: a.rds, Logger: logger, Registerer: a.reg, CacheTTL: cfg.CatalogCacheTTL, CacheSize: cfg.CatalogCacheSize,
+	}); err != nil {
 		return err
 	}
+	a.onClose(a.catalog.Close)
 	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
-	revocations := auth.NewRevocations(pool, rds, logger)
-	if err := revocations.Load(ctx); err != nil {
+	a.revocations = auth.NewRevocations(pool, a.rds, logger)
+	if err := a.revocations.Load(ctx); err != nil {
 		return err
 	}
-	tokens.CheckRevocations(revocations)
-
-	lease, err := orderid.AcquireLease(ctx, pool, instanceName(), cfg.WorkerLeaseTTL, time.Now, logger)
-	if err != nil {
+	tokens.CheckRevocations(a.revocations)
+	if err := a.buildIDs(ctx); err != nil {
 		return err
 	}
-	ids, err := orderid.New(orderid.Options{Worker: lease.Worker(), LeaseValidUntil: lease.ValidUntil, Floor: lease.Floor(), Registerer: reg})
-	if err != nil {
-		return err
-	}
-	idem, err := idempotency.NewStore(idempotency.Options{
-		DB: pool, Redis: rds, Logger: logger, Registerer: reg,
+	if a.idem, err = idempotency.NewStore(idempotency.Options{
+		DB: pool, Redis: a.rds, Logger: logger, Registerer: a.reg, Now: time.Now,
 		Retention: cfg.IdemRetention, InflightTTL: cfg.IdemInflightTTL, CoalesceWait: cfg.IdemCoalesceWait,
 		L1Bytes: cfg.IdemL1Bytes, L1TTL: cfg.IdemL1TTL,
-	})
+	}); err != nil {
+		return err
+	}
+	a.onClose(a.idem.Close)
+	inserter, err := jobs.NewInserter(pool, logger, cfg.JobMaxAttempts)
 	if err != nil {
 		return err
 	}
-	defer idem.Close()
-	// The order service inserts jobs through the client that also works
-	// them; the client needs the workers first, so it is built through a
-	// forward reference.
-	var jobClient *jobs.Client
-	var payments *payment.Service
-	var requestRefund func(context.Context, pgx.Tx, dbsqlc.Order) error
-	var beforeTimeout func(context.Context, int64) error
-	var closePayment func(context.Context, pgx.Tx, dbsqlc.Order) error
+	var effects *payment.Effects
+	var orderPayments order.Payments // nil unless payments are configured
 	if cfg.PaymentsEnabled() {
-		requestRefund = func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
-			return payments.RequestRefundTx(ctx, tx, o)
-		}
-		beforeTimeout = func(ctx context.Context, id int64) error { return payments.BeforeTimeout(ctx, id) }
-		closePayment = func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error { return payments.ClosePaymentTx(ctx, tx, o) }
+		effects = payment.NewEffects(inserter)
+		orderPayments = effects
 	}
 	orders, err := order.NewService(order.Options{
-		RequestRefund: requestRefund, BeforeTimeout: beforeTimeout, ClosePayment: closePayment,
-		Pool: pool, IDs: ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: idem,
-		Jobs: jobInserter{&jobClient}, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
+		Payments: orderPayments, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
+		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter,
-		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, JobMaxAttempts: cfg.JobMaxAttempts, Registerer: reg,
+		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, JobMaxAttempts: cfg.JobMaxAttempts, Registerer: a.reg,
 	})
 	if err != nil {
 		return err
 	}
+	var payments *payment.Service // nil unless payments are configured
 	if cfg.PaymentsEnabled() {
-		if payments, err = newPayments(cfg, pool, orders, jobInserter{&jobClient}, logger, reg); err != nil {
+		if payments, err = newPayments(cfg, pool, orders, effects, logger, a.reg); err != nil {
 			return err
 		}
 	}
+	if err := a.buildJobs(orders, payments); err != nil {
+		return err
+	}
+	a.handler, err = httpapi.NewServer(httpapi.Deps{
+		Logger: logger, Pool: pool, Redis: a.rds, Migrator: a.migrator, Tokens: tokens, Revocations: a.revocations,
+		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), &http.Client{Timeout: cfg.WeChatTimeout}),
+		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
+		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
+		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
+	})
+	return err
+}
+
+// buildIDs leases a worker id and builds the order id generator on it.
+func (a *app) buildIDs(ctx context.Context) error {
+	lease, err := orderid.AcquireLease(ctx, a.pool, instanceName(), a.cfg.WorkerLeaseTTL, time.Now, a.logger)
+	if err != nil {
+		return err
+	}
+	a.lease = lease
+	a.ids, err = orderid.New(orderid.Options{Worker: lease.Worker(), LeaseValidUntil: lease.ValidUntil, Floor: lease.Floor(), Registerer: a.reg})
+	return err
+}
+
+// buildJobs builds the working River client with every capability's
+// workers and the periodic jobs; payments is nil when not configured.
+func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error {
+	cfg := a.cfg
 	workers := river.NewWorkers()
-	orders.AddWorkers(workers)
+	var check order.DeadlineCheck
 	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
 		func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil)}
 	if payments != nil {
+		check = payments
 		payments.AddWorkers(workers, cfg.WxPayQueryAfter)
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.WxPayReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return payment.ReconcileArgs{}, nil }, nil))
 	}
+	orders.AddWorkers(workers, check)
 	river.AddWorker(workers, &webhook.Worker{
 		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: &http.Client{Timeout: cfg.WebhookTimeout},
 		RetryBase: cfg.WebhookRetryBase, Now: time.Now,
 	})
-	river.AddWorker(workers, &idempotency.PruneWorker{Store: idem})
-	jobClient, jobMetrics, err := jobs.New(jobs.Options{
-		Pool: pool, Logger: logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
-		PollInterval: cfg.JobPollInterval, RetryMaxDelay: cfg.JobRetryMaxDelay,
-		RescueAfter: cfg.JobRescueAfter, Registerer: reg,
-		Periodic: periodic,
+	river.AddWorker(workers, &idempotency.PruneWorker{Store: a.idem})
+	var err error
+	a.jobs, a.jobMetrics, err = jobs.New(jobs.Options{
+		Pool: a.pool, Logger: a.logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
+		PollInterval: cfg.JobPollInterval, RetryMaxDelay: cfg.JobRetryMaxDelay, RescueAfter: cfg.JobRescueAfter,
+		Registerer: a.reg, Periodic: periodic,
 	})
-	if err != nil {
-		return err
-	}
-	wx := auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), &http.Client{Timeout: cfg.WeChatTimeout})
+	return err
+}
 
-	handler, err := httpapi.NewServer(httpapi.Deps{
-		Logger: logger, Pool: pool, Redis: rds, Migrator: migrator, Tokens: tokens, Revocations: revocations, WeChat: wx,
-		Catalog: cat, Orders: orders, Idempotency: idem, Jobs: jobClient, Payments: payments, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
-		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
-	})
-	if err != nil {
-		return err
-	}
-
-	// Background work stops when serve returns, after the HTTP server.
+// run starts the background work and the listeners, serves until ctx
+// ends, then stops in order: the HTTP server finishes in-flight requests,
+// the job workers finish their jobs, the background loops end.
+func (a *app) run(ctx context.Context) error {
+	cfg, logger := a.cfg, a.logger
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
 	defer func() { stopWork(); background.Wait() }()
-	background.Go(func() { rds.Run(workCtx, time.Second) })
-	background.Go(func() { cat.RunInvalidations(workCtx, nil) })
-	defer cat.Close()
-	background.Go(func() { lease.Run(workCtx, ids.NextFloor) })
-	background.Go(func() { revocations.Run(workCtx, cfg.RevocationReload) })
-	background.Go(func() { idem.RunPurges(workCtx, nil) })
-	background.Go(func() { jobMetrics.Run(workCtx, jobClient) })
-	if err := jobClient.Start(workCtx); err != nil {
+	background.Go(func() { a.rds.Run(workCtx, time.Second) })
+	background.Go(func() { a.catalog.RunInvalidations(workCtx, nil) })
+	background.Go(func() { a.lease.Run(workCtx, a.ids.NextFloor) })
+	background.Go(func() { a.revocations.Run(workCtx, cfg.RevocationReload) })
+	background.Go(func() { a.idem.RunPurges(workCtx, nil) })
+	background.Go(func() { a.jobMetrics.Run(workCtx, a.jobs) })
+	if err := a.jobs.Start(workCtx); err != nil {
 		return fmt.Errorf("start job workers: %w", err)
 	}
 	defer func() {
 		// Let running jobs finish (their transactions commit or roll back).
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
-		if err := jobClient.Stop(sctx); err != nil {
+		if err := a.jobs.Stop(sctx); err != nil {
 			logger.Warn("stop job workers", "err", err)
 		}
 	}()
+	if cfg.OpsAddr != "" {
+		stopOps, err := serveOps(ctx, cfg.OpsAddr, a.reg, logger)
+		if err != nil {
+			return fmt.Errorf("TAKEOUT_OPS_ADDR: %w", err)
+		}
+		defer stopOps()
+	}
+	return a.serveHTTP(ctx, workCtx)
+}
 
+// serveHTTP serves the API until ctx ends, then shuts the server down
+// gracefully; requests' contexts derive from base, which outlives ctx.
+func (a *app) serveHTTP(ctx, base context.Context) error {
+	cfg, logger := a.cfg, a.logger
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("TAKEOUT_HTTP_ADDR: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           a.handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return workCtx },
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	if cfg.OpsAddr != "" {
-		stopOps, err := serveOps(ctx, cfg.OpsAddr, reg, logger)
-		if err != nil {
-			return fmt.Errorf("TAKEOUT_OPS_ADDR: %w", err)
-		}
-		defer stopOps()
-	}
-	logger.Info("http server listening", "addr", ln.Addr().String(), "redis", string(rds.State()))
-
+	logger.Info("http server listening", "addr", ln.Addr().String(), "redis", string(a.rds.State()))
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("http server: %w", err)
@@ -307,17 +377,8 @@ func instanceName() string {
 	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
 }
 
-// jobInserter inserts through the job client once it exists (the client
-// is built after the services that insert jobs, since it needs their
-// workers).
-type jobInserter struct{ c **jobs.Client }
-
-func (j jobInserter) InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
-	return (*j.c).InsertTx(ctx, tx, args, opts)
-}
-
 // newPayments builds the WeChat Pay side from the configuration.
-func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, jobs order.JobInserter, logger *slog.Logger, reg prometheus.Registerer) (*payment.Service, error) {
+func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, effects *payment.Effects, logger *slog.Logger, reg prometheus.Registerer) (*payment.Service, error) {
 	key, err := wxpay.ParsePrivateKey(cfg.WxPayMerchantKey.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
@@ -344,7 +405,7 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, j
 		Platform: platform, AppID: cfg.WeChatAppID, NotifyURL: cfg.WxPayNotifyURL, HTTP: &http.Client{Timeout: cfg.WeChatTimeout}, Now: time.Now,
 	})
 	return payment.NewService(payment.Options{
-		Pool: pool, Client: client, Orders: orders, Jobs: jobs, Logger: logger, Now: time.Now,
+		Pool: pool, Client: client, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
 		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
 	})
 }

@@ -131,7 +131,7 @@ func (s *Service) MenuJSON(ctx context.Context, merchantID int64) ([]byte, error
 func (s *Service) menu(ctx context.Context, merchantID int64) (Menu, error) {
 	m, err := s.q.MerchantGetByID(ctx, s.pool, merchantID)
 	if err != nil {
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return Menu{}, otter.ErrNotFound
 		}
 		return Menu{}, fmt.Errorf("get merchant: %w", err)
@@ -251,7 +251,7 @@ func (s *Service) UpdateMerchant(ctx context.Context, staff auth.Staff, id int64
 	row, err := s.q.MerchantUpdate(ctx, s.pool, dbsqlc.MerchantUpdateParams{
 		ID: id, Version: *req.Version, Name: req.Name, Status: req.Status, DeliveryFeeFen: req.DeliveryFeeFen,
 	})
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		cur, gerr := s.q.MerchantGetByID(ctx, s.pool, id)
 		if gerr != nil {
 			return Merchant{}, notFoundOr(gerr, ErrMerchantNotFound)
@@ -394,7 +394,7 @@ func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, re
 		}
 		return s.q.DishGetByID(ctx, tx, id)
 	})
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		cur, gerr := s.q.DishGetByID(ctx, s.pool, id)
 		if gerr != nil {
 			return Dish{}, notFoundOr(gerr, ErrDishNotFound)
@@ -412,7 +412,7 @@ func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, re
 }
 
 func notFoundOr(err error, notFound error) error {
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		return notFound
 	}
 	return err

@@ -19,8 +19,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ErrNotFound means a query that expects one row found none.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound is what a query that expects one row returns when it finds
+// none. It is pgx's own error, so the generated queries need no mapping:
+// callers match it with errors.Is, never pgx directly.
+var ErrNotFound = pgx.ErrNoRows
 
 // Limits bound what one connection's session may hold: a statement's
 // run, a wait for a lock, a transaction left idle. Zero leaves one unset.
@@ -96,7 +98,6 @@ func WithTxV[T any](ctx context.Context, b Beginner, fn func(tx pgx.Tx) (T, erro
 // Postgres error codes that callers branch on.
 const (
 	codeUniqueViolation     = "23505"
-	codeCheckViolation      = "23514"
 	codeForeignKeyViolation = "23503"
 )
 
@@ -110,14 +111,6 @@ func UniqueViolation(err error) (constraint string, ok bool) {
 	return "", false
 }
 
-// CheckViolation reports whether err violates a CHECK constraint.
-func CheckViolation(err error) (constraint string, ok bool) {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == codeCheckViolation {
-		return pe.ConstraintName, true
-	}
-	return "", false
-}
 
 // ForeignKeyViolation reports whether err violates a foreign key.
 func ForeignKeyViolation(err error) bool {
@@ -146,10 +139,3 @@ func Unavailable(err error) bool {
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// NoRows maps pgx.ErrNoRows to ErrNotFound and leaves other errors alone.
-func NoRows(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
-	}
-	return err
-}

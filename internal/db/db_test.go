@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
@@ -154,7 +155,7 @@ func TestErrorMapping(t *testing.T) {
 	q := dbsqlc.New()
 
 	_, err := q.UserGetByID(ctx, pool, 424242)
-	if !errors.Is(db.NoRows(err), db.ErrNotFound) {
+	if !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("missing row: %v, want ErrNotFound", err)
 	}
 	m, err := q.MerchantInsert(ctx, pool, dbsqlc.MerchantInsertParams{Name: "m", Status: "open"})
@@ -177,7 +178,7 @@ func TestErrorMapping(t *testing.T) {
 	err = q.StockSpread(ctx, pool, dbsqlc.StockSpreadParams{DishID: rice, Units: -1, Shards: 1})
 	if err == nil {
 		t.Error("negative stock accepted")
-	} else if _, ok := db.CheckViolation(err); !ok {
+	} else if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "23514" { // check_violation
 		t.Errorf("negative stock: %v, want check violation", err)
 	}
 }

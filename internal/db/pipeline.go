@@ -79,9 +79,6 @@ func (p *Pipeline) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return pipelinedRow{p: p, ctx: ctx, sql: sql, args: args}
 }
 
-// Len is the number of queued statements.
-func (p *Pipeline) Len() int { return p.batch.Len() }
-
 // Send runs the queued statements in order, in one round trip, and
 // returns the first error (PostgreSQL skips the rest after it, and the
 // transaction is then aborted). The pipeline is empty afterwards.

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/web"
 )
@@ -40,7 +41,7 @@ func instrument(logger *slog.Logger, m *httpMetrics) func(http.Handler) http.Han
 			}
 			w.Header().Set(requestIDHeader, id)
 			rec := &statusRecorder{ResponseWriter: w}
-			ctx := web.WithRequest(r.Context(), id, logger)
+			ctx := web.WithRequest(r.Context(), id, logger, db.Unavailable)
 			r = r.WithContext(ctx)
 			next.ServeHTTP(rec, r)
 			if rec.status == 0 {

@@ -39,7 +39,7 @@ func (s *Store) Inspect(ctx context.Context, userID int64, key string) (Inspecti
 	in := Inspection{UserID: strconv.FormatInt(userID, 10), Key: key, DigestAlg: DigestAlg}
 	var redisState, redisFP string
 	if s.redisUsable() {
-		vals, err := s.opts.Redis.Client.HMGet(ctx, s.redisKey(userID, key), "state", "fp").Result()
+		vals, err := s.opts.Redis.Client.HMGet(ctx, s.redisKey(UserScope(userID), key), "state", "fp").Result()
 		if err == nil && vals[0] != nil {
 			in.InRedis = true
 			redisState, _ = vals[0].(string)
@@ -48,7 +48,7 @@ func (s *Store) Inspect(ctx context.Context, userID int64, key string) (Inspecti
 	}
 	row, err := s.q.IdempotencyRecordGet(ctx, s.opts.DB, dbsqlc.IdempotencyRecordGetParams{UserID: userID, Key: key})
 	switch {
-	case errors.Is(db.NoRows(err), db.ErrNotFound):
+	case errors.Is(err, db.ErrNotFound):
 		if redisState != "inflight" {
 			return Inspection{}, ErrNoRecord
 		}
@@ -76,11 +76,11 @@ func (s *Store) Purge(ctx context.Context, userID int64, key string) error {
 	if err != nil {
 		return fmt.Errorf("delete idempotency record: %w", err)
 	}
-	rk := recordKey(userID, key)
+	rk := UserScope(userID).l1Key(key)
 	inL1 := s.l1.invalidate(rk)
 	var inRedis int64
 	if s.opts.Redis.Client != nil {
-		inRedis, err = s.opts.Redis.Client.Del(ctx, s.redisKey(userID, key)).Result()
+		inRedis, err = s.opts.Redis.Client.Del(ctx, s.redisKey(UserScope(userID), key)).Result()
 		if err != nil {
 			return fmt.Errorf("delete idempotency record from redis: %w", err)
 		}

@@ -90,31 +90,33 @@ func JSONCreated(status int, v any, headers ...string) (Created, error) {
 }
 
 // Creating serves a request that creates or adds something exactly once
-// per Idempotency-Key, as submit does: the same key and body get the
-// first answer byte for byte with Idempotent-Replayed: true, the same key
-// with another body 422. scope names who sent the request (keys of two
-// callers never meet). Without the header the request runs once as sent,
-// unless required, when it is 400 idempotency-key-missing.
+// per Idempotency-Key, through Do, as submit does: the same key and body
+// get the first answer byte for byte with Idempotent-Replayed: true, the
+// same key with another body 422. scope names who sent the request (keys
+// of two callers never meet). Without the header the request runs once as
+// sent, unless required, when it is 400 idempotency-key-missing.
 func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) string,
 	create func(ctx context.Context, tx pgx.Tx, r *http.Request) (Created, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		raw := r.Header.Get("Idempotency-Key")
 		var after func()
-		run := func(tx pgx.Tx) (Response, error) {
+		change := func(ctx context.Context, tx pgx.Tx) (Record, error) {
 			c, err := create(ctx, tx, r)
 			after = c.AfterCommit
-			return c.Response, err
+			return Record{Response: c.Response}, err
 		}
 		var (
-			resp     Response
-			replayed bool
-			err      error
+			res Result
+			err error
 		)
 		if raw == "" && !required {
-			resp, err = db.WithTxV(ctx, b, run)
+			res.Response, err = db.WithTxV(ctx, b, func(tx pgx.Tx) (Response, error) {
+				rec, err := change(ctx, tx)
+				return rec.Response, err
+			})
 		} else {
-			resp, replayed, err = s.onceHTTP(r, b, raw, scope(r), run)
+			res, err = s.doHTTP(r, raw, NamedScope(scope(r)), change)
 		}
 		if err != nil {
 			web.Error(w, r, err)
@@ -123,34 +125,39 @@ func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) 
 		if after != nil {
 			after()
 		}
-		for k, v := range resp.HeaderFields() {
-			w.Header().Set(k, v)
-		}
-		if replayed {
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(resp.Body)))
-		w.WriteHeader(resp.Status)
-		_, _ = w.Write(resp.Body)
+		WriteResponse(w, res)
 	})
 }
 
-// onceHTTP reads the key and the whole body (left readable for the
-// handler), fingerprints them and runs change through Once.
-func (s *Store) onceHTTP(r *http.Request, b db.Beginner, rawKey, scope string, change func(pgx.Tx) (Response, error)) (Response, bool, error) {
+// WriteResponse sends a response Do answered with, marking a replay with
+// Idempotent-Replayed: true.
+func WriteResponse(w http.ResponseWriter, res Result) {
+	for k, v := range res.Response.HeaderFields() {
+		w.Header().Set(k, v)
+	}
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(res.Response.Body)))
+	w.WriteHeader(res.Response.Status)
+	_, _ = w.Write(res.Response.Body)
+}
+
+// doHTTP reads the key and the whole body (left readable for the
+// handler) and runs change through Do.
+func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, change Change) (Result, error) {
 	key, err := ParseKey(rawKey)
 	if err != nil {
-		return Response{}, false, err
+		return Result{}, err
 	}
 	body, err := web.ReadBody(r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return Response{}, false, problem.New(problem.BodyTooLarge, "the body exceeds %d bytes", mbe.Limit)
+			return Result{}, problem.New(problem.BodyTooLarge, "the body exceeds %d bytes", mbe.Limit)
 		}
-		return Response{}, false, problem.Wrap(problem.InvalidRequest, err, "the body could not be read")
+		return Result{}, problem.Wrap(problem.InvalidRequest, err, "the body could not be read")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	req := Request{Scope: scope, Key: key, Fingerprint: RequestFingerprint(r.Method, r.URL.Path, body)}
-	return s.Once(r.Context(), b, req, change)
+	return s.Do(r.Context(), Request{Scope: scope, Key: key, Route: r.Method + " " + r.URL.Path, Body: string(body)}, change)
 }

@@ -9,7 +9,6 @@
 package idempotency
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/takeout/takeout/internal/problem"
@@ -73,6 +72,3 @@ func InProgress(retryAfterSeconds int) *problem.Error {
 		With("retry_after", retryAfterSeconds)
 }
 
-func recordKey(userID int64, key string) string {
-	return strconv.FormatInt(userID, 10) + "\x00" + key
-}

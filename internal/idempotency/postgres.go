@@ -7,15 +7,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 )
 
-// InsertTx stores rec in the caller's transaction, next to the change it
-// answers; q is the transaction or a db.Pipeline sent in it. When a
-// request with the same key committed first, the insert fails and
-// Recorded reports it: the caller must roll back and replay that one.
-func (s *Store) InsertTx(ctx context.Context, q dbsqlc.DBTX, c *Claim, rec Record) error {
+// insertTx stores a user's record in the transaction of the change it
+// answers. When a request with the same key committed first, the insert
+// fails and recorded reports it: the transaction rolls back and that
+// request's answer is replayed.
+func (s *Store) insertTx(ctx context.Context, tx dbsqlc.DBTX, c *claim, rec Record) error {
 	headers, err := json.Marshal(rec.Response.headerMap())
 	if err != nil {
 		return fmt.Errorf("encode headers: %w", err)
@@ -24,10 +26,10 @@ func (s *Store) InsertTx(ctx context.Context, q dbsqlc.DBTX, c *Claim, rec Recor
 	if rec.OrderID != 0 {
 		orderID = &rec.OrderID
 	}
-	err = s.q.IdempotencyRecordInsert(ctx, q, dbsqlc.IdempotencyRecordInsertParams{
-		UserID: c.userID, Key: c.key, Fingerprint: rec.Fingerprint, DigestAlg: DigestAlg, OrderID: orderID,
+	err = s.q.IdempotencyRecordInsert(ctx, tx, dbsqlc.IdempotencyRecordInsertParams{
+		UserID: c.scope.userID, Key: c.key, Fingerprint: rec.Fingerprint, DigestAlg: DigestAlg, OrderID: orderID,
 		StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body, //nolint:gosec // G115: an HTTP status fits
-		ExpiresAt: time.Now().Add(s.opts.Retention),
+		ExpiresAt: s.opts.Now().Add(s.opts.Retention),
 	})
 	if err != nil {
 		return fmt.Errorf("insert idempotency record: %w", err)
@@ -35,9 +37,9 @@ func (s *Store) InsertTx(ctx context.Context, q dbsqlc.DBTX, c *Claim, rec Recor
 	return nil
 }
 
-// Recorded reports whether err is InsertTx's conflict with a record of
+// recorded reports whether err is insertTx's conflict with a record of
 // the same key, committed by a concurrent request.
-func (s *Store) Recorded(err error) bool {
+func (s *Store) recorded(err error) bool {
 	if c, ok := db.UniqueViolation(err); ok && c == recordKeyConstraint {
 		s.count("postgres", "backstop")
 		return true
@@ -48,31 +50,45 @@ func (s *Store) Recorded(err error) bool {
 // recordKeyConstraint allows one completed response per (user, key).
 const recordKeyConstraint = "idempotency_records_user_key_key"
 
-// Lookup reads a live record from PostgreSQL.
-func (s *Store) Lookup(ctx context.Context, q dbsqlc.DBTX, userID int64, key string) (Record, bool, error) {
-	row, err := s.q.IdempotencyRecordGet(ctx, q, dbsqlc.IdempotencyRecordGetParams{UserID: userID, Key: key})
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+// lookup reads a live completed record from PostgreSQL.
+func (s *Store) lookup(ctx context.Context, scope Scope, key string) (Record, bool, error) {
+	if scope.name != "" {
+		row, err := s.q.RequestRecordGet(ctx, s.opts.DB, dbsqlc.RequestRecordGetParams{Scope: scope.name, Key: key})
+		if errors.Is(err, db.ErrNotFound) || (err == nil && (row.StatusCode == 0 || !row.ExpiresAt.After(s.opts.Now()))) {
+			return Record{}, false, nil
+		}
+		if err != nil {
+			return Record{}, false, fmt.Errorf("read idempotency record: %w", err)
+		}
+		return decodeRecord(row.Fingerprint, 0, row.StatusCode, row.Headers, row.Body)
+	}
+	row, err := s.q.IdempotencyRecordGet(ctx, s.opts.DB, dbsqlc.IdempotencyRecordGetParams{UserID: scope.userID, Key: key})
+	if errors.Is(err, db.ErrNotFound) {
 		return Record{}, false, nil
 	}
 	if err != nil {
 		return Record{}, false, fmt.Errorf("read idempotency record: %w", err)
 	}
-	var headers map[string]string
-	if err := json.Unmarshal(row.Headers, &headers); err != nil {
-		return Record{}, false, fmt.Errorf("decode idempotency headers: %w", err)
-	}
-	rec := Record{Fingerprint: row.Fingerprint, Response: Response{Status: int(row.StatusCode), Headers: headers, Body: row.Body}}
+	var orderID int64
 	if row.OrderID != nil {
-		rec.OrderID = *row.OrderID
+		orderID = *row.OrderID
 	}
-	return rec, true, nil
+	return decodeRecord(row.Fingerprint, orderID, row.StatusCode, row.Headers, row.Body)
 }
 
-// Resolve is called when the transaction found the key already recorded
-// (Recorded said so): it returns the stored response to replay, or
+func decodeRecord(fp []byte, orderID int64, status int32, rawHeaders, body []byte) (Record, bool, error) {
+	var headers map[string]string
+	if err := json.Unmarshal(rawHeaders, &headers); err != nil {
+		return Record{}, false, fmt.Errorf("decode idempotency headers: %w", err)
+	}
+	return Record{Fingerprint: fp, OrderID: orderID, Response: Response{Status: int(status), Headers: headers, Body: body}}, true, nil
+}
+
+// resolve is called when the transaction found the key already recorded
+// (recorded said so): it returns the stored response to replay, or
 // ErrMismatch when the key answered another request.
-func (s *Store) Resolve(ctx context.Context, c *Claim) (Record, error) {
-	rec, ok, err := s.Lookup(ctx, s.opts.DB, c.userID, c.key)
+func (s *Store) resolve(ctx context.Context, c *claim) (Record, error) {
+	rec, ok, err := s.lookup(ctx, c.scope, c.key)
 	if err != nil {
 		return Record{}, err
 	}
@@ -85,6 +101,60 @@ func (s *Store) Resolve(ctx context.Context, c *Claim) (Record, error) {
 	}
 	s.count("postgres", "replay")
 	return rec, nil
+}
+
+// runClaimed is run for a named scope: the record is claimed first in the
+// transaction, so that a concurrent duplicate (on any instance, with or
+// without Redis) waits on the claim until the first commits, and then
+// replays its answer; the record is completed after change. These
+// requests are few, and waiting beats refusing them.
+func (s *Store) runClaimed(ctx context.Context, c *claim, change Change) (Record, bool, error) {
+	var replayed bool
+	rec, err := db.WithTxV(ctx, s.opts.DB, func(tx pgx.Tx) (Record, error) {
+		claimed, err := s.q.RequestRecordClaim(ctx, tx, dbsqlc.RequestRecordClaimParams{
+			Scope: c.scope.name, Key: c.key, Fingerprint: c.fp, ExpiresAt: s.opts.Now().Add(s.opts.Retention),
+		})
+		if err != nil {
+			return Record{}, fmt.Errorf("claim idempotency key: %w", err)
+		}
+		if claimed == 0 {
+			replayed = true
+			return s.replayClaimed(ctx, tx, c)
+		}
+		rec, err := change(ctx, tx)
+		if err != nil {
+			return Record{}, err
+		}
+		rec.Fingerprint = c.fp
+		headers, err := json.Marshal(rec.Response.headerMap())
+		if err != nil {
+			return Record{}, err
+		}
+		return rec, s.q.RequestRecordComplete(ctx, tx, dbsqlc.RequestRecordCompleteParams{
+			Scope: c.scope.name, Key: c.key, StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body, //nolint:gosec // G115: an HTTP status
+		})
+	})
+	return rec, replayed, err
+}
+
+// replayClaimed answers a named key that a committed request holds.
+func (s *Store) replayClaimed(ctx context.Context, tx pgx.Tx, c *claim) (Record, error) {
+	row, err := s.q.RequestRecordGet(ctx, tx, dbsqlc.RequestRecordGetParams{Scope: c.scope.name, Key: c.key})
+	if err != nil {
+		return Record{}, fmt.Errorf("read idempotency record: %w", err)
+	}
+	if string(row.Fingerprint) != string(c.fp) {
+		s.count("postgres", "mismatch")
+		return Record{}, ErrMismatch
+	}
+	if row.StatusCode == 0 {
+		// Claimed by a transaction that committed without completing it:
+		// only a bug gets here.
+		return Record{}, errors.New("idempotency: record claimed but never completed")
+	}
+	s.count("postgres", "replay")
+	rec, _, err := decodeRecord(row.Fingerprint, 0, row.StatusCode, row.Headers, row.Body)
+	return rec, err
 }
 
 // Prune deletes expired records (of submits and of other creating

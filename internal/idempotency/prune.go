@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"time"
 
 	"github.com/riverqueue/river"
 )
@@ -21,6 +20,6 @@ type PruneWorker struct {
 
 // Work prunes; running it twice is harmless.
 func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
-	_, err := w.Store.Prune(ctx, time.Now())
+	_, err := w.Store.Prune(ctx, w.Store.opts.Now())
 	return err
 }

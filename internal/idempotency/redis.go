@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -59,14 +58,14 @@ type claimResult struct {
 	record Record
 }
 
-// redisKey is the hash-tagged key of a (user, key) record.
-func (s *Store) redisKey(userID int64, key string) string {
-	return s.opts.Redis.Key("idem:{" + strconv.FormatInt(userID, 10) + ":" + key + "}")
+// redisKey is the hash-tagged key of a (scope, key) record.
+func (s *Store) redisKey(scope Scope, key string) string {
+	return s.opts.Redis.Key("idem:{" + scope.String() + ":" + key + "}")
 }
 
-func (s *Store) claim(ctx context.Context, c *Claim) (claimResult, error) {
+func (s *Store) claimRedis(ctx context.Context, c *claim) (claimResult, error) {
 	v, err := s.breaker.Execute(func() (any, error) {
-		return claimScript.Run(ctx, s.opts.Redis.Client, []string{s.redisKey(c.userID, c.key)},
+		return claimScript.Run(ctx, s.opts.Redis.Client, []string{s.redisKey(c.scope, c.key)},
 			c.fp, c.owner, s.opts.InflightTTL.Milliseconds()).Slice()
 	})
 	if err != nil {
@@ -84,13 +83,13 @@ func (s *Store) claim(ctx context.Context, c *Claim) (claimResult, error) {
 	return res, nil
 }
 
-// Finalize makes the completed response the answer to every retry: in L1
+// finalize makes the completed response the answer to every retry: in L1
 // at once, and in Redis when the claim was taken there (or Redis is
-// usable). Call it after the PostgreSQL transaction committed. Failures
+// usable). It runs after the PostgreSQL transaction committed. Failures
 // are logged: PostgreSQL already holds the record.
-func (c *Claim) Finalize(ctx context.Context, rec Record) {
+func (c *claim) finalize(ctx context.Context, rec Record) {
 	s := c.s
-	s.l1.set(recordKey(c.userID, c.key), rec)
+	s.l1.set(c.scope.l1Key(c.key), rec)
 	if !c.inRedis && !s.redisUsable() {
 		return
 	}
@@ -100,7 +99,7 @@ func (c *Claim) Finalize(ctx context.Context, rec Record) {
 		return
 	}
 	_, err = s.breaker.Execute(func() (any, error) {
-		return finalizeScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.userID, c.key)},
+		return finalizeScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.scope, c.key)},
 			c.owner, rec.Fingerprint, raw, s.opts.Retention.Milliseconds()).Result()
 	})
 	if err != nil {
@@ -108,23 +107,17 @@ func (c *Claim) Finalize(ctx context.Context, rec Record) {
 	}
 }
 
-// Release gives the key up after a failure before commit, so that a retry
+// release gives the key up after a failure before commit, so that a retry
 // can run. Only the owner's in-flight claim is dropped.
-func (c *Claim) Release(ctx context.Context) {
+func (c *claim) release(ctx context.Context) {
 	if !c.inRedis {
 		return
 	}
 	s := c.s
 	_, err := s.breaker.Execute(func() (any, error) {
-		return releaseScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.userID, c.key)}, c.owner).Result()
+		return releaseScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.scope, c.key)}, c.owner).Result()
 	})
 	if err != nil {
 		s.logger.WarnContext(ctx, "release idempotency claim", "err", err)
 	}
 }
-
-// UserID is the claim's user.
-func (c *Claim) UserID() int64 { return c.userID }
-
-// Fingerprint is the claimed request's fingerprint.
-func (c *Claim) Fingerprint() []byte { return c.fp }

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
@@ -100,7 +101,7 @@ type Record struct {
 // Options configure a Store.
 type Options struct {
 	// DB is where the records live (the pool).
-	DB     dbsqlc.DBTX
+	DB     *pgxpool.Pool
 	Redis  *redisconn.Conn
 	Logger *slog.Logger
 	// Retention is how long records are kept (at least 72h in production).
@@ -114,7 +115,9 @@ type Options struct {
 	// L1Bytes bounds the in-process cache by the size of its responses.
 	L1Bytes uint64
 	// L1TTL is how long a response stays in L1.
-	L1TTL      time.Duration
+	L1TTL time.Duration
+	// Now is the clock (time.Now when nil): expiries, waits, L1's TTL.
+	Now        func() time.Time
 	Registerer prometheus.Registerer
 }
 
@@ -132,9 +135,12 @@ type Store struct {
 
 // NewStore returns a Store.
 func NewStore(opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	s := &Store{
 		opts:   opts,
-		l1:     newL1Cache(opts.L1Bytes, opts.L1TTL, time.Now),
+		l1:     newL1Cache(opts.L1Bytes, opts.L1TTL, opts.Now),
 		q:      dbsqlc.New(),
 		logger: opts.Logger,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -181,6 +187,11 @@ func NewStore(opts Options) (*Store, error) {
 // bytes they take in it. It reads the whole cache: for metrics and tests.
 func (s *Store) L1Size() (entries int, bytes uint64) { return s.l1.size() }
 
+// Remember puts a completed record in this instance's L1, as Do does
+// after a commit (and nowhere else). The memory bench (cmd/bench l1)
+// fills L1 with it without a database.
+func (s *Store) Remember(scope Scope, key string, rec Record) { s.l1.set(scope.l1Key(key), rec) }
+
 // Close empties the in-process cache and frees its memory.
 func (s *Store) Close() { s.l1.release() }
 
@@ -189,42 +200,32 @@ func (s *Store) Retention() time.Duration { return s.opts.Retention }
 
 func (s *Store) count(layer, outcome string) { s.outcomes.WithLabelValues(layer, outcome).Inc() }
 
-// Outcome is what Begin found.
-type Outcome struct {
-	// Replay, when set, is the stored response to send again.
-	Replay *Response
-	// Claim, when Replay is nil, is this request's right to run; call
-	// Finalize after commit or Release on failure before commit.
-	Claim *Claim
+// outcome is what begin found.
+type outcome struct {
+	// replay, when set, is the stored response to send again.
+	replay *Response
+	// claim, when replay is nil, is this request's right to run; it is
+	// finalized after commit or released on failure before commit.
+	claim *claim
 }
 
-// Claim is a request's hold on its key.
-type Claim struct {
+// claim is a request's hold on its key.
+type claim struct {
 	s       *Store
-	userID  int64
+	scope   Scope
 	key     string
 	fp      []byte
 	owner   string
 	inRedis bool
 }
 
-// Cached answers from L1 alone: the stored response when this exact
-// request (same fingerprint) completed here before, ErrMismatch when the
-// key answered another request, or ok false on a miss. It touches
-// nothing outside the process.
-func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, error) {
-	resp, ok, err := s.CachedRequest(userID, key, "", func() []byte { return fp })
-	if !ok {
-		return nil, false, err
-	}
-	return &resp, true, nil
-}
-
-// CachedRequest is Cached for a request given as itself (see
-// Record.Request) with its fingerprint computed only when the cached
-// record has to be compared by fingerprint.
-func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (Response, bool, error) {
-	rk := recordKey(userID, key)
+// cached answers from L1 alone: the stored response when this exact
+// request completed here before, ErrMismatch when the key answered
+// another request, or ok false on a miss. It touches nothing outside the
+// process. The request is compared as itself when the entry kept it (see
+// Record.Request), else by fingerprint, computed only then.
+func (s *Store) cached(scope Scope, key, request string, fingerprint func() []byte) (Response, bool, error) {
+	rk := scope.l1Key(key)
 	var (
 		resp        Response
 		same        bool
@@ -262,52 +263,49 @@ func (s *Store) CachedRequest(userID int64, key, request string, fingerprint fun
 	return resp, true, nil
 }
 
-// Begin looks the key up in L1, then claims it in Redis. A hit with the
-// same fingerprint replays; another fingerprint is ErrMismatch; a running
-// duplicate is waited for up to CoalesceWait, then InProgress.
-func (s *Store) Begin(ctx context.Context, userID int64, key string, fp []byte) (Outcome, error) {
-	rk := recordKey(userID, key)
-	if resp, ok, err := s.Cached(userID, key, fp); err != nil || ok {
-		return Outcome{Replay: resp}, err
-	}
-	s.count("l1", "miss")
-	c := &Claim{s: s, userID: userID, key: key, fp: fp, owner: newOwner()}
+// begin claims the key in Redis (L1 has missed). A completed record with
+// the same fingerprint replays; another fingerprint is ErrMismatch; a
+// running duplicate is waited for up to CoalesceWait, then PostgreSQL is
+// asked, then InProgress. Without a usable Redis the claim is local and
+// PostgreSQL alone decides.
+func (s *Store) begin(ctx context.Context, scope Scope, key string, fp []byte) (outcome, error) {
+	c := &claim{s: s, scope: scope, key: key, fp: fp, owner: newOwner()}
 	if !s.redisUsable() {
 		s.count("redis", "skipped")
-		return Outcome{Claim: c}, nil
+		return outcome{claim: c}, nil
 	}
-	deadline := time.Now().Add(s.opts.CoalesceWait)
+	deadline := s.opts.Now().Add(s.opts.CoalesceWait)
 	for {
-		res, err := s.claim(ctx, c)
+		res, err := s.claimRedis(ctx, c)
 		if err != nil {
 			// Redis failed: PostgreSQL alone still guarantees exactly-once.
 			s.logger.WarnContext(ctx, "idempotency claim in redis failed; using postgres", "err", err)
-			return Outcome{Claim: c}, nil
+			return outcome{claim: c}, nil
 		}
 		switch res.state {
 		case "claimed":
 			s.count("redis", "claimed")
 			c.inRedis = true
-			return Outcome{Claim: c}, nil
+			return outcome{claim: c}, nil
 		case "mismatch":
 			s.count("redis", "mismatch")
-			return Outcome{}, ErrMismatch
+			return outcome{}, ErrMismatch
 		case "done":
 			s.count("redis", "hit")
-			s.l1.set(rk, res.record)
-			return Outcome{Replay: &res.record.Response}, nil
+			s.l1.set(scope.l1Key(key), res.record)
+			return outcome{replay: &res.record.Response}, nil
 		case "inflight":
-			if time.Now().After(deadline) {
+			if s.opts.Now().After(deadline) {
 				s.count("redis", "inflight")
-				return s.afterWait(ctx, userID, key, fp)
+				return s.afterWait(ctx, scope, key, fp)
 			}
 			select {
 			case <-ctx.Done():
-				return Outcome{}, ctx.Err()
+				return outcome{}, ctx.Err()
 			case <-time.After(15 * time.Millisecond):
 			}
 		default:
-			return Outcome{}, fmt.Errorf("idempotency: unexpected claim state %q", res.state)
+			return outcome{}, fmt.Errorf("idempotency: unexpected claim state %q", res.state)
 		}
 	}
 }
@@ -315,21 +313,21 @@ func (s *Store) Begin(ctx context.Context, userID int64, key string, fp []byte) 
 // afterWait runs when a duplicate is still in flight after the coalescing
 // wait. The owner may have committed and then lost Redis: ask PostgreSQL,
 // the truth, before telling the client to come back.
-func (s *Store) afterWait(ctx context.Context, userID int64, key string, fp []byte) (Outcome, error) {
-	rec, ok, err := s.Lookup(ctx, s.opts.DB, userID, key)
+func (s *Store) afterWait(ctx context.Context, scope Scope, key string, fp []byte) (outcome, error) {
+	rec, ok, err := s.lookup(ctx, scope, key)
 	if err != nil {
-		return Outcome{}, err
+		return outcome{}, err
 	}
 	if !ok {
-		return Outcome{}, InProgress(retryAfterSeconds)
+		return outcome{}, InProgress(retryAfterSeconds)
 	}
 	if !bytes.Equal(rec.Fingerprint, fp) {
 		s.count("postgres", "mismatch")
-		return Outcome{}, ErrMismatch
+		return outcome{}, ErrMismatch
 	}
 	s.count("postgres", "replay")
-	s.l1.set(recordKey(userID, key), rec)
-	return Outcome{Replay: &rec.Response}, nil
+	s.l1.set(scope.l1Key(key), rec)
+	return outcome{replay: &rec.Response}, nil
 }
 
 // retryAfterSeconds is what a 409 request-in-progress suggests.

@@ -160,7 +160,7 @@ func try(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, attempt func(*db.Pip
 		return false, err
 	}
 	err := attempt(pipe)
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		return false, q.StockRollbackToSavepoint(ctx, tx)
 	}
 	// Success leaves the savepoint in place: it ends with tx, saving a

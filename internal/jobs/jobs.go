@@ -68,7 +68,19 @@ func (b CappedBackoff) delay(attempt int) time.Duration {
 	return d + rand.N(d/10+1) //nolint:gosec // G404: jitter, not a secret
 }
 
-// New returns a River client that inserts and works jobs.
+// NewInserter returns a River client that only inserts jobs. It needs no
+// workers, so it is built before the services that insert jobs in their
+// transactions (and whose workers the working client, New, then takes).
+// maxAttempts is applied to the jobs it inserts, as New's is.
+func NewInserter(pool *pgxpool.Pool, logger *slog.Logger, maxAttempts int) (*Client, error) {
+	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, MaxAttempts: maxAttempts})
+	if err != nil {
+		return nil, fmt.Errorf("river insert client: %w", err)
+	}
+	return c, nil
+}
+
+// New returns a River client that works jobs (and can insert them).
 func New(opts Options) (*Client, *Metrics, error) {
 	c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{
 		Logger:            opts.Logger,

@@ -59,15 +59,7 @@ func HandleSubmit(s *Service) http.Handler {
 		if loc := out.Response.Header("Location"); loc != "" {
 			web.AddLogAttrs(r.Context(), slog.String("order_id", loc[strings.LastIndexByte(loc, '/')+1:]))
 		}
-		for k, v := range out.Response.HeaderFields() {
-			w.Header().Set(k, v)
-		}
-		if out.Replayed {
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(out.Response.Body)))
-		w.WriteHeader(out.Response.Status)
-		_, _ = w.Write(out.Response.Body)
+		idempotency.WriteResponse(w, out)
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -65,13 +64,13 @@ func (s *Service) Apply(ctx context.Context, orderID int64, event statemachine.E
 func (s *Service) ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event statemachine.Event, actor Actor, reason string) (Applied, error) {
 	for attempt := 0; ; attempt++ {
 		o, err := s.q.OrderGetByID(ctx, tx, orderID)
-		if errors.Is(db.NoRows(err), db.ErrNotFound) || (err == nil && !owns(actor, o)) {
+		if errors.Is(err, db.ErrNotFound) || (err == nil && !owns(actor, o)) {
 			return Applied{}, ErrOrderNotFound
 		}
 		if err != nil {
 			return Applied{}, fmt.Errorf("read order: %w", err)
 		}
-		d, err := statemachine.Decide(statemachine.Status(o.Status), event, actor.Kind)
+		d, err := statemachine.Decide(o.Status, event, actor.Kind)
 		var conflict *statemachine.ConflictError
 		var forbidden *statemachine.ForbiddenError
 		switch {
@@ -89,9 +88,9 @@ func (s *Service) ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event s
 		}
 		t := d.Transition
 		row, err := s.q.OrderTransition(ctx, tx, dbsqlc.OrderTransitionParams{
-			ID: o.ID, FromStatus: string(t.From), ToStatus: string(t.To), Version: o.Version,
+			ID: o.ID, FromStatus: t.From, ToStatus: t.To, Version: o.Version,
 		})
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			if attempt < 5 {
 				continue // someone else moved it: decide again on what it is now
 			}
@@ -146,7 +145,7 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			}
 		case statemachine.ScheduleAutoComplete:
 			if _, err := s.opts.Jobs.InsertTx(ctx, tx, AutoCompleteArgs{OrderID: row.ID}, &river.InsertOpts{
-				ScheduledAt: time.Now().Add(s.opts.AutoCompleteAfter),
+				ScheduledAt: s.now().Add(s.opts.AutoCompleteAfter),
 				UniqueOpts:  river.UniqueOpts{ByArgs: true},
 			}); err != nil {
 				return fmt.Errorf("insert auto-complete job: %w", err)
@@ -156,16 +155,16 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 				return err
 			}
 		case statemachine.ClosePayment:
-			if s.opts.ClosePayment != nil {
-				if err := s.opts.ClosePayment(ctx, tx, row); err != nil {
+			if s.opts.Payments != nil {
+				if err := s.opts.Payments.CloseTx(ctx, tx, row.ID); err != nil {
 					return fmt.Errorf("close payment: %w", err)
 				}
 			}
 		case statemachine.RequestRefund:
-			// The refund job belongs to the payments capability; until it
-			// is wired, REFUNDING orders wait for it (see the README).
-			if s.opts.RequestRefund != nil {
-				if err := s.opts.RequestRefund(ctx, tx, row); err != nil {
+			// Without payments configured nothing was paid: nothing to
+			// refund.
+			if s.opts.Payments != nil {
+				if err := s.opts.Payments.RefundTx(ctx, tx, row.ID, "order "+string(row.Status)); err != nil {
 					return fmt.Errorf("request refund: %w", err)
 				}
 			}
@@ -193,7 +192,7 @@ func (s *Service) notify(ctx context.Context, tx pgx.Tx, t *statemachine.Transit
 	}
 	ev := webhook.Event{
 		ID: webhook.EventID(row.ID, typ, row.Version), Type: typ, OrderID: out.ID, MerchantID: out.MerchantID,
-		Status: row.Status, Version: row.Version, OccurredAt: row.UpdatedAt.UTC(), Order: body,
+		Status: string(row.Status), Version: row.Version, OccurredAt: row.UpdatedAt.UTC(), Order: body,
 	}
 	if _, err := s.opts.Jobs.InsertTx(ctx, tx, webhook.Args{Event: ev}, &river.InsertOpts{
 		MaxAttempts: s.opts.WebhookMaxAttempts,
@@ -215,14 +214,15 @@ func (AutoCompleteArgs) Kind() string { return "order.auto_complete" }
 // timeoutWorker cancels an order still unpaid at its pay deadline.
 type timeoutWorker struct {
 	river.WorkerDefaults[PaymentTimeoutArgs]
-	s *Service
+	s     *Service
+	check DeadlineCheck
 }
 
 // Work applies the timeout. Running twice, or after the order was paid or
 // cancelled, changes nothing.
 func (w *timeoutWorker) Work(ctx context.Context, job *river.Job[PaymentTimeoutArgs]) error {
-	if w.s.opts.BeforeTimeout != nil {
-		if err := w.s.opts.BeforeTimeout(ctx, job.Args.OrderID); err != nil {
+	if w.check != nil {
+		if err := w.check.BeforeTimeout(ctx, job.Args.OrderID); err != nil {
 			return fmt.Errorf("before timeout: %w", err)
 		}
 	}
@@ -249,8 +249,9 @@ func ignoreSettled(_ Applied, err error) error {
 	return err
 }
 
-// AddWorkers registers the order's job workers.
-func (s *Service) AddWorkers(w *river.Workers) {
-	river.AddWorker(w, &timeoutWorker{s: s})
+// AddWorkers registers the order's job workers; check, when not nil,
+// runs before each pay-deadline cancel.
+func (s *Service) AddWorkers(w *river.Workers, check DeadlineCheck) {
+	river.AddWorker(w, &timeoutWorker{s: s, check: check})
 	river.AddWorker(w, &autoCompleteWorker{s: s})
 }

@@ -3,13 +3,13 @@ package order
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/takeout/takeout/internal/auth"
-	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/web"
@@ -91,9 +91,9 @@ func HandleSearch(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		var p dbsqlc.OrderSearchParams
-		if v := q.Get("status"); v != "" {
-			if !validStatus(v) {
+		var p SearchFilter
+		if v := statemachine.Status(q.Get("status")); v != "" {
+			if !slices.Contains(statemachine.Statuses(), v) {
 				web.Error(w, r, problem.Field("status", "unknown status %q", v))
 				return
 			}
@@ -144,15 +144,6 @@ func HandleSearch(s *Service) http.Handler {
 		}
 		web.JSON(w, http.StatusOK, page)
 	})
-}
-
-func validStatus(s string) bool {
-	for _, t := range statemachine.Table() {
-		if string(t.From) == s || string(t.To) == s {
-			return true
-		}
-	}
-	return false
 }
 
 func optionalID(v, field string) (*int64, error) {

@@ -16,30 +16,25 @@ import (
 	"time"
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
-)
-
-// Order statuses (the lifecycle's state table lives in statemachine).
-const (
-	StatusPendingPayment = "PENDING_PAYMENT"
-	StatusCancelled      = "CANCELLED"
+	"github.com/takeout/takeout/internal/statemachine"
 )
 
 // Order is an order as the API shows it.
 type Order struct {
-	ID             string    `json:"id"`
-	UserID         string    `json:"user_id"`
-	MerchantID     string    `json:"merchant_id"`
-	Status         string    `json:"status"`
-	Items          []Item    `json:"items"`
-	ItemsTotalFen  int64     `json:"items_total_fen"`
-	DeliveryFeeFen int64     `json:"delivery_fee_fen"`
-	TotalFen       int64     `json:"total_fen"`
-	Address        Address   `json:"address"`
-	Remark         string    `json:"remark"`
-	Version        int64     `json:"version"`
-	PayDeadline    time.Time `json:"pay_deadline"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	ID             string              `json:"id"`
+	UserID         string              `json:"user_id"`
+	MerchantID     string              `json:"merchant_id"`
+	Status         statemachine.Status `json:"status"`
+	Items          []Item              `json:"items"`
+	ItemsTotalFen  int64               `json:"items_total_fen"`
+	DeliveryFeeFen int64               `json:"delivery_fee_fen"`
+	TotalFen       int64               `json:"total_fen"`
+	Address        Address             `json:"address"`
+	Remark         string              `json:"remark"`
+	Version        int64               `json:"version"`
+	PayDeadline    time.Time           `json:"pay_deadline"`
+	CreatedAt      time.Time           `json:"created_at"`
+	UpdatedAt      time.Time           `json:"updated_at"`
 }
 
 // Item is one line of an order.

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/emmansun/gmsm/sm3"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +27,7 @@ import (
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/statemachine"
 )
 
 // JobInserter inserts background jobs inside a transaction (a River
@@ -72,18 +73,29 @@ type Options struct {
 	// is written to River's table directly (River's client applies its own
 	// setting to the jobs it inserts); 0 means 25, River's default.
 	JobMaxAttempts int
-	// RequestRefund, when set, starts the refund of an order's payment in
-	// tx (the payments capability provides it).
-	RequestRefund func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error
-	// BeforeTimeout, when set, runs before an unpaid order is cancelled at
-	// its pay deadline (the payments capability closes the payment at the
-	// provider, or applies it if it went through).
-	BeforeTimeout func(ctx context.Context, orderID int64) error
-	// ClosePayment, when set, arranges in tx for the open payment of a
-	// cancelled order to be closed at the provider (so it can no longer be
-	// paid).
-	ClosePayment func(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error
-	Registerer   prometheus.Registerer
+	// Payments, when set, runs the payment side of transitions (nil when
+	// payments are not configured: nothing was paid, so nothing is
+	// refunded or closed).
+	Payments   Payments
+	Registerer prometheus.Registerer
+}
+
+// Payments is what the order lifecycle asks of the payments capability,
+// inside a transition's transaction (payment.Effects provides it).
+type Payments interface {
+	// RefundTx starts the refund of the order's payment, if it was paid.
+	RefundTx(ctx context.Context, tx pgx.Tx, orderID int64, reason string) error
+	// CloseTx arranges for the order's open payments to be closed at the
+	// provider, so that they can no longer be paid.
+	CloseTx(ctx context.Context, tx pgx.Tx, orderID int64) error
+}
+
+// DeadlineCheck runs before an unpaid order is cancelled at its pay
+// deadline: the payments capability closes the payment at the provider,
+// or applies it if it went through (then the order is paid, and the
+// cancel finds it so). An error retries the job.
+type DeadlineCheck interface {
+	BeforeTimeout(ctx context.Context, orderID int64) error
 }
 
 // Service confirms, places and reads orders.
@@ -215,10 +227,10 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	seq, orderID, duplicate := 1, int64(0), false
 	latest, err := s.q.OrderLatestByContent(ctx, s.opts.Pool, dbsqlc.OrderLatestByContentParams{UserID: userID, ContentDigest: digestBytes(in.ContentDigest())})
 	switch {
-	case errors.Is(db.NoRows(err), db.ErrNotFound):
+	case errors.Is(err, db.ErrNotFound):
 	case err != nil:
 		return ConfirmResponse{}, fmt.Errorf("confirm: latest order: %w", err)
-	case latest.Status != StatusCancelled && now.Sub(latest.CreatedAt) < s.opts.DedupWindow && !req.Repeat:
+	case latest.Status != statemachine.Cancelled && now.Sub(latest.CreatedAt) < s.opts.DedupWindow && !req.Repeat:
 		seq, orderID, duplicate = int(latest.IntentSeq), latest.ID, true
 	default:
 		seq = int(latest.IntentSeq) + 1
@@ -260,173 +272,129 @@ var (
 	ErrTokenInvalid = problem.New(problem.TokenInvalid, "the confirm token is not one we issued, or it was altered; confirm again")
 	ErrTokenExpired = problem.New(problem.TokenExpired, "the confirm token expired; confirm again")
 	ErrTokenNotYour = problem.New(problem.TokenNotYours, "this confirm token was issued to another user")
-	errRecorded     = errors.New("key already recorded")
 )
 
-// Fingerprint identifies a submit request for its Idempotency-Key: the
-// same key with another token is a different request.
-func Fingerprint(token string) []byte {
-	sum := sm3.Sum([]byte("POST /v1/orders\n" + token))
-	return sum[:]
-}
+// submitRoute is the route part of a submit's fingerprint: the same key
+// with another token is a different request.
+const submitRoute = "POST /v1/orders"
 
-// Submitted is the outcome of Submit: the response to send, and whether it
-// is a replay of an earlier answer to the same key.
-type Submitted struct {
-	Response idempotency.Response
-	Replayed bool
-}
-
-// Submit places the order of a confirm token exactly once.
-func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string) (Submitted, error) {
-	// A completed answer to these exact bytes under this key is replayed
-	// from memory: the token verified when it was first submitted.
-	if resp, ok, err := s.opts.Idempotency.CachedRequest(userID, key, rawToken, func() []byte { return Fingerprint(rawToken) }); err != nil || ok {
-		if err != nil {
-			return Submitted{}, err
+// Submit places the order of a confirm token exactly once per
+// Idempotency-Key: the idempotency store runs the protocol (its layers,
+// the claim, the replay) around place, which only writes the order. The
+// answer is the response to send, and whether it replays an earlier one.
+func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string) (idempotency.Result, error) {
+	var (
+		tok Token
+		in  Intent
+	)
+	check := func() error {
+		// Signature and ownership first: a forged token touches nothing.
+		var err error
+		if tok, err = s.opts.Signer.Verify(rawToken); err != nil {
+			return problem.Wrap(problem.TokenInvalid, err, "%s", ErrTokenInvalid.Detail)
 		}
-		return Submitted{Response: resp, Replayed: true}, nil
-	}
-	fp := Fingerprint(rawToken)
-	// Signature and ownership next: a forged token touches nothing.
-	tok, err := s.opts.Signer.Verify(rawToken)
-	if err != nil {
-		return Submitted{}, problem.Wrap(problem.TokenInvalid, err, "%s", ErrTokenInvalid.Detail)
-	}
-	if tok.UserID != userID {
-		return Submitted{}, ErrTokenNotYour
-	}
-	in := tok.Intent()
-	in.Normalize()
-	if in.IntentDigest(tok.Seq).String() != tok.Digest {
-		return Submitted{}, ErrTokenInvalid
-	}
-
-	out, err := s.opts.Idempotency.Begin(ctx, userID, key, fp)
-	if err != nil {
-		return Submitted{}, err
-	}
-	if out.Replay != nil {
-		return Submitted{Response: *out.Replay, Replayed: true}, nil
-	}
-	claim := out.Claim
-	// Expiry is checked after the replay layers: a retry of a placed order
-	// gets its answer even after the token expired.
-	if tok.Expired(s.now()) {
-		if rec, ok, err := s.opts.Idempotency.Lookup(ctx, s.opts.Pool, userID, key); err == nil && ok && string(rec.Fingerprint) == string(claim.Fingerprint()) {
-			rec.Request = rawToken
-			claim.Finalize(ctx, rec)
-			return Submitted{Response: rec.Response, Replayed: true}, nil
+		if tok.UserID != userID {
+			return ErrTokenNotYour
 		}
-		claim.Release(ctx)
-		return Submitted{}, ErrTokenExpired
+		in = tok.Intent()
+		in.Normalize()
+		if in.IntentDigest(tok.Seq).String() != tok.Digest {
+			return ErrTokenInvalid
+		}
+		// A retry of a placed order gets its answer even after the token
+		// expired.
+		if tok.Expired(s.now()) {
+			return idempotency.ReplayOnly(ErrTokenExpired)
+		}
+		return nil
 	}
-	rec, replayed, err := s.place(ctx, claim, tok, in)
-	if err != nil {
-		claim.Release(ctx)
-		return Submitted{}, err
+	placed := false
+	res, err := s.opts.Idempotency.Do(ctx, idempotency.Request{
+		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken, Check: check,
+	}, func(ctx context.Context, tx pgx.Tx) (idempotency.Record, error) {
+		placed = true
+		return s.place(ctx, tx, tok, in)
+	})
+	if placed {
+		s.countSubmit(res, err)
 	}
-	rec.Request = rawToken
-	claim.Finalize(ctx, rec)
-	return Submitted{Response: rec.Response, Replayed: replayed}, nil
+	return res, err
 }
 
-// place runs the one transaction of a submit. It returns the record to
-// answer with, and whether that record was already stored for this key
-// (a replay).
-func (s *Service) place(ctx context.Context, claim *idempotency.Claim, tok Token, in Intent) (idempotency.Record, bool, error) {
+// countSubmit counts a submit that reached PostgreSQL by its result.
+func (s *Service) countSubmit(res idempotency.Result, err error) {
+	var p *problem.Error
+	switch {
+	case err != nil && errors.As(err, &p) && p.Type == problem.OutOfStock:
+		s.stockConflicts.Inc()
+		s.placed.WithLabelValues("refused").Inc()
+	case err != nil:
+		s.placed.WithLabelValues("refused").Inc()
+	case res.Replayed:
+		s.placed.WithLabelValues("replay").Inc() // a request with the key committed first
+	case res.Response.Status == http.StatusCreated:
+		s.placed.WithLabelValues("placed").Inc()
+	default:
+		s.placed.WithLabelValues("duplicate").Inc()
+	}
+}
+
+// place writes the order of a verified token in tx: the order itself ON
+// CONFLICT DO NOTHING on (user, intent digest), then, for a new order, its
+// reservations, items, history and payment-timeout job, and the stock,
+// taken last so that a stock shard is locked only until the commit that
+// follows. An order that exists (same token, another key, or a retry
+// after Redis forgot) is answered as it is: 200 duplicate.
+func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent) (idempotency.Record, error) {
 	digest := in.IntentDigest(tok.Seq)
 	addr, err := json.Marshal(in.Address)
 	if err != nil {
-		return idempotency.Record{}, false, err
+		return idempotency.Record{}, err
 	}
-	var rec idempotency.Record
-	err = db.WithTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
-		now := s.now()
-		row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
-			ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID,
-			IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()), IntentSeq: int32(tok.Seq), //nolint:gosec // G115: small, from our signed token
-			DigestAlg: DigestAlg, ItemsTotalFen: in.ItemsTotalFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
-			Address: addr, Remark: in.Remark, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now,
-		})
-		var placed Placed
-		status := 201
-		// The inserts that follow the order's depend on nothing but
-		// their arguments: they go to PostgreSQL in one round trip.
-		pipe := db.NewPipeline(tx)
-		switch {
-		case errors.Is(db.NoRows(err), db.ErrNotFound):
-			// Already placed (same token, another key, or a retry after
-			// Redis forgot): answer with the order that exists.
-			existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: tok.UserID, IntentDigest: digest[:]})
-			if err != nil {
-				return fmt.Errorf("read placed order: %w", err)
-			}
-			if placed.Order, err = s.load(ctx, tx, existing); err != nil {
-				return err
-			}
-			placed.Duplicate, status = true, 200
-		case err != nil:
-			return fmt.Errorf("insert order: %w", err)
-		default:
-			if placed.Order, err = s.create(ctx, pipe, row, tok); err != nil {
-				return err
-			}
-		}
-		body, err := json.Marshal(placed)
-		if err != nil {
-			return err
-		}
-		id, _ := strconv.ParseInt(placed.ID, 10, 64)
-		rec = idempotency.Record{
-			Fingerprint: claim.Fingerprint(),
-			OrderID:     id,
-			Response: idempotency.Response{Status: status, Body: body, Headers: map[string]string{
-				"Content-Type": "application/json", "Location": "/v1/orders/" + placed.ID,
-			}},
-		}
-		if err := s.opts.Idempotency.InsertTx(ctx, pipe, claim, rec); err != nil {
-			return err
-		}
-		if status == 201 {
-			// Last, so that a stock shard is locked only until the
-			// commit that follows; the queued inserts go with it.
-			err = inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, DeliveryFeeFen: tok.FeeFen}, stockLines(tok))
-		} else {
-			err = pipe.Send(ctx)
-		}
-		if err != nil && s.opts.Idempotency.Recorded(err) {
-			return errRecorded
-		}
-		return err
+	now := s.now()
+	row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
+		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID,
+		IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()), IntentSeq: int32(tok.Seq), //nolint:gosec // G115: small, from our signed token
+		DigestAlg: DigestAlg, ItemsTotalFen: in.ItemsTotalFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
+		Address: addr, Remark: in.Remark, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now,
 	})
+	var p Placed
+	status := http.StatusCreated
 	switch {
-	case errors.Is(err, errRecorded):
-		// A request with this key committed first: replay its answer.
-		s.placed.WithLabelValues("replay").Inc()
-		rec, err := s.opts.Idempotency.Resolve(ctx, claim)
-		return rec, err == nil, err
-	case err != nil:
-		var p *problem.Error
-		if errors.As(err, &p) && p.Type == problem.OutOfStock {
-			s.stockConflicts.Inc()
+	case errors.Is(err, db.ErrNotFound):
+		existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: tok.UserID, IntentDigest: digest[:]})
+		if err != nil {
+			return idempotency.Record{}, fmt.Errorf("read placed order: %w", err)
 		}
-		s.placed.WithLabelValues("refused").Inc()
-		return idempotency.Record{}, false, err
+		if p.Order, err = s.load(ctx, tx, existing); err != nil {
+			return idempotency.Record{}, err
+		}
+		p.Duplicate, status = true, http.StatusOK
+	case err != nil:
+		return idempotency.Record{}, fmt.Errorf("insert order: %w", err)
+	default:
+		if p.Order, err = s.create(ctx, tx, row, tok); err != nil {
+			return idempotency.Record{}, err
+		}
 	}
-	if rec.Response.Status == 201 {
-		s.placed.WithLabelValues("placed").Inc()
-	} else {
-		s.placed.WithLabelValues("duplicate").Inc()
+	body, err := json.Marshal(p)
+	if err != nil {
+		return idempotency.Record{}, err
 	}
-	return rec, false, nil
+	id, _ := strconv.ParseInt(p.ID, 10, 64)
+	return idempotency.Record{OrderID: id, Response: idempotency.Response{Status: status, Body: body, Headers: map[string]string{
+		"Content-Type": "application/json", "Location": "/v1/orders/" + p.ID,
+	}}}, nil
 }
 
 // create completes a newly inserted order: its stock reservations, items,
-// history and payment-timeout job, queued on pipe.
-// The stock itself is taken at the end of the transaction (see place).
-func (s *Service) create(ctx context.Context, pipe *db.Pipeline, row dbsqlc.Order, tok Token) (Order, error) {
-	if err := inventory.Hold(ctx, pipe, row.ID, stockLines(tok)); err != nil {
+// history and payment-timeout job go to PostgreSQL in one round trip with
+// the first statement that takes its stock (they depend on nothing but
+// their arguments).
+func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token) (Order, error) {
+	pipe := db.NewPipeline(tx)
+	lines := stockLines(tok)
+	if err := inventory.Hold(ctx, pipe, row.ID, lines); err != nil {
 		return Order{}, err
 	}
 	items := make([]dbsqlc.OrderItem, len(tok.Items))
@@ -450,6 +418,9 @@ func (s *Service) create(ctx context.Context, pipe *db.Pipeline, row dbsqlc.Orde
 		OrderID: row.ID, MaxAttempts: int16(min(attempts, math.MaxInt16)), ScheduledAt: row.PayDeadline, //nolint:gosec // G115: clamped
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert payment timeout job: %w", err)
+	}
+	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, DeliveryFeeFen: tok.FeeFen}, lines); err != nil {
+		return Order{}, err
 	}
 	var addr Address
 	if err := json.Unmarshal(row.Address, &addr); err != nil {
@@ -483,7 +454,7 @@ func (s *Service) load(ctx context.Context, q dbsqlc.DBTX, o dbsqlc.Order) (Orde
 // them.
 func (s *Service) Get(ctx context.Context, userID, orderID int64) (Order, error) {
 	o, err := s.q.OrderGetByID(ctx, s.opts.Pool, orderID)
-	if errors.Is(db.NoRows(err), db.ErrNotFound) || (err == nil && o.UserID != userID) {
+	if errors.Is(err, db.ErrNotFound) || (err == nil && o.UserID != userID) {
 		return Order{}, ErrOrderNotFound
 	}
 	if err != nil {
@@ -566,9 +537,25 @@ func decodeCursor(c string) (int64, error) {
 	return strconv.ParseInt(rest, 10, 64)
 }
 
-// Search returns a page of orders matching p, newest first.
-func (s *Service) Search(ctx context.Context, p dbsqlc.OrderSearchParams, limit int) (OrderPage, error) {
-	p.MaxRows = int32(limit + 1) //nolint:gosec // G115: limit <= 200
+// SearchFilter selects orders for staff; a nil field matches any order.
+type SearchFilter struct {
+	Status                 *statemachine.Status
+	MerchantID, UserID     *int64
+	CreatedFrom, CreatedTo *time.Time
+	// BeforeID pages: only orders older than this one (a cursor).
+	BeforeID *int64
+}
+
+// Search returns a page of orders matching f, newest first.
+func (s *Service) Search(ctx context.Context, f SearchFilter, limit int) (OrderPage, error) {
+	p := dbsqlc.OrderSearchParams{
+		MerchantID: f.MerchantID, UserID: f.UserID, CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, BeforeID: f.BeforeID,
+		MaxRows: int32(limit + 1), //nolint:gosec // G115: limit <= 200
+	}
+	if f.Status != nil {
+		st := string(*f.Status)
+		p.Status = &st
+	}
 	rows, err := s.q.OrderSearch(ctx, s.opts.Pool, p)
 	if err != nil {
 		return OrderPage{}, fmt.Errorf("search orders: %w", err)

@@ -163,7 +163,3 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 	}
 }
 
-// Parts splits an id into its time, worker and sequence.
-func Parts(id int64) (t time.Time, worker, seq int) {
-	return time.UnixMilli(id>>timeShift + epoch).UTC(), int(id >> sequenceBits & maxWorker), int(id & maxSequence)
-}

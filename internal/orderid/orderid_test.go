@@ -63,7 +63,7 @@ func TestTwoLeasedGeneratorsNeverRepeat(t *testing.T) {
 			if j > 0 && id <= ids[j-1] {
 				t.Fatalf("generator %d: id %d not above %d", i, id, ids[j-1])
 			}
-			if _, w, _ := orderid.Parts(id); w != gens[i].Worker() {
+			if w := int(id >> 12 & 1023); w != gens[i].Worker() { // time | 10 worker bits | 12 sequence bits
 				t.Fatalf("id %d carries worker %d, want %d", id, w, gens[i].Worker())
 			}
 		}

@@ -10,11 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riverqueue/river"
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/payment/paystate"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
 )
@@ -28,24 +28,21 @@ import (
 
 // Refund is a refund as operators see it.
 type Refund struct {
-	OutRefundNo   string    `json:"out_refund_no"`
-	OrderID       string    `json:"order_id"`
-	AmountFen     int64     `json:"amount_fen"`
-	Status        string    `json:"status"`
-	Reason        string    `json:"reason"`
-	Note          string    `json:"note"`
-	TransactionID *string   `json:"transaction_id"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	OutRefundNo   string          `json:"out_refund_no"`
+	OrderID       string          `json:"order_id"`
+	AmountFen     int64           `json:"amount_fen"`
+	Status        paystate.Refund `json:"status"`
+	Reason        string          `json:"reason"`
+	Note          string          `json:"note"`
+	TransactionID *string         `json:"transaction_id"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
 }
 
 func refundFromRow(r dbsqlc.Refund) Refund {
 	return Refund{OutRefundNo: r.OutRefundNo, OrderID: strconv.FormatInt(r.OrderID, 10), AmountFen: r.AmountFen, Status: r.Status,
 		Reason: r.Reason, Note: r.Note, TransactionID: r.TransactionID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 }
-
-// RefundStatuses are the statuses a refund can be listed by.
-var RefundStatuses = []string{"FAILED", "PENDING", "PROCESSING", "SUCCESS", "RETRIED", "SETTLED"}
 
 // RefundPage is a page of refunds, oldest first.
 type RefundPage struct {
@@ -54,7 +51,7 @@ type RefundPage struct {
 }
 
 // Refunds lists refunds in status after the cursor (the last id seen).
-func (s *Service) Refunds(ctx context.Context, status string, after int64, limit int) (RefundPage, error) {
+func (s *Service) Refunds(ctx context.Context, status paystate.Refund, after int64, limit int) (RefundPage, error) {
 	rows, err := s.q.RefundsByStatus(ctx, s.o.Pool, dbsqlc.RefundsByStatusParams{Status: status, AfterID: after, MaxRows: int32(limit + 1)}) //nolint:gosec // G115: limit <= 200
 	if err != nil {
 		return RefundPage{}, fmt.Errorf("list refunds: %w", err)
@@ -91,17 +88,17 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, note, by string)
 			return Refund{}, err
 		}
 		next := retryNo(outRefundNo)
-		if old.Status == "RETRIED" {
+		if old.Status == paystate.Retried {
 			r, err := s.q.RefundGetByOutRefundNo(ctx, tx, next)
 			if err != nil {
 				return Refund{}, fmt.Errorf("read the retry of %s: %w", outRefundNo, err)
 			}
 			return refundFromRow(r), nil
 		}
-		if old.Status != "FAILED" {
+		if old.Status != paystate.Failed {
 			return Refund{}, refundConflict(old, "retried")
 		}
-		if _, err := s.q.RefundClose(ctx, tx, dbsqlc.RefundCloseParams{OutRefundNo: outRefundNo, Status: "RETRIED", Note: by + ": " + note}); err != nil {
+		if _, err := s.q.RefundClose(ctx, tx, dbsqlc.RefundCloseParams{OutRefundNo: outRefundNo, Status: paystate.Retried, Note: by + ": " + note}); err != nil {
 			return Refund{}, err
 		}
 		r, err := s.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: old.PaymentID, OrderID: old.OrderID, OutRefundNo: next,
@@ -109,8 +106,8 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, note, by string)
 		if err != nil {
 			return Refund{}, fmt.Errorf("insert the retry of %s: %w", outRefundNo, err)
 		}
-		if _, err := s.o.Jobs.InsertTx(ctx, tx, RefundArgs{OutRefundNo: r.OutRefundNo}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}); err != nil {
-			return Refund{}, fmt.Errorf("insert refund job: %w", err)
+		if err := s.o.Effects.refundJobTx(ctx, tx, r.OutRefundNo); err != nil {
+			return Refund{}, err
 		}
 		return refundFromRow(r), nil
 	})
@@ -119,7 +116,7 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, note, by string)
 // lockRefund reads a refund and holds it for an operator's action.
 func (s *Service) lockRefund(ctx context.Context, tx pgx.Tx, outRefundNo string) (dbsqlc.Refund, error) {
 	r, err := s.q.RefundGetForUpdate(ctx, tx, outRefundNo)
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) {
 		return r, ErrRefundNotFound
 	}
 	return r, err
@@ -146,13 +143,13 @@ func (s *Service) SettleRefund(ctx context.Context, outRefundNo, note, by string
 		if err != nil {
 			return Refund{}, err
 		}
-		if old.Status == "SETTLED" {
+		if old.Status == paystate.Settled {
 			return refundFromRow(old), nil
 		}
-		if old.Status != "FAILED" {
+		if old.Status != paystate.Failed {
 			return Refund{}, refundConflict(old, "settled")
 		}
-		r, err := s.q.RefundClose(ctx, tx, dbsqlc.RefundCloseParams{OutRefundNo: outRefundNo, Status: "SETTLED", Note: by + ": " + note})
+		r, err := s.q.RefundClose(ctx, tx, dbsqlc.RefundCloseParams{OutRefundNo: outRefundNo, Status: paystate.Settled, Note: by + ": " + note})
 		if err != nil {
 			return Refund{}, err
 		}

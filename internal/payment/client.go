@@ -151,15 +151,38 @@ func (c *Client) Prepay(ctx context.Context, p PrepayRequest) (string, error) {
 	return out.PrepayID, nil
 }
 
+// TradeState is a transaction's state at the platform (trade_state).
+type TradeState string
+
+// TradeSuccess is a transaction that took the money; other states
+// (NOTPAY, CLOSED, USERPAYING, ...) change nothing here.
+const TradeSuccess TradeState = "SUCCESS"
+
+// RefundState is a refund's status at the platform.
+type RefundState string
+
+// The platform's refund statuses.
+const (
+	RefundSuccess    RefundState = "SUCCESS"
+	RefundProcessing RefundState = "PROCESSING"
+	RefundClosed     RefundState = "CLOSED"
+	RefundAbnormal   RefundState = "ABNORMAL"
+)
+
+// final reports whether a refund ended at the platform.
+func (s RefundState) final() bool {
+	return s == RefundSuccess || s == RefundAbnormal || s == RefundClosed
+}
+
 // Transaction is a payment as the platform reports it (query answers and
 // decrypted TRANSACTION.* notifications).
 type Transaction struct {
-	AppID         string `json:"appid"`
-	MchID         string `json:"mchid"`
-	OutTradeNo    string `json:"out_trade_no"`
-	TransactionID string `json:"transaction_id"`
-	TradeState    string `json:"trade_state"`
-	SuccessTime   string `json:"success_time"`
+	AppID         string     `json:"appid"`
+	MchID         string     `json:"mchid"`
+	OutTradeNo    string     `json:"out_trade_no"`
+	TransactionID string     `json:"transaction_id"`
+	TradeState    TradeState `json:"trade_state"`
+	SuccessTime   string     `json:"success_time"`
 	Amount        struct {
 		Total      int64  `json:"total"`
 		PayerTotal int64  `json:"payer_total"`
@@ -184,13 +207,13 @@ func (c *Client) Close(ctx context.Context, outTradeNo string) error {
 
 // RefundResult is a refund as the platform reports it.
 type RefundResult struct {
-	MchID         string `json:"mchid"` // in notifications
-	RefundID      string `json:"refund_id"`
-	OutRefundNo   string `json:"out_refund_no"`
-	OutTradeNo    string `json:"out_trade_no"`
-	TransactionID string `json:"transaction_id"`
-	Status        string `json:"status"`
-	RefundStatus  string `json:"refund_status"` // in notifications
+	MchID         string      `json:"mchid"` // in notifications
+	RefundID      string      `json:"refund_id"`
+	OutRefundNo   string      `json:"out_refund_no"`
+	OutTradeNo    string      `json:"out_trade_no"`
+	TransactionID string      `json:"transaction_id"`
+	Status        RefundState `json:"status"`
+	RefundStatus  RefundState `json:"refund_status"` // in notifications
 	Amount        struct {
 		Refund int64  `json:"refund"`
 		Total  int64  `json:"total"`

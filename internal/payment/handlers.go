@@ -1,7 +1,6 @@
 package payment
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,12 +8,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/payment/paystate"
 	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/web"
@@ -70,12 +69,13 @@ func callbackBody(r *http.Request, limit int64) ([]byte, bool) {
 	return body, true
 }
 
-// HandleNotifyV3 serves POST /v1/payments/wechat/notify: signature first
-// (timestamp window, serial, RSA-SHA256), then decryption and the
-// idempotent core. Success (204) is answered only after the effect
-// committed; a delivery racing another of the same transaction on this
-// instance gets 503 so the platform retries it (on another instance it
-// waits on the payment's row lock, then is a duplicate).
+// HandleNotifyV3 serves POST /v1/payments/wechat/notify: the body, read
+// within its limit, and the signed headers go to Service.NotifyV3, whose
+// result is answered in the platform's shape: 204 once the effect
+// committed, {"code":"FAIL"} with the problem's status otherwise (503
+// while the same transaction is being applied here: the platform
+// retries; on another instance a copy waits on the payment's row lock,
+// then is a duplicate).
 func HandleNotifyV3(s *Service, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s == nil {
@@ -87,77 +87,34 @@ func HandleNotifyV3(s *Service, maxBody int64) http.Handler {
 			notifyFail(w, http.StatusRequestEntityTooLarge, "body too large")
 			return
 		}
-		h := wxpay.SignedHeaders{
+		err := s.NotifyV3(r.Context(), wxpay.SignedHeaders{
 			Timestamp: r.Header.Get("Wechatpay-Timestamp"), Nonce: r.Header.Get("Wechatpay-Nonce"),
 			Serial: r.Header.Get("Wechatpay-Serial"), Signature: r.Header.Get("Wechatpay-Signature"),
-		}
-		delivery := deliveryKey(h, body)
-		if _, ok := s.delivered.GetIfPresent(delivery); ok {
-			// These exact bytes were verified and applied: a redelivery.
-			s.callbacks.WithLabelValues("v3", "duplicate").Inc()
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if err := s.o.Platform.VerifyMessage(h, body, s.o.Now()); err != nil {
-			s.callbacks.WithLabelValues("v3", "rejected").Inc()
-			s.refusals.warn(r.Context(), web.Logger(r.Context()), "payment notification refused", "err", err)
-			notifyFail(w, http.StatusUnauthorized, "signature verification failed")
-			return
-		}
-		n, err := wxpay.ParseNotification(body)
+		}, body)
 		if err != nil {
-			s.callbacks.WithLabelValues("v3", "rejected").Inc()
-			notifyFail(w, http.StatusBadRequest, "malformed notification")
+			status, msg := notifyAnswer(r, err)
+			notifyFail(w, status, msg)
 			return
 		}
-		plain, err := wxpay.DecryptAEAD(s.o.APIv3Key, n.Resource.Nonce, n.Resource.AssociatedData, n.Resource.Ciphertext)
-		if err != nil {
-			s.callbacks.WithLabelValues("v3", "rejected").Inc()
-			s.refusals.warn(r.Context(), web.Logger(r.Context()), "payment notification does not decrypt", "id", n.ID, "err", err)
-			notifyFail(w, http.StatusBadRequest, "resource does not decrypt")
-			return
-		}
-		// The platform waits 5 s; answer before it gives up.
-		ctx, cancel := context.WithTimeout(r.Context(), 4*time.Second)
-		defer cancel()
-		src := Source{Kind: "v3", NotificationID: n.ID, EventType: n.EventType}
-		switch {
-		case n.EventType == "TRANSACTION.SUCCESS":
-			var t Transaction
-			if err := json.Unmarshal(plain, &t); err != nil {
-				notifyFail(w, http.StatusBadRequest, "malformed transaction")
-				return
-			}
-			err = s.HandleTransaction(ctx, src, t)
-		case len(n.EventType) > 7 && n.EventType[:7] == "REFUND.":
-			var rr RefundResult
-			if err := json.Unmarshal(plain, &rr); err != nil {
-				notifyFail(w, http.StatusBadRequest, "malformed refund")
-				return
-			}
-			_, err = s.HandleRefund(ctx, src, rr)
-		default:
-			web.Logger(r.Context()).InfoContext(r.Context(), "payment notification ignored", "event_type", n.EventType)
-		}
-		if err != nil {
-			answerError(w, r, err)
-			return
-		}
-		s.delivered.Set(delivery, struct{}{})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
 
-func answerError(w http.ResponseWriter, r *http.Request, err error) {
+// notifyAnswer maps NotifyV3's or NotifyV2's error to the status and
+// message of the platform's failure answer; a 500's cause is logged, not
+// told.
+func notifyAnswer(r *http.Request, err error) (int, string) {
 	p, ok := problem.As(err)
 	switch {
 	case errors.Is(err, ErrInFlight):
-		notifyFail(w, http.StatusServiceUnavailable, "processing; retry")
+		return http.StatusServiceUnavailable, "processing; retry"
 	case ok && p.Type.Status < 500:
-		notifyFail(w, p.Type.Status, p.Detail)
+		return p.Type.Status, p.Detail
+	case ok && p.Type == problem.Unavailable:
+		return http.StatusServiceUnavailable, p.Detail
 	default:
 		web.Logger(r.Context()).ErrorContext(r.Context(), "payment notification failed", "err", err)
-		notifyFail(w, http.StatusInternalServerError, "temporary failure; retry")
+		return http.StatusInternalServerError, "temporary failure; retry"
 	}
 }
 
@@ -189,13 +146,13 @@ func HandleRefunds(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		status := "FAILED"
+		status := paystate.Failed
 		if v := q.Get("status"); v != "" {
-			if !slices.Contains(RefundStatuses, v) {
-				web.Error(w, r, problem.New(problem.InvalidRequest, "query parameter status: want one of %v", RefundStatuses).With("parameter", "status"))
+			if !slices.Contains(paystate.RefundStatuses(), paystate.Refund(v)) {
+				web.Error(w, r, problem.New(problem.InvalidRequest, "query parameter status: want one of %v", paystate.RefundStatuses()).With("parameter", "status"))
 				return
 			}
-			status = v
+			status = paystate.Refund(v)
 		}
 		limit := 50
 		if v := q.Get("limit"); v != "" {

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/payment/paystate"
 )
 
 // ReconcileArgs is the periodic job that asks the platform about payments
@@ -59,11 +59,11 @@ func (s *Service) reconcileRefund(ctx context.Context, r dbsqlc.Refund) error {
 	if err != nil {
 		return err
 	}
-	if !final(res.Status) {
+	if !res.Status.final() {
 		return nil // still processing
 	}
 	res.RefundStatus = res.Status
-	_, err = s.HandleRefund(ctx, Source{Kind: "query", NotificationID: "query:" + r.OutRefundNo, EventType: "REFUND." + res.Status}, res)
+	_, err = s.HandleRefund(ctx, Source{Kind: "query", NotificationID: "query:" + r.OutRefundNo, EventType: "REFUND." + string(res.Status)}, res)
 	return err
 }
 
@@ -77,7 +77,7 @@ func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
 	if err != nil {
 		return err
 	}
-	if t.TradeState != "SUCCESS" {
+	if t.TradeState != TradeSuccess {
 		return nil
 	}
 	return s.HandleTransaction(ctx, Source{Kind: "query", EventType: "TRANSACTION.SUCCESS"}, t)
@@ -94,33 +94,6 @@ func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
 // cancelled and its paid payment left open).
 func (s *Service) BeforeTimeout(ctx context.Context, orderID int64) error {
 	return s.closeOpenPayments(ctx, orderID, "")
-}
-
-// ClosePaymentArgs is the job that closes a cancelled order's open
-// payments at the provider. Attempt, when set, names the attempt whose
-// prepay was recorded after the cancel (so that this job is not taken for
-// a duplicate of the cancel's own).
-type ClosePaymentArgs struct {
-	OrderID int64  `json:"order_id,string"`
-	Attempt string `json:"attempt,omitempty"`
-}
-
-// Kind names the job.
-func (ClosePaymentArgs) Kind() string { return "payment.close" }
-
-// ClosePaymentTx inserts, in the cancel's transaction, the job that closes
-// the order's open payments; the call to the provider happens after
-// commit, retried until it answers.
-func (s *Service) ClosePaymentTx(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
-	return s.closeLaterTx(ctx, tx, o.ID, "")
-}
-
-func (s *Service) closeLaterTx(ctx context.Context, tx pgx.Tx, orderID int64, attempt string) error {
-	_, err := s.o.Jobs.InsertTx(ctx, tx, ClosePaymentArgs{OrderID: orderID, Attempt: attempt}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
-	if err != nil {
-		return fmt.Errorf("insert close job: %w", err)
-	}
-	return nil
 }
 
 type closeWorker struct {
@@ -155,7 +128,7 @@ func (s *Service) closeOpenPayments(ctx context.Context, orderID int64, attempt 
 		// An attempt without a recorded prepay is closed too: its pay may
 		// have died after WeChat answered, leaving a prepay there that
 		// nobody was handed.
-		if p.Status != "CREATED" && (p.OutTradeNo != attempt || p.Status != "CLOSED") {
+		if p.Status != paystate.Created && (p.OutTradeNo != attempt || p.Status != paystate.Closed) {
 			continue
 		}
 		if err := s.closeAttempt(ctx, p); err != nil {
@@ -176,7 +149,7 @@ func (s *Service) closeAttempt(ctx context.Context, p dbsqlc.Payment) error {
 	if err != nil {
 		return err
 	}
-	if cur.Status != "CREATED" && cur.Status != "CLOSED" {
+	if cur.Status != paystate.Created && cur.Status != paystate.Closed {
 		return nil // paid (and applied) meanwhile
 	}
 	if err := s.o.Client.Close(ctx, p.OutTradeNo); err != nil && !notAtPlatform(err) {

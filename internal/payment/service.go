@@ -22,6 +22,7 @@ import (
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/payment/paystate"
 	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
@@ -34,10 +35,12 @@ const Channel = "wechatpay"
 type Options struct {
 	Pool   *pgxpool.Pool
 	Client *Client
-	Orders *order.Service
-	Jobs   order.JobInserter
-	Logger *slog.Logger
-	Now    func() time.Time
+	Orders Orders
+	// Effects records refunds and inserts jobs (the same value the order
+	// service was built with).
+	Effects *Effects
+	Logger  *slog.Logger
+	Now     func() time.Time
 
 	MchID       string
 	AppID       string
@@ -46,6 +49,14 @@ type Options struct {
 	APIv3Key    []byte
 	V2Key       string
 	Registerer  prometheus.Registerer
+}
+
+// Orders is what payments need of the order capability: an order as its
+// user sees it, and transitions applied in a payment's transaction
+// (*order.Service provides it).
+type Orders interface {
+	Get(ctx context.Context, userID, orderID int64) (order.Order, error)
+	ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event statemachine.Event, actor order.Actor, reason string) (order.Applied, error)
 }
 
 // Service takes payments and refunds.
@@ -165,7 +176,7 @@ func (s *Service) Pay(ctx context.Context, userID, orderID int64) (RequestPaymen
 	if err != nil {
 		return RequestPayment{}, err
 	}
-	if o.Status != string(statemachine.PendingPayment) {
+	if o.Status != statemachine.PendingPayment {
 		return RequestPayment{}, notPayable(o.Status)
 	}
 	user, err := s.q.UserGetByID(ctx, s.o.Pool, userID)
@@ -199,7 +210,7 @@ func (s *Service) Pay(ctx context.Context, userID, orderID int64) (RequestPaymen
 	return rp, nil
 }
 
-func notPayable(status string) error {
+func notPayable(status statemachine.Status) error {
 	return problem.New(problem.OrderStatusConflict, "only an order waiting for payment can be paid; it is %s", status).With("current_status", status)
 }
 
@@ -214,14 +225,14 @@ func (s *Service) reserveAttempt(ctx context.Context, orderID, amountFen int64) 
 		if err != nil {
 			return dbsqlc.Payment{}, fmt.Errorf("read order: %w", err)
 		}
-		if status != string(statemachine.PendingPayment) {
+		if status != statemachine.PendingPayment {
 			return dbsqlc.Payment{}, notPayable(status)
 		}
 		pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
 		if err != nil {
 			return dbsqlc.Payment{}, err
 		}
-		if n := len(pays); n > 0 && pays[n-1].Status == "CREATED" && (pays[n-1].PrepayExpiresAt == nil || pays[n-1].PrepayExpiresAt.After(s.o.Now())) {
+		if n := len(pays); n > 0 && pays[n-1].Status == paystate.Created && (pays[n-1].PrepayExpiresAt == nil || pays[n-1].PrepayExpiresAt.After(s.o.Now())) {
 			return pays[n-1], nil
 		}
 		// Two concurrent pays insert the same attempt number: the
@@ -249,21 +260,21 @@ func (s *Service) recordPrepay(ctx context.Context, p dbsqlc.Payment, prepayID s
 			return "", err
 		}
 		now := s.o.Now()
-		if cur.Status == "CREATED" && cur.PrepayID != nil && cur.PrepayExpiresAt != nil && cur.PrepayExpiresAt.After(now) {
+		if cur.Status == paystate.Created && cur.PrepayID != nil && cur.PrepayExpiresAt != nil && cur.PrepayExpiresAt.After(now) {
 			prepayID = *cur.PrepayID // a concurrent pay got there first
-		} else if cur.Status == "CREATED" {
+		} else if cur.Status == paystate.Created {
 			exp := now.Add(prepayValidity)
 			if _, err := s.q.PaymentSetPrepay(ctx, tx, dbsqlc.PaymentSetPrepayParams{ID: p.ID, PrepayID: &prepayID, PrepayExpiresAt: &exp}); err != nil {
 				return "", err
 			}
 		}
-		if status != string(statemachine.PendingPayment) {
+		if status != statemachine.PendingPayment {
 			// Cancelled (or paid) while WeChat answered: whatever is open
 			// at the platform for it is closed, and nothing is handed out.
 			refused = notPayable(status)
-			return "", s.closeLaterTx(ctx, tx, p.OrderID, p.OutTradeNo)
+			return "", s.o.Effects.closeLaterTx(ctx, tx, p.OrderID, p.OutTradeNo)
 		}
-		if cur.Status != "CREATED" {
+		if cur.Status != paystate.Created {
 			refused = problem.New(problem.OrderStatusConflict, "this payment attempt was closed; pay again").With("current_status", status)
 		}
 		return prepayID, nil
@@ -342,7 +353,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 	var outcome string
 	err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
 		p, err := s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo})
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return problem.New(problem.NotFound, "unknown out_trade_no %q", t.OutTradeNo)
 		}
 		if err != nil {
@@ -356,11 +367,11 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 		if nid == "" {
 			nid = src.Kind + ":" + t.TransactionID
 		}
-		if t.TradeState != "SUCCESS" {
+		if t.TradeState != TradeSuccess {
 			_, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: nid,
-				TransactionID: t.TransactionID, EventType: "TRANSACTION.SUCCESS", OrderID: &p.OrderID, Outcome: t.TradeState})
+				TransactionID: t.TransactionID, EventType: "TRANSACTION.SUCCESS", OrderID: &p.OrderID, Outcome: string(t.TradeState)})
 			switch {
-			case errors.Is(db.NoRows(err), db.ErrNotFound):
+			case errors.Is(err, db.ErrNotFound):
 				outcome = "duplicate"
 				return nil
 			case err != nil:
@@ -390,7 +401,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			}
 			second := p
 			second.AmountFen = t.Amount.Total
-			return s.refundTx(ctx, tx, second, "a second transaction for "+p.OutTradeNo, t.TransactionID)
+			return s.o.Effects.refundTx(ctx, tx, second, "a second transaction for "+p.OutTradeNo, t.TransactionID)
 		case !rec.Recorded, !rec.Paid:
 			outcome = "duplicate" // seen before, or already SUCCESS (e.g. the query got there first)
 			return nil
@@ -407,7 +418,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			if err == nil {
 				outcome = "refunded_double"
 			}
-			return s.refundTx(ctx, tx, p, "payment for an order that could not take it", "")
+			return s.o.Effects.refundTx(ctx, tx, p, "payment for an order that could not take it", "")
 		default:
 			return err
 		}
@@ -437,58 +448,12 @@ func mismatch(t Transaction, p dbsqlc.Payment) (kind, detail string) {
 		return "mchid", fmt.Sprintf("mchid %q, want %q", t.MchID, p.Mchid)
 	case t.AppID != p.Appid:
 		return "appid", fmt.Sprintf("appid %q, want %q", t.AppID, p.Appid)
-	case t.TradeState == "SUCCESS" && t.Amount.Total != p.AmountFen:
+	case t.TradeState == TradeSuccess && t.Amount.Total != p.AmountFen:
 		return "amount", fmt.Sprintf("amount %d, want %d", t.Amount.Total, p.AmountFen)
-	case t.TradeState == "SUCCESS" && t.Amount.Currency != "" && t.Amount.Currency != p.Currency:
+	case t.TradeState == TradeSuccess && t.Amount.Currency != "" && t.Amount.Currency != p.Currency:
 		return "currency", fmt.Sprintf("currency %q, want %q", t.Amount.Currency, p.Currency)
 	}
 	return "", ""
-}
-
-// RefundArgs is the job that asks the platform for a refund.
-type RefundArgs struct {
-	OutRefundNo string `json:"out_refund_no"`
-}
-
-// Kind names the job.
-func (RefundArgs) Kind() string { return "payment.refund" }
-
-// refundTx records the refund of payment p and inserts the job that asks
-// the platform for it, in tx; the same payment is refunded once. With
-// transactionID, it refunds that transaction of p's out_trade_no instead
-// (one we did not expect), once.
-func (s *Service) refundTx(ctx context.Context, tx pgx.Tx, p dbsqlc.Payment, reason, transactionID string) error {
-	no := OutRefundNo(p.OutTradeNo)
-	var txn *string
-	if transactionID != "" {
-		no, txn = "R"+transactionID, &transactionID
-	}
-	r, err := s.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: p.ID, OrderID: p.OrderID, OutRefundNo: no, AmountFen: p.AmountFen, Reason: reason, TransactionID: txn})
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
-		return nil // already refunding
-	}
-	if err != nil {
-		return fmt.Errorf("insert refund: %w", err)
-	}
-	if _, err := s.o.Jobs.InsertTx(ctx, tx, RefundArgs{OutRefundNo: r.OutRefundNo}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}); err != nil {
-		return fmt.Errorf("insert refund job: %w", err)
-	}
-	return nil
-}
-
-// RequestRefundTx refunds an order's successful payment; the order
-// lifecycle calls it when an order moves to REFUNDING.
-func (s *Service) RequestRefundTx(ctx context.Context, tx pgx.Tx, o dbsqlc.Order) error {
-	pays, err := s.q.PaymentsByOrder(ctx, tx, o.ID)
-	if err != nil {
-		return err
-	}
-	for _, p := range pays {
-		if p.Status == "SUCCESS" {
-			return s.refundTx(ctx, tx, p, "order "+o.Status, "")
-		}
-	}
-	return nil
 }
 
 // refundWorker asks the platform for a refund; retried until it answers.
@@ -504,7 +469,7 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if err != nil {
 		return fmt.Errorf("read refund: %w", err)
 	}
-	if r.Status == "SUCCESS" {
+	if r.Status == paystate.Succeeded {
 		return nil
 	}
 	p, err := s.q.PaymentGetByID(ctx, s.o.Pool, r.PaymentID)
@@ -520,24 +485,19 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if err != nil {
 		return err
 	}
-	if final(res.Status) {
+	if res.Status.final() {
 		// The platform says how it ended (at once, or because this is a
 		// retry of a refund that finished meanwhile): apply it the way its
 		// notification would be, since that notification may never come.
 		res.RefundStatus = res.Status
-		_, err := s.HandleRefund(ctx, Source{Kind: "refund-api", NotificationID: "refund-api:" + r.OutRefundNo, EventType: "REFUND." + res.Status}, res)
+		_, err := s.HandleRefund(ctx, Source{Kind: "refund-api", NotificationID: "refund-api:" + r.OutRefundNo, EventType: "REFUND." + string(res.Status)}, res)
 		return err
 	}
-	_, err = s.q.RefundSetStatus(ctx, s.o.Pool, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: "PROCESSING", RefundID: &res.RefundID})
-	if errors.Is(db.NoRows(err), db.ErrNotFound) {
+	_, err = s.q.RefundSetStatus(ctx, s.o.Pool, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: paystate.Processing, RefundID: &res.RefundID})
+	if errors.Is(err, db.ErrNotFound) {
 		return nil
 	}
 	return err
-}
-
-// final reports whether a refund status is an end state.
-func final(status string) bool {
-	return status == "SUCCESS" || status == "ABNORMAL" || status == "CLOSED"
 }
 
 // HandleRefund applies a refund result exactly once: the refund is marked,
@@ -549,7 +509,7 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 	outcome := "applied"
 	err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
 		ref, err := s.q.RefundGetByOutRefundNo(ctx, tx, r.OutRefundNo)
-		if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return problem.New(problem.NotFound, "unknown out_refund_no %q", r.OutRefundNo)
 		}
 		if err != nil {
@@ -563,23 +523,23 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 			return s.recordAnomaly(ctx, tx, src.NotificationID+"/"+r.OutRefundNo, r.OutTradeNo, kind, detail, r)
 		}
 		if _, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: src.NotificationID,
-			TransactionID: r.OutRefundNo, EventType: src.EventType, OrderID: &ref.OrderID, Outcome: r.RefundStatus}); err != nil {
-			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+			TransactionID: r.OutRefundNo, EventType: src.EventType, OrderID: &ref.OrderID, Outcome: string(r.RefundStatus)}); err != nil {
+			if errors.Is(err, db.ErrNotFound) {
 				outcome = "duplicate"
 				return nil
 			}
 			return err
 		}
-		if r.RefundStatus != "SUCCESS" {
-			_, err := s.q.RefundSetStatus(ctx, tx, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: "FAILED", RefundID: &r.RefundID})
-			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if r.RefundStatus != RefundSuccess {
+			_, err := s.q.RefundSetStatus(ctx, tx, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: paystate.Failed, RefundID: &r.RefundID})
+			if errors.Is(err, db.ErrNotFound) {
 				err = nil
 			}
 			outcome = "refund_failed"
 			return err
 		}
-		if _, err := s.q.RefundSetStatus(ctx, tx, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: "SUCCESS", RefundID: &r.RefundID}); err != nil {
-			if errors.Is(db.NoRows(err), db.ErrNotFound) {
+		if _, err := s.q.RefundSetStatus(ctx, tx, dbsqlc.RefundSetStatusParams{OutRefundNo: r.OutRefundNo, Status: paystate.Succeeded, RefundID: &r.RefundID}); err != nil {
+			if errors.Is(err, db.ErrNotFound) {
 				outcome = "duplicate"
 				return nil
 			}

@@ -27,6 +27,11 @@ const (
 	Refunded       Status = "REFUNDED"
 )
 
+// Statuses lists every status, in lifecycle order.
+func Statuses() []Status {
+	return []Status{PendingPayment, Paid, Accepted, Delivering, Completed, Cancelled, Refunding, Refunded}
+}
+
 // Event is what happens to an order.
 type Event string
 
@@ -170,8 +175,10 @@ func Mermaid() string {
 		}
 		fmt.Fprintf(&b, "    %s --> %s: %s (%s)\n", t.From, t.To, t.Event, strings.Join(actors, ", "))
 	}
-	for _, s := range []Status{Completed, Cancelled, Refunded} {
-		fmt.Fprintf(&b, "    %s --> [*]\n", s)
+	for _, s := range Statuses() {
+		if Terminal(s) {
+			fmt.Fprintf(&b, "    %s --> [*]\n", s)
+		}
 	}
 	return b.String()
 }

@@ -22,13 +22,25 @@ type request struct {
 	logger    *slog.Logger
 	mu        sync.Mutex
 	attrs     []slog.Attr
+	// unavailable tells errors that mean a dependency is down (retry
+	// shortly, 503) from the rest (500); the server supplies it, since
+	// what "down" looks like belongs to the database layer.
+	unavailable func(error) bool
 }
 
 // WithRequest returns ctx carrying one request's id, the logger its
-// handlers' logger derives from (adding the id), and room for access-log
-// attributes.
-func WithRequest(ctx context.Context, id string, logger *slog.Logger) context.Context {
-	return context.WithValue(ctx, requestKey, &request{id: id, base: logger})
+// handlers' logger derives from (adding the id), room for access-log
+// attributes, and how Error recognises an error that means a dependency
+// is unavailable (nil: none does).
+func WithRequest(ctx context.Context, id string, logger *slog.Logger, unavailable func(error) bool) context.Context {
+	return context.WithValue(ctx, requestKey, &request{id: id, base: logger, unavailable: unavailable})
+}
+
+// dependencyDown reports whether err means, to the server of ctx's
+// request, that a dependency is unavailable.
+func dependencyDown(ctx context.Context, err error) bool {
+	r := requestOf(ctx)
+	return r != nil && r.unavailable != nil && r.unavailable(err)
 }
 
 func requestOf(ctx context.Context) *request {

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/problem"
 )
 
@@ -171,7 +170,7 @@ func RawJSON(w http.ResponseWriter, status int, body []byte) {
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	logger := Logger(r.Context())
 	p, ok := problem.As(err)
-	if !ok && db.Unavailable(err) {
+	if !ok && dependencyDown(r.Context(), err) {
 		// The database is down or restarting: nothing committed, and a
 		// retry shortly will likely succeed.
 		p = problem.New(problem.Unavailable, "the database is unavailable; retry shortly")

@@ -13,14 +13,16 @@ import (
 	"github.com/takeout/takeout/internal/web"
 )
 
-// A request that failed because the database was unreachable answers 503
+// A request that failed because a dependency was down (as the server's
+// classifier, db.Unavailable in takeout, says) answers 503
 // service-unavailable with Retry-After, not 500: the client should retry.
-func TestErrorDatabaseUnavailable(t *testing.T) {
+func TestErrorDependencyUnavailable(t *testing.T) {
 	t.Parallel()
 	_, refused := pgx.Connect(context.Background(), "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2")
 	if refused == nil {
 		t.Fatal("connecting to port 1 succeeded")
 	}
+	down := func(err error) bool { return errors.Is(err, refused) }
 	for _, tc := range []struct {
 		name       string
 		err        error
@@ -32,7 +34,9 @@ func TestErrorDatabaseUnavailable(t *testing.T) {
 		{"a bug", errors.New("boom"), 500, "internal-error", ""},
 	} {
 		w := httptest.NewRecorder()
-		web.Error(w, httptest.NewRequest("POST", "/v1/orders", nil), tc.err)
+		r := httptest.NewRequest("POST", "/v1/orders", nil)
+		r = r.WithContext(web.WithRequest(r.Context(), "req-1", nil, down))
+		web.Error(w, r, tc.err)
 		var doc struct {
 			Type   string `json:"type"`
 			Status int    `json:"status"`

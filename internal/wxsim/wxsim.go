@@ -1,7 +1,9 @@
 // Package wxsim plays the WeChat side of takeout for development and
-// tests. For now it implements the mini-program login, jscode2session:
-// any code X logs in as openid "sim-X", so tests name their users. Payment
-// endpoints come with the payments work.
+// tests: the mini-program login, jscode2session (any code X logs in as
+// openid "sim-X", so tests name their users), and, with WithPayments,
+// WeChat Pay v3's JSAPI prepay, query, close and refunds, with payment and
+// refund notifications signed and encrypted as the platform does, and
+// knobs for duplicates, delays, reordering and failures (/sim/config).
 package wxsim
 
 import (

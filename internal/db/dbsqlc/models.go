@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/takeout/takeout/internal/payment/paystate"
+	"github.com/takeout/takeout/internal/statemachine"
 )
 
 type RiverJobState string
@@ -121,7 +123,7 @@ type Order struct {
 	ContentDigest  []byte
 	IntentSeq      int32
 	DigestAlg      string
-	Status         string
+	Status         statemachine.Status
 	ItemsTotalFen  int64
 	DeliveryFeeFen int64
 	TotalFen       int64
@@ -145,8 +147,8 @@ type OrderItem struct {
 type OrderStatusHistory struct {
 	ID         int64
 	OrderID    int64
-	FromStatus *string
-	ToStatus   string
+	FromStatus *statemachine.Status
+	ToStatus   statemachine.Status
 	Version    int64
 	Actor      string
 	Reason     string
@@ -164,7 +166,7 @@ type Payment struct {
 	Currency        string
 	PrepayID        *string
 	PrepayExpiresAt *time.Time
-	Status          string
+	Status          paystate.Payment
 	TransactionID   *string
 	PaidAt          *time.Time
 	CreatedAt       time.Time
@@ -200,7 +202,7 @@ type Refund struct {
 	OutRefundNo   string
 	AmountFen     int64
 	Reason        string
-	Status        string
+	Status        paystate.Refund
 	RefundID      *string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time

@@ -8,6 +8,8 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/takeout/takeout/internal/statemachine"
 )
 
 const orderGetByID = `-- name: OrderGetByID :one
@@ -113,8 +115,8 @@ VALUES ($1, $2, $3, $4, $5, $6)
 
 type OrderHistoryInsertParams struct {
 	OrderID    int64
-	FromStatus *string
-	ToStatus   string
+	FromStatus *statemachine.Status
+	ToStatus   statemachine.Status
 	Version    int64
 	Actor      string
 	Reason     string
@@ -306,7 +308,7 @@ type OrderLatestByContentParams struct {
 type OrderLatestByContentRow struct {
 	ID        int64
 	IntentSeq int32
-	Status    string
+	Status    statemachine.Status
 	CreatedAt time.Time
 }
 
@@ -450,9 +452,9 @@ SELECT status FROM orders WHERE id = $1 FOR SHARE
 
 // Reads an order's status and holds it: a transition of the order waits
 // until this transaction ends (see payment.Service.Pay).
-func (q *Queries) OrderStatusForShare(ctx context.Context, db DBTX, id int64) (string, error) {
+func (q *Queries) OrderStatusForShare(ctx context.Context, db DBTX, id int64) (statemachine.Status, error) {
 	row := db.QueryRow(ctx, orderStatusForShare, id)
-	var status string
+	var status statemachine.Status
 	err := row.Scan(&status)
 	return status, err
 }
@@ -464,9 +466,9 @@ RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, d
 `
 
 type OrderTransitionParams struct {
-	ToStatus   string
+	ToStatus   statemachine.Status
 	ID         int64
-	FromStatus string
+	FromStatus statemachine.Status
 	Version    int64
 }
 

@@ -8,6 +8,8 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/takeout/takeout/internal/payment/paystate"
 )
 
 const anomalyInsert = `-- name: AnomalyInsert :exec
@@ -409,7 +411,7 @@ RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, r
 `
 
 type RefundCloseParams struct {
-	Status      string
+	Status      paystate.Refund
 	Note        string
 	OutRefundNo string
 }
@@ -534,7 +536,7 @@ RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, r
 `
 
 type RefundSetStatusParams struct {
-	Status      string
+	Status      paystate.Refund
 	RefundID    *string
 	OutRefundNo string
 }
@@ -564,7 +566,7 @@ SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refu
 `
 
 type RefundsByStatusParams struct {
-	Status  string
+	Status  paystate.Refund
 	AfterID int64
 	MaxRows int32
 }

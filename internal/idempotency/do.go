@@ -1,0 +1,163 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/takeout/takeout/internal/db"
+)
+
+// Request is one request under an Idempotency-Key, for Do.
+type Request struct {
+	Scope Scope
+	Key   string
+	// Route and Body are what the request asks for (e.g. "POST /v1/orders"
+	// and its confirm token): the same key with another route or body is
+	// refused with ErrMismatch. L1 compares Body as it is; Redis and
+	// PostgreSQL keep its fingerprint (RequestFingerprint), computed only
+	// when a layer needs it.
+	Route, Body string
+	// Check, when set, runs once L1 has missed and before anything
+	// outside the process is touched, so that a request it refuses (a
+	// forged token) costs neither Redis nor PostgreSQL anything. To refuse
+	// only a request that has not run before (an expired token whose
+	// order may have been placed), return ReplayOnly(err).
+	Check func() error
+}
+
+// Result is Do's answer: the response to send, and whether it is the
+// stored answer of an earlier request with the key.
+type Result struct {
+	Response Response
+	Replayed bool
+}
+
+// replayOnlyError is a refusal that does not apply to a request already
+// answered: see ReplayOnly.
+type replayOnlyError struct{ err error }
+
+func (e replayOnlyError) Error() string { return e.err.Error() }
+func (e replayOnlyError) Unwrap() error { return e.err }
+
+// ReplayOnly wraps a refusal from Request.Check that holds only for a
+// request that never ran: when the key already has this request's
+// response, Do replays it; otherwise Do returns err.
+func ReplayOnly(err error) error { return replayOnlyError{err} }
+
+// Change makes a request's change in tx and returns the record to answer
+// with (its Response and, for an order, its OrderID). An error rolls the
+// transaction back and records nothing, so a retry runs it again.
+type Change func(ctx context.Context, tx pgx.Tx) (Record, error)
+
+// Do runs change at most once per (req.Scope, req.Key), whatever the
+// retries, their concurrency, the instances they reach and the state of
+// Redis, and answers every retry with the first answer, byte for byte.
+// The layers, cheapest first:
+//
+//  1. L1: a completed answer to this exact request in this process.
+//  2. Redis: one Lua round trip claims the key, or finds its answer, or
+//     finds it in flight and waits up to CoalesceWait (then asks
+//     PostgreSQL, then answers InProgress: 409 request-in-progress).
+//  3. PostgreSQL, the truth: change runs in a transaction that also
+//     records its response. A user's record is inserted last: a
+//     concurrent request that committed first makes the insert fail, the
+//     transaction rolls back, and its answer is replayed. Another scope's
+//     record is claimed first: a concurrent duplicate waits on it.
+//
+// After commit the answer goes to Redis and L1; on failure before commit
+// the Redis claim is released so that a retry can run.
+func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, error) {
+	var fp []byte
+	fingerprint := func() []byte {
+		if fp == nil {
+			fp = RequestFingerprint(req.Route, req.Body)
+		}
+		return fp
+	}
+	if resp, ok, err := s.cached(req.Scope, req.Key, req.Body, fingerprint); err != nil || ok {
+		return Result{Response: resp, Replayed: ok}, err
+	}
+	s.count("l1", "miss")
+	var refused error
+	if req.Check != nil {
+		if err := req.Check(); err != nil {
+			var ro replayOnlyError
+			if !errors.As(err, &ro) {
+				return Result{}, err
+			}
+			refused = ro.err
+		}
+	}
+	out, err := s.begin(ctx, req.Scope, req.Key, fingerprint())
+	if err != nil || out.replay != nil {
+		return s.replayed(out.replay), err
+	}
+	c := out.claim
+	if refused != nil {
+		return s.replayOrRefuse(ctx, c, req.Body, refused)
+	}
+	rec, replayed, err := s.run(ctx, c, change)
+	if err != nil {
+		c.release(ctx)
+		return Result{}, err
+	}
+	rec.Request = req.Body
+	c.finalize(ctx, rec)
+	return Result{Response: rec.Response, Replayed: replayed}, nil
+}
+
+func (s *Store) replayed(resp *Response) Result {
+	if resp == nil {
+		return Result{}
+	}
+	return Result{Response: *resp, Replayed: true}
+}
+
+// replayOrRefuse answers a request that may not run anew: with its
+// recorded response, if PostgreSQL has one for this very request, else
+// with refused.
+func (s *Store) replayOrRefuse(ctx context.Context, c *claim, body string, refused error) (Result, error) {
+	rec, ok, err := s.lookup(ctx, c.scope, c.key)
+	if err != nil || !ok || string(rec.Fingerprint) != string(c.fp) {
+		c.release(ctx)
+		return Result{}, refused
+	}
+	rec.Request = body
+	c.finalize(ctx, rec)
+	return Result{Response: rec.Response, Replayed: true}, nil
+}
+
+// run runs change and records its response in one transaction. It
+// returns the record to answer with, and whether that record was an
+// earlier request's (a replay).
+func (s *Store) run(ctx context.Context, c *claim, change Change) (Record, bool, error) {
+	if c.scope.name != "" {
+		return s.runClaimed(ctx, c, change)
+	}
+	rec, err := db.WithTxV(ctx, s.opts.DB, func(tx pgx.Tx) (Record, error) {
+		rec, err := change(ctx, tx)
+		if err != nil {
+			return Record{}, err
+		}
+		rec.Fingerprint = c.fp
+		return rec, s.insertTx(ctx, tx, c, rec)
+	})
+	if s.recorded(err) {
+		// A request with this key committed first: replay its answer.
+		rec, err := s.resolve(ctx, c)
+		return rec, err == nil, err
+	}
+	return rec, false, err
+}
+
+// RequestFingerprint is the fingerprint of a request by its route (method
+// and path) and body.
+func RequestFingerprint(route, body string) []byte {
+	h := sm3.New()
+	h.Write([]byte(route + "\n"))
+	h.Write([]byte(body))
+	return h.Sum(nil)
+}
