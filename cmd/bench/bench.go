@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,10 +25,9 @@ import (
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/config"
-	"github.com/takeout/takeout/internal/hostinfo"
+	"github.com/takeout/takeout/internal/lab"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
-	"github.com/takeout/takeout/internal/pgbin"
 	"github.com/takeout/takeout/internal/wxsim"
 )
 
@@ -48,8 +47,12 @@ type env struct {
 	users    []string // session tokens
 	keys     wxsim.Keys
 	apiPID   int
+	helloPID int
 	debug    string        // the api's operations listener (metrics, pprof)
 	apiCfg   config.Config // the api's configuration as the bench runs it
+	work     string        // the work directory
+	pgBin    string        // PostgreSQL's programs (pgbench)
+	closers  []func()      // run in reverse by close
 }
 
 func randomHex(n int) string {
@@ -58,143 +61,145 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// process is a started child process.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func start(ctx context.Context, logPath, bin string, env []string, args ...string) (*process, error) {
-	logf, err := os.Create(logPath) //nolint:gosec // G304: our work directory
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binaries we were given
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
-	return p, nil
-}
-
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func waitHTTP(ctx context.Context, u string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s did not answer 200 within %s", u, within)
-}
-
-func freeAddr() (string, error) {
-	p, err := freePort()
-	return fmt.Sprintf("127.0.0.1:%d", p), err
-}
-
 // bench sets up, runs every scenario and returns the results.
 func bench(ctx context.Context, o options, logf func(string, ...any)) (*results, error) {
-	work, err := filepath.Abs(o.work)
+	e, err := setup(ctx, o, logf)
+	defer e.close() // e holds what was started, even on an error
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(work, 0o750); err != nil {
-		return nil, err
-	}
-	pgBin, err := pgbin.Dir(o.pgBin)
+	r, err := newRunner(ctx, e, logf)
 	if err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-
-	// A fresh database on the given server.
-	dbName := "takeout_bench"
-	admin, err := pgx.Connect(ctx, o.adminURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", o.adminURL, err)
-	}
-	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName + " WITH (FORCE)", "CREATE DATABASE " + dbName} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			admin.Close(ctx)
+	for _, c := range o.conc {
+		if err := r.closedLoops(ctx, c); err != nil {
 			return nil, err
 		}
 	}
-	admin.Close(ctx)
-	u, err := url.Parse(o.adminURL)
-	if err != nil {
+	if r.want("submit_half_rate") {
+		if err := r.halfRate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.memory(ctx); err != nil {
 		return nil, err
 	}
-	u.Path = "/" + dbName
-	dbURL := u.String()
+	r.res.APIRSSMB = rssMB(e.apiPID)
+	r.res.finish()
+	return r.res, nil
+}
 
-	// wxsim keys (the bench signs callbacks with its platform key).
-	wxDir := filepath.Join(work, "wxsim")
-	keys, err := wxsim.LoadOrCreateKeys(wxDir, benchMchID)
+// onClose adds f to what close runs, last first.
+func (e *env) onClose(f func()) { e.closers = append(e.closers, f) }
+
+// close stops what setup started, last first.
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+// setup makes a fresh database, starts wxsim, the api and the hello
+// floor, and seeds the catalog and the users.
+func setup(ctx context.Context, o options, logf func(string, ...any)) (*env, error) {
+	e := &env{o: o, client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}}
+	var err error
+	if e.work, err = filepath.Abs(o.work); err != nil {
+		return e, err
+	}
+	if err := os.MkdirAll(e.work, 0o750); err != nil {
+		return e, err
+	}
+	if e.pgBin, err = lab.PGBinDir(o.pgBin); err != nil {
+		return e, err
+	}
+	if e.dbURL, err = freshDatabase(ctx, o.adminURL, "takeout_bench"); err != nil {
+		return e, err
+	}
+	sessionSecret, staffSecret, err := e.startServers(ctx)
 	if err != nil {
-		return nil, err
+		return e, err
+	}
+	if e.db, err = pgxpool.New(ctx, e.dbURL); err != nil {
+		return e, err
+	}
+	e.onClose(e.db.Close)
+	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
+	adminToken, _, err := tokens.IssueStaff("bench", auth.Role{Admin: true}, time.Hour)
+	if err != nil {
+		return e, err
+	}
+	logf("seeding: 1 merchant, 256 dishes, a hot dish, 64 users")
+	if err := e.seed(ctx, adminToken); err != nil {
+		return e, fmt.Errorf("seed: %w", err)
+	}
+	return e, nil
+}
+
+// freshDatabase drops and creates the database name on the server of
+// adminURL and returns its URL.
+func freshDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect %s: %w", adminURL, err)
+	}
+	defer admin.Close(ctx)
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", "CREATE DATABASE " + name} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			return "", err
+		}
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// startServers starts wxsim (whose platform key the bench signs callbacks
+// with), the api and the hello floor, each answering before the next
+// starts; it returns the api's session and staff secrets.
+func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret string, err error) {
+	wxDir := filepath.Join(e.work, "wxsim")
+	if e.keys, err = wxsim.LoadOrCreateKeys(wxDir, benchMchID); err != nil {
+		return "", "", err
 	}
 	wxEnv, err := wxsim.ReadAPIEnv(wxDir)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	wxAddr, err := freeAddr()
+	wxAddr, err := lab.FreeAddr()
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	appSecret, sessionSecret, staffSecret := randomHex(16), randomHex(24), randomHex(24)
+	appSecret := randomHex(16)
+	sessionSecret, staffSecret = randomHex(24), randomHex(24)
 	base := os.Environ()
-	wxEnvList := append(append([]string{}, base...), "TAKEOUT_WXSIM_ADDR="+wxAddr, "TAKEOUT_WXSIM_DIR="+wxDir,
-		"TAKEOUT_WECHAT_APP_SECRET="+appSecret, "TAKEOUT_WXPAY_MCHID="+benchMchID)
-	wx, err := start(ctx, filepath.Join(work, "wxsim.log"), o.wxsim, wxEnvList)
-	if err != nil {
-		return nil, err
+	if _, err := e.startAndWait(ctx, "wxsim", e.o.wxsim, append(append([]string{}, base...), "TAKEOUT_WXSIM_ADDR="+wxAddr, "TAKEOUT_WXSIM_DIR="+wxDir,
+		"TAKEOUT_WECHAT_APP_SECRET="+appSecret, "TAKEOUT_WXPAY_MCHID="+benchMchID), "http://"+wxAddr+"/healthz"); err != nil {
+		return "", "", err
 	}
-	defer wx.stop()
-	if err := waitHTTP(ctx, "http://"+wxAddr+"/healthz", 30*time.Second); err != nil {
-		return nil, fmt.Errorf("wxsim: %w", err)
-	}
-
-	apiAddr, err := freeAddr()
+	apiAddr, err := lab.FreeAddr()
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	debugAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	if e.debug, err = lab.FreeAddr(); err != nil {
+		return "", "", err
 	}
 	apiEnv := map[string]string{
-		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_OPS_ADDR": debugAddr, "TAKEOUT_DATABASE_URL": dbURL, "TAKEOUT_DATABASE_MAX_CONNS": strconv.Itoa(o.apiDBConns),
-		"TAKEOUT_REDIS_URL": o.redisURL, "TAKEOUT_REDIS_PREFIX": "bench:" + randomHex(4) + ":",
+		"TAKEOUT_HTTP_ADDR": apiAddr, "TAKEOUT_OPS_ADDR": e.debug, "TAKEOUT_DATABASE_URL": e.dbURL, "TAKEOUT_DATABASE_MAX_CONNS": strconv.Itoa(e.o.apiDBConns),
+		"TAKEOUT_REDIS_URL": e.o.redisURL, "TAKEOUT_REDIS_PREFIX": "bench:" + randomHex(4) + ":",
 		"TAKEOUT_SESSION_SECRET": sessionSecret, "TAKEOUT_STAFF_SECRET": staffSecret, "TAKEOUT_CONFIRM_SECRET": randomHex(24),
 		"TAKEOUT_WECHAT_API_BASE": "http://" + wxAddr, "TAKEOUT_WECHAT_APP_SECRET": appSecret, "TAKEOUT_WXPAY_API_BASE": "http://" + wxAddr,
 		"TAKEOUT_WXPAY_NOTIFY_URL": "http://" + apiAddr + "/v1/payments/wechat/notify", "TAKEOUT_WXPAY_MCHID": benchMchID,
 		"TAKEOUT_RATE_LIMIT_IP": "0", "TAKEOUT_RATE_LIMIT_USER": "0", "TAKEOUT_LOG_LEVEL": "warn",
 		"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h", "TAKEOUT_ORDER_PAY_WINDOW": "1h", "TAKEOUT_CONFIRM_TOKEN_TTL": "1h",
 	}
-	for k, v := range wxEnv {
-		apiEnv[k] = v
+	maps.Copy(apiEnv, wxEnv)
+	if e.apiCfg, err = config.Load(func(k string) string { return apiEnv[k] }); err != nil {
+		return "", "", fmt.Errorf("the api's configuration: %w", err)
 	}
 	var apiEnvList []string
 	for _, kv := range base {
@@ -205,278 +210,327 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	for k, v := range apiEnv {
 		apiEnvList = append(apiEnvList, k+"="+v)
 	}
-	api, err := start(ctx, filepath.Join(work, "api.log"), o.apiBin, apiEnvList, "serve")
+	api, err := e.startAndWait(ctx, "api", e.o.apiBin, apiEnvList, "http://"+apiAddr+"/readyz", "serve")
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	defer api.stop()
-	if err := waitHTTP(ctx, "http://"+apiAddr+"/readyz", 90*time.Second); err != nil {
-		return nil, fmt.Errorf("api: %w (log %s)", err, filepath.Join(work, "api.log"))
-	}
-	helloAddr, err := freeAddr()
+	e.api, e.apiPID = "http://"+apiAddr, api.PID()
+	helloAddr, err := lab.FreeAddr()
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	hp, err := start(ctx, filepath.Join(work, "hello.log"), self, base, "hello", "-addr", helloAddr)
+	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	defer hp.stop()
-	if err := waitHTTP(ctx, "http://"+helloAddr+"/hello", 30*time.Second); err != nil {
-		return nil, fmt.Errorf("hello: %w", err)
+	hp, err := e.startAndWait(ctx, "hello", self, base, "http://"+helloAddr+"/hello", "hello", "-addr", helloAddr)
+	if err != nil {
+		return "", "", err
 	}
+	e.hello, e.helloPID = "http://"+helloAddr, hp.PID()
+	return sessionSecret, staffSecret, nil
+}
 
-	pool, err := pgxpool.New(ctx, dbURL)
+// startAndWait starts a server logging to <name>.log in the work
+// directory and waits until ready answers 200.
+func (e *env) startAndWait(ctx context.Context, name, bin string, env []string, ready string, args ...string) (*lab.Process, error) {
+	logPath := filepath.Join(e.work, name+".log")
+	_ = os.Remove(logPath) // each run's log alone
+	p, err := lab.Start(ctx, logPath, bin, env, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
-	apiCfg, err := config.Load(func(k string) string { return apiEnv[k] })
-	if err != nil {
-		return nil, fmt.Errorf("the api's configuration: %w", err)
+	e.onClose(func() { p.Stop(20 * time.Second) })
+	if err := lab.WaitHTTP(ctx, ready, p.Exited(), 90*time.Second); err != nil {
+		return nil, fmt.Errorf("%s: %w (log %s)", name, err, logPath)
 	}
-	e := &env{o: o, api: "http://" + apiAddr, hello: "http://" + helloAddr, db: pool, dbURL: dbURL, keys: keys, apiPID: api.cmd.Process.Pid,
-		debug: debugAddr, apiCfg: apiCfg,
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}}
-	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
-	adminToken, _, err := tokens.IssueStaff("bench", auth.Role{Admin: true}, time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	logf("seeding: 1 merchant, 256 dishes, a hot dish, 64 users")
-	if err := e.seed(ctx, adminToken); err != nil {
-		return nil, fmt.Errorf("seed: %w", err)
-	}
+	return p, nil
+}
 
-	res := &results{Started: time.Now().UTC(), Machine: hostinfo.Facts(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds(),
-		APIDatabaseConns: o.apiDBConns}
+// rounds is how many times over the two sides of a ratio take turns.
+const rounds = 3
+
+// runner runs the scenarios against a set-up env and collects results.
+type runner struct {
+	e    *env
+	o    options
+	logf func(string, ...any)
+	res  *results
+	// submitSQL and callbackSQL are pgbench's scripts of takeout's own
+	// transactions.
+	submitSQL, callbackSQL string
+	profiles               string
+	meter                  cpuMeter
+	// unique is how many unique inputs a run at up to 4,000 per second
+	// needs: a run that used them up would end early and measure less.
+	unique int
+}
+
+func newRunner(ctx context.Context, e *env, logf func(string, ...any)) (*runner, error) {
+	o := e.o
+	r := &runner{e: e, o: o, logf: logf, unique: int(4000 * (o.warmup + o.duration).Seconds()),
+		profiles: filepath.Join(e.work, "profiles"),
+		meter:    processCPU("/proc", map[string]int{"api": e.apiPID, "hello": e.helloPID}),
+		res: &results{Started: time.Now().UTC(), Machine: lab.HostFacts(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds(),
+			APIDatabaseConns: o.apiDBConns}}
 	queries, err := namedQueries("db/queries")
 	if err != nil {
 		return nil, err
 	}
-	submitSQL, err := submitScript(queries, e.merchant, e.dishes)
-	if err != nil {
+	if r.submitSQL, err = submitScript(queries, e.merchant, e.dishes); err != nil {
 		return nil, err
 	}
-	callbackSQL, err := callbackScript(queries, benchMchID)
-	if err != nil {
+	if r.callbackSQL, err = callbackScript(queries, benchMchID); err != nil {
 		return nil, err
 	}
 	if err := e.seedPgbenchPayments(ctx, 100_000); err != nil {
 		return nil, fmt.Errorf("seed pgbench payments: %w", err)
 	}
-	want := func(s string) bool { return o.only == nil || o.only[s] }
-	profiles := filepath.Join(work, "profiles")
-	if err := os.MkdirAll(profiles, 0o750); err != nil {
-		return nil, err
-	}
-	// cpuProfile starts a CPU profile of the api process for secs
-	// seconds, written as name-c<c>.cpu.pprof (go tool pprof reads it);
-	// what it returns waits for the profile to be written.
-	cpuProfile := func(name string, c, secs int) func() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, secs), nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			_ = os.WriteFile(filepath.Join(profiles, fmt.Sprintf("%s-c%d.cpu.pprof", name, c)), b, 0o600)
-		}()
-		return func() { <-done }
-	}
-	add := func(r result) {
-		logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", r.Scenario, r.Concurrency, r.Throughput, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors, r.FirstError)
-		res.Results = append(res.Results, r)
-	}
-	// rounds is how many times over the two sides of a ratio take turns.
-	const rounds = 3
-	// Unique inputs for a run at up to 4,000 per second: a run that used
-	// them up would end early and measure less.
-	unique := int(4000 * (o.warmup + o.duration).Seconds())
-	// settle makes every scenario that writes start from a vacuumed and
-	// checkpointed database, so that none pays for the dead rows, the
-	// autovacuum or the dirty pages the one before left.
-	settle := func() error {
+	return r, os.MkdirAll(r.profiles, 0o750)
+}
+
+func (r *runner) want(s string) bool { return r.o.only == nil || r.o.only[s] }
+
+func (r *runner) add(x result) {
+	r.logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors, x.FirstError)
+	r.res.Results = append(r.res.Results, x)
+}
+
+// cpuProfile starts a CPU profile of the api process for secs seconds,
+// written as name-c<c>.cpu.pprof (go tool pprof reads it); what it
+// returns waits for the profile to be written.
+func (r *runner) cpuProfile(ctx context.Context, name string, c, secs int) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", r.e.debug, secs), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		_ = os.WriteFile(filepath.Join(r.profiles, fmt.Sprintf("%s-c%d.cpu.pprof", name, c)), b, 0o600)
+	}()
+	return func() { <-done }
+}
+
+// settle makes every scenario that writes start from a vacuumed and
+// checkpointed database, so that none pays for the dead rows, the
+// autovacuum or the dirty pages the one before left.
+func (r *runner) settle(ctx context.Context) func() error {
+	return func() error {
 		for _, stmt := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
-			if _, err := e.db.Exec(ctx, stmt); err != nil {
+			if _, err := r.e.db.Exec(ctx, stmt); err != nil {
 				return fmt.Errorf("%s before a scenario: %w", stmt, err)
 			}
 		}
 		return nil
 	}
-	top := o.conc[len(o.conc)-1]
-	// turns runs scenarios interleaved (see interleaved), with a CPU
-	// profile of each API scenario from its middle round at the highest
-	// concurrency.
-	turns := func(c int, ss []scenario) error {
-		if len(ss) == 0 {
-			return nil
+}
+
+// turns runs scenarios interleaved (see interleaved), with a CPU profile
+// of each API scenario from its middle round at the highest concurrency.
+func (r *runner) turns(ctx context.Context, c int, ss []scenario) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	top := r.o.conc[len(r.o.conc)-1]
+	rs, err := interleaved(ctx, c, r.o.warmup, r.o.duration, rounds, ss, func(s scenario, round int, window time.Duration) func() {
+		if strings.HasPrefix(s.name, "pgbench") || s.name == "hello" || round != rounds/2 || c != top || window < time.Second {
+			return func() {}
 		}
-		rs, err := interleaved(ctx, c, o.warmup, o.duration, rounds, ss, func(s scenario, round int, window time.Duration) func() {
-			if strings.HasPrefix(s.name, "pgbench") || s.name == "hello" || round != rounds/2 || c != top || window < time.Second {
-				return func() {}
-			}
-			return cpuProfile(s.name, c, int(window.Seconds()))
-		})
-		for _, r := range rs {
-			add(r)
-		}
+		return r.cpuProfile(ctx, s.name, c, int(window.Seconds()))
+	})
+	for _, x := range rs {
+		r.add(x)
+	}
+	return err
+}
+
+// closedLoops runs the closed-loop scenarios at c clients. Each ratio's
+// two sides take turns (see interleaved): the HTTP floor with the answers
+// from memory, pgbench's placement with the API's, pgbench's callback
+// with the API's.
+func (r *runner) closedLoops(ctx context.Context, c int) error {
+	floor, err := r.floorScenarios(ctx, c)
+	if err != nil {
 		return err
 	}
-	meter := processCPU("/proc", map[string]int{"api": e.apiPID, "hello": hp.cmd.Process.Pid})
-	for _, c := range o.conc {
-		// Each ratio's two sides take turns (see interleaved): the HTTP
-		// floor with the answers from memory, pgbench's placement with
-		// the API's, pgbench's callback with the API's.
-		var floor, placement, callbacks []scenario
-		if want("hello") {
-			floor = append(floor, closedScenario("hello", c, nil, meter, e.get(e.hello+"/hello")))
-		}
-		if want("replay") {
-			toks, err := e.confirmMany(ctx, 1, false)
-			if err != nil {
-				return nil, err
-			}
-			floor = append(floor, closedScenario("replay", c, nil, meter, e.replay(toks[0])))
-		}
-		if want("callback_dup") {
-			notes, err := e.notifications(ctx, 1)
-			if err != nil {
-				return nil, err
-			}
-			floor = append(floor, closedScenario("callback_dup", c, nil, meter, e.callbackSame(notes[0])))
-		}
-		if want("pgbench_submit") {
-			placement = append(placement, pgbenchScenario(pgBin, dbURL, "pgbench_submit", submitSQL, c, 0, work, settle, meter))
-		}
-		if want("submit") {
-			toks, err := e.confirmMany(ctx, unique, false)
-			if err != nil {
-				return nil, err
-			}
-			placement = append(placement, closedScenario("submit", c, settle, meter, e.submitEach(toks)))
-		}
-		if want("hot_dish") {
-			toks, err := e.confirmMany(ctx, unique, true)
-			if err != nil {
-				return nil, err
-			}
-			placement = append(placement, closedScenario("hot_dish", c, settle, meter, e.submitEach(toks)))
-		}
-		if want("pgbench_callback") {
-			callbacks = append(callbacks, pgbenchScenario(pgBin, dbURL, "pgbench_callback", callbackSQL, c, 0, work, settle, meter))
-		}
-		if want("callback") {
-			notes, err := e.notifications(ctx, unique)
-			if err != nil {
-				return nil, err
-			}
-			callbacks = append(callbacks, closedScenario("callback", c, settle, meter, e.callbackEach(notes)))
-		}
-		var menu []scenario // compared with nothing: it runs alone, in the same rounds
-		if want("menu") {
-			menu = append(menu, closedScenario("menu", c, nil, meter, e.get(e.api+"/v1/merchants/"+strconv.FormatInt(e.merchant, 10)+"/menu")))
-		}
-		for _, ss := range [][]scenario{floor, placement, callbacks, menu} {
-			if err := turns(c, ss); err != nil {
-				return nil, err
-			}
+	placement, callbacks, err := r.writeScenarios(ctx, c)
+	if err != nil {
+		return err
+	}
+	var menu []scenario // compared with nothing: it runs alone, in the same rounds
+	if r.want("menu") {
+		menu = append(menu, closedScenario("menu", c, nil, r.meter, r.e.get(r.e.api+"/v1/merchants/"+strconv.FormatInt(r.e.merchant, 10)+"/menu")))
+	}
+	for _, ss := range [][]scenario{floor, placement, callbacks, menu} {
+		if err := r.turns(ctx, c, ss); err != nil {
+			return err
 		}
 	}
-	if want("submit_half_rate") {
-		// Latency at half of the closed loop's maximum: headroom, not
-		// saturation, is where a p99 should stay near the p50. The
-		// database's own floor by the same measure, submit's transaction
-		// in pgbench at the same rate, takes turns with it, so that both
-		// see the same moments of the disk. pgbench holds as many
-		// connections as the api's pool: with 64 it contends on its own
-		// locks and cannot carry the rate at all, which says nothing of
-		// the database's spread.
-		top, ok := res.find("submit", 64)
-		if !ok || top.Throughput == 0 {
-			return nil, errors.New("submit_half_rate needs submit at 64 clients in the same run")
-		}
-		rate := top.Throughput / 2
-		// Each round is a whole window, not a third of one: a 99th
-		// percentile of one 6 s window at a few hundred requests a second
-		// rests on its 30-odd slowest, which one stall of the disk decides.
-		toks, err := e.confirmMany(ctx, int(rate*(o.warmup+o.duration).Seconds())*rounds+64, false)
+	return nil
+}
+
+// floorScenarios are the ones answered from memory: hello, a replayed
+// submit and a duplicate callback.
+func (r *runner) floorScenarios(ctx context.Context, c int) ([]scenario, error) {
+	e := r.e
+	var floor []scenario
+	if r.want("hello") {
+		floor = append(floor, closedScenario("hello", c, nil, r.meter, e.get(e.hello+"/hello")))
+	}
+	if r.want("replay") {
+		toks, err := e.confirmMany(ctx, 1, false)
 		if err != nil {
 			return nil, err
 		}
-		// Every request's due time and latency, to read the tail against
-		// time (and against pgbench's log of its own).
-		reqLog, err := os.Create(filepath.Join(work, "submit_half_rate.log")) //nolint:gosec // G304: our work directory
+		floor = append(floor, closedScenario("replay", c, nil, r.meter, e.replay(toks[0])))
+	}
+	if r.want("callback_dup") {
+		notes, err := e.notifications(ctx, 1)
 		if err != nil {
 			return nil, err
 		}
-		api := pacedScenario("submit_half_rate", rate, settle, e.submitEach(toks), reqLog)
-		collections := 0 // the api's, in the measured parts; -1 when unknown
-		measure := api.measure
-		api.measure = func(ctx context.Context, warmup, d time.Duration) (window, error) {
-			before := make(chan int, 1)
-			go func() {
-				time.Sleep(warmup)
-				n, err := e.gcCycles(ctx)
-				if err != nil {
-					n = -1
-				}
-				before <- n
-			}()
-			w, err := measure(ctx, warmup, d)
-			after, aerr := e.gcCycles(ctx)
-			if n := <-before; n < 0 || aerr != nil || collections < 0 {
-				collections = -1
-			} else {
-				collections += after - n
+		floor = append(floor, closedScenario("callback_dup", c, nil, r.meter, e.callbackSame(notes[0])))
+	}
+	return floor, nil
+}
+
+// writeScenarios are the placements (pgbench's, submit, the hot dish) and
+// the callbacks (pgbench's, the api's).
+func (r *runner) writeScenarios(ctx context.Context, c int) (placement, callbacks []scenario, err error) {
+	e, settle := r.e, r.settle(ctx)
+	if r.want("pgbench_submit") {
+		placement = append(placement, pgbenchScenario(e.pgBin, e.dbURL, "pgbench_submit", r.submitSQL, c, 0, e.work, settle, r.meter))
+	}
+	for _, name := range []string{"submit", "hot_dish"} {
+		if r.want(name) {
+			toks, err := e.confirmMany(ctx, r.unique, name == "hot_dish")
+			if err != nil {
+				return nil, nil, err
 			}
-			return w, err
+			placement = append(placement, closedScenario(name, c, settle, r.meter, e.submitEach(toks)))
 		}
-		ss := []scenario{api, pgbenchScenario(pgBin, dbURL, "pgbench_submit_half_rate", submitSQL, o.apiDBConns, rate, work, settle, nil)}
-		rs, err := interleaved(ctx, 64, o.warmup*rounds, o.duration*rounds, rounds, ss, func(s scenario, round int, window time.Duration) func() {
-			if s.name != "submit_half_rate" || round != rounds/2 {
-				return func() {}
+	}
+	if r.want("pgbench_callback") {
+		callbacks = append(callbacks, pgbenchScenario(e.pgBin, e.dbURL, "pgbench_callback", r.callbackSQL, c, 0, e.work, settle, r.meter))
+	}
+	if r.want("callback") {
+		notes, err := e.notifications(ctx, r.unique)
+		if err != nil {
+			return nil, nil, err
+		}
+		callbacks = append(callbacks, closedScenario("callback", c, settle, r.meter, e.callbackEach(notes)))
+	}
+	return placement, callbacks, nil
+}
+
+// halfRate measures latency at half of the closed loop's maximum:
+// headroom, not saturation, is where a p99 should stay near the p50. The
+// database's own floor by the same measure, submit's transaction in
+// pgbench at the same rate, takes turns with it, so that both see the
+// same moments of the disk. pgbench holds as many connections as the
+// api's pool: with 64 it contends on its own locks and cannot carry the
+// rate at all, which says nothing of the database's spread.
+func (r *runner) halfRate(ctx context.Context) error {
+	e := r.e
+	top, ok := r.res.find("submit", 64)
+	if !ok || top.Throughput == 0 {
+		return errors.New("submit_half_rate needs submit at 64 clients in the same run")
+	}
+	rate := top.Throughput / 2
+	// Each round is a whole window, not a third of one: a 99th percentile
+	// of one 6 s window at a few hundred requests a second rests on its
+	// 30-odd slowest, which one stall of the disk decides.
+	toks, err := e.confirmMany(ctx, int(rate*(r.o.warmup+r.o.duration).Seconds())*rounds+64, false)
+	if err != nil {
+		return err
+	}
+	// Every request's due time and latency, to read the tail against time
+	// (and against pgbench's log of its own).
+	reqLog, err := os.Create(filepath.Join(e.work, "submit_half_rate.log")) //nolint:gosec // G304: our work directory
+	if err != nil {
+		return err
+	}
+	api := pacedScenario("submit_half_rate", rate, r.settle(ctx), e.submitEach(toks), reqLog)
+	collections := e.countCollections(&api)
+	ss := []scenario{api, pgbenchScenario(e.pgBin, e.dbURL, "pgbench_submit_half_rate", r.submitSQL, r.o.apiDBConns, rate, e.work, r.settle(ctx), nil)}
+	rs, err := interleaved(ctx, 64, r.o.warmup*rounds, r.o.duration*rounds, rounds, ss, func(s scenario, round int, window time.Duration) func() {
+		if s.name != "submit_half_rate" || round != rounds/2 {
+			return func() {}
+		}
+		return r.cpuProfile(ctx, s.name, 64, int(window.Seconds()))
+	})
+	if cerr := reqLog.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// The api's own collections were this tail on the machine of
+	// 2026-11-30 (see docs/performance.md): the note says how many fell in
+	// the measured parts.
+	if n := *collections; n >= 0 {
+		rs[0].Note += fmt.Sprintf("; the api's garbage collections in the measured parts: %d", n)
+	}
+	for _, x := range rs {
+		r.add(x)
+	}
+	return nil
+}
+
+// countCollections makes s count the api's garbage collections in its
+// measured parts into the value returned (-1 when unknown).
+func (e *env) countCollections(s *scenario) *int {
+	collections := 0
+	measure := s.measure
+	s.measure = func(ctx context.Context, warmup, d time.Duration) (window, error) {
+		before := make(chan int, 1)
+		go func() {
+			time.Sleep(warmup)
+			n, err := e.gcCycles(ctx)
+			if err != nil {
+				n = -1
 			}
-			return cpuProfile(s.name, 64, int(window.Seconds()))
-		})
-		if cerr := reqLog.Close(); err == nil {
-			err = cerr
+			before <- n
+		}()
+		w, err := measure(ctx, warmup, d)
+		after, aerr := e.gcCycles(ctx)
+		if n := <-before; n < 0 || aerr != nil || collections < 0 {
+			collections = -1
+		} else {
+			collections += after - n
 		}
-		if err != nil {
-			return nil, err
-		}
-		// The api's own collections were this tail on the machine of
-		// 2026-11-30 (see README, Performance): the note says how many
-		// fell in the measured parts.
-		if collections >= 0 {
-			rs[0].Note += fmt.Sprintf("; the api's garbage collections in the measured parts: %d", collections)
-		}
-		for _, r := range rs {
-			add(r)
-		}
+		return w, err
 	}
-	if want("replay_million") {
-		m, r, err := e.replayMillion(ctx)
+	return &collections
+}
+
+// memory runs the memory scenarios: a million replays (heap growth) and a
+// million responses in L1 (RSS).
+func (r *runner) memory(ctx context.Context) error {
+	if r.want("replay_million") {
+		m, x, err := r.e.replayMillion(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		add(r)
-		res.ReplayMillion = m
+		r.add(x)
+		r.res.ReplayMillion = m
 	}
-	if want("l1_million") {
-		l, err := e.l1Million(ctx, self)
+	if r.want("l1_million") {
+		self, err := os.Executable()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		res.L1Million = l
+		l, err := r.e.l1Million(ctx, self)
+		if err != nil {
+			return err
+		}
+		r.res.L1Million = l
 	}
-	res.APIRSSMB = rssMB(e.apiPID)
-	res.finish()
-	return res, nil
+	return nil
 }
 
 func (e *env) do(ctx context.Context, method, path, token string, body any, header map[string]string) (int, []byte, error) {

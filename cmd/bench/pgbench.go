@@ -112,7 +112,7 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",
 			"expires_at": "now() + interval '72 hours'"}},
 		{"StockSavepoint", nil},
-		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "price_fen": "1000", "start": ":shard"}},
+		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "fee_fen": "300", "price_fen": "1000", "start": ":shard"}},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n\\set shard random(0, 31)\n", slices.Min(dishes), slices.Max(dishes))

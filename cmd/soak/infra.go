@@ -18,40 +18,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/takeout/takeout/internal/lab"
 )
-
-// freePort asks the kernel for a free loopback port. The soak keeps each
-// server on one port for its whole run so restarts come back where the
-// clients expect them.
-func freePort() (int, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitTCP waits until something accepts connections on addr.
-func waitTCP(ctx context.Context, addr string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s did not accept connections within %s: %w", addr, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // postgres is the soak's private PostgreSQL cluster: it must be restarted
 // during the run, which no one should do to a shared server.
@@ -63,7 +37,7 @@ type postgres struct {
 }
 
 func startPostgres(ctx context.Context, binDir, dir string, maxConns int) (*postgres, error) {
-	port, err := freePort()
+	port, err := lab.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +123,7 @@ func startRedis(ctx context.Context, dir string) (*redisServer, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, errors.New("redis-server not found: run `make services` (it installs it)")
 	}
-	port, err := freePort()
+	port, err := lab.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +146,7 @@ func (r *redisServer) start(ctx context.Context) error {
 	}
 	r.cmd = cmd
 	go func() { _ = cmd.Wait() }()
-	return waitTCP(ctx, r.addr(), 10*time.Second)
+	return lab.WaitTCP(ctx, r.addr(), 10*time.Second)
 }
 
 // kill SIGKILLs the server: every key is gone (no persistence).
@@ -209,7 +183,7 @@ func startProxies(pgUpstream, redisUpstream string) (*proxies, error) {
 }
 
 func startProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy, string, error) {
-	port, err := freePort()
+	port, err := lab.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -259,84 +233,44 @@ type instance struct {
 	env     []string
 	logPath string
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	proc    *lab.Process
 }
 
 func (in *instance) baseURL() string { return "http://" + in.addr }
 
+// start runs the instance and waits until /readyz answers 200.
 func (in *instance) start(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	logf, err := os.OpenFile(in.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	p, err := lab.Start(ctx, in.logPath, in.bin, in.env, "serve")
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, in.bin, "serve") //nolint:gosec // G204: the api binary we were given
-	cmd.Env = in.env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	in.cmd, in.exited = cmd, exited
-	return waitReady(ctx, in.baseURL(), exited, 90*time.Second)
+	in.proc = p
+	return lab.WaitHTTP(ctx, in.baseURL()+"/readyz", p.Exited(), 90*time.Second)
 }
 
-// waitReady polls /readyz until it answers 200.
-func waitReady(ctx context.Context, base string, exited <-chan struct{}, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := http.Get(base + "/readyz") //nolint:gosec,noctx // G107: our own instance
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("%s exited before it was ready", base)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s", base, within)
-		}
-	}
+// take hands over the running process, if any, to stop or kill it.
+func (in *instance) take() *lab.Process {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	p := in.proc
+	in.proc = nil
+	return p
 }
 
 // kill SIGKILLs the process: no graceful shutdown, in-flight requests and
 // transactions are cut.
 func (in *instance) kill() {
-	in.mu.Lock()
-	cmd, exited := in.cmd, in.exited
-	in.cmd = nil
-	in.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+	if p := in.take(); p != nil {
+		p.Kill()
 	}
 }
 
 // stop asks for a graceful shutdown.
 func (in *instance) stop() {
-	in.mu.Lock()
-	cmd, exited := in.cmd, in.exited
-	in.cmd = nil
-	in.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+	if p := in.take(); p != nil {
+		p.Stop(30 * time.Second)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,8 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/auth"
-	"github.com/takeout/takeout/internal/hostinfo"
-	"github.com/takeout/takeout/internal/pgbin"
+	"github.com/takeout/takeout/internal/lab"
 	"github.com/takeout/takeout/internal/wxsim"
 )
 
@@ -34,110 +32,228 @@ const (
 // soak sets everything up, runs the workload and the faults, settles,
 // checks, and returns the report.
 func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, error) {
-	workDir, err := filepath.Abs(o.workDir)
+	started := time.Now()
+	st, err := startStack(ctx, &o, logf)
+	defer func() { st.close(logf) }() // st holds what was started, even on an error
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(workDir, 0o750); err != nil {
+	d := &driver{o: o, insts: st.insts, wxsimURL: st.wxsimURL, log: st.clog,
+		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}}}
+	tokens := auth.NewTokens([]byte(st.sessionSecret), []byte(st.staffSecret), time.Hour, time.Now)
+	admin, _, err := tokens.IssueStaff("soak-admin", auth.Role{Admin: true}, 24*time.Hour)
+	if err != nil {
 		return nil, err
+	}
+	if err := d.seed(ctx, admin, tokens); err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	initial, err := stockNow(ctx, st.direct)
+	if err != nil {
+		return nil, err
+	}
+	run := st.runWorkload(ctx, o, d, logf)
+	settled := st.settle(ctx, o, d, logf)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := st.clog.close(); err != nil {
+		return nil, err
+	}
+	acks, err := readAcks(filepath.Join(st.workDir, "client.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("client log: %w", err)
+	}
+	f, err := check(ctx, st.direct, acks, initial, run.restocked, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	rep := st.report(o, d, run, f, acks)
+	rep.Started, rep.SettleS = started, settled.Seconds()
+	st.keepPG = rep.ViolationsTotal > 0
+	if rep.OrdersByStatus, err = ordersByStatus(ctx, st.direct); err != nil {
+		return nil, err
+	}
+	for _, n := range rep.OrdersByStatus {
+		rep.OrdersCreated += n
+	}
+	return rep, nil
+}
+
+// stack is what a soak runs on: a private PostgreSQL and Redis behind
+// toxiproxy, wxsim, a webhook receiver, the api instances and the
+// callbacks' gateway, and the client log.
+type stack struct {
+	workDir, pgDir string
+	pg             *postgres
+	rs             *redisServer
+	px             *proxies
+	wxsimURL       string
+	webhooks       atomic.Int64
+	insts          []*instance
+	gw             *gateway
+	clog           *clientLog
+	direct         *pgxpool.Pool // the checker's own connections, past the proxy
+
+	appSecret, sessionSecret, staffSecret string
+
+	closers []func() // run in reverse by close
+	// keepPG keeps the PostgreSQL data directory for inspection.
+	keepPG bool
+}
+
+func (st *stack) onClose(f func()) { st.closers = append(st.closers, f) }
+
+// close stops what was started, last first, and removes the PostgreSQL
+// data directory unless it is kept.
+func (st *stack) close(logf func(string, ...any)) {
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		st.closers[i]()
+	}
+	if st.pgDir == "" {
+		return
+	}
+	if st.keepPG {
+		logf("invariants broken: the PostgreSQL data directory stays for inspection: %s (pg_ctl -D %s/pg start)", st.pgDir, st.pgDir)
+		return
+	}
+	os.RemoveAll(st.pgDir) //nolint:gosec // G703: the temporary directory made for this run
+}
+
+// startStack starts everything the workload runs against; o's binaries
+// are made absolute. On an error, the stack holds what was started.
+func startStack(ctx context.Context, o *options, logf func(string, ...any)) (*stack, error) {
+	st := &stack{appSecret: randomSecret(), sessionSecret: randomSecret(), staffSecret: randomSecret()}
+	var err error
+	if st.workDir, err = filepath.Abs(o.workDir); err != nil {
+		return st, err
+	}
+	if err := os.MkdirAll(st.workDir, 0o750); err != nil {
+		return st, err
 	}
 	for _, bin := range []*string{&o.apiBin, &o.wxsimBin} {
 		if *bin, err = filepath.Abs(*bin); err != nil {
-			return nil, err
+			return st, err
 		}
-		if _, err := os.Stat(*bin); err != nil {
-			return nil, fmt.Errorf("%s: %w (build it: make build)", *bin, err)
+		if _, err := os.Stat(*bin); err != nil { //nolint:gosec // G703: the binaries the operator names
+			return st, fmt.Errorf("%s: %w (build it: make build)", *bin, err)
 		}
 	}
-	started := time.Now()
+	if err := st.startData(ctx, o.pgBin, logf); err != nil {
+		return st, err
+	}
+	wxsimURL, wxEnv, stopWxsim, err := startWxsim(ctx, o.wxsimBin, st.workDir, st.appSecret)
+	if err != nil {
+		return st, err
+	}
+	st.wxsimURL = wxsimURL
+	st.onClose(stopWxsim)
+	if err := st.startInstances(ctx, *o, wxEnv); err != nil {
+		return st, err
+	}
+	logf("%d api instances ready; wxsim %s; callback gateway %s", len(st.insts), wxsimURL, st.gw.url)
+	if st.clog, err = openClientLog(filepath.Join(st.workDir, "client.jsonl")); err != nil {
+		return st, err
+	}
+	st.onClose(func() { _ = st.clog.close() })
+	if st.direct, err = pgxpool.New(ctx, st.pg.url("takeout")); err != nil {
+		return st, err
+	}
+	st.onClose(st.direct.Close)
+	return st, nil
+}
 
-	// PostgreSQL, private: the postgres user must reach its directory.
-	pgBin, err := pgbin.Dir(o.pgBin)
+// startData starts the private PostgreSQL (the postgres user must reach
+// its directory) and Redis, and the proxies the faults act on.
+func (st *stack) startData(ctx context.Context, pgBinGiven string, logf func(string, ...any)) error {
+	pgBin, err := lab.PGBinDir(pgBinGiven)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	pgDir, err := os.MkdirTemp("", "takeout-soak-")
-	if err != nil {
-		return nil, err
+	if st.pgDir, err = os.MkdirTemp("", "takeout-soak-"); err != nil {
+		return err
 	}
-	keepDB := false
-	defer func() {
-		if keepDB {
-			logf("invariants broken: the PostgreSQL data directory stays for inspection: %s (pg_ctl -D %s/pg start)", pgDir, pgDir)
-			return
-		}
-		os.RemoveAll(pgDir)
-	}()
-	pg, err := startPostgres(ctx, pgBin, pgDir, 300)
-	if err != nil {
-		return nil, err
+	if st.pg, err = startPostgres(ctx, pgBin, st.pgDir, 300); err != nil {
+		return err
 	}
-	defer func() {
-		pg.stop()
-		copyFile(pg.logFile, filepath.Join(workDir, "postgres.log"))
-	}()
-	if err := createDatabase(ctx, pg.url("postgres"), "takeout"); err != nil {
-		return nil, err
+	st.onClose(func() {
+		st.pg.stop()
+		copyFile(st.pg.logFile, filepath.Join(st.workDir, "postgres.log"))
+	})
+	if err := createDatabase(ctx, st.pg.url("postgres"), "takeout"); err != nil {
+		return err
 	}
-	rs, err := startRedis(ctx, workDir)
-	if err != nil {
-		return nil, err
+	if st.rs, err = startRedis(ctx, st.workDir); err != nil {
+		return err
 	}
-	defer rs.kill()
-	px, err := startProxies(fmt.Sprintf("127.0.0.1:%d", pg.port), rs.addr())
-	if err != nil {
-		return nil, err
+	st.onClose(st.rs.kill)
+	if st.px, err = startProxies(fmt.Sprintf("127.0.0.1:%d", st.pg.port), st.rs.addr()); err != nil {
+		return err
 	}
-	defer px.pg.Stop()
-	defer px.redis.Stop()
-	logf("PostgreSQL :%d (proxy %s), Redis %s (proxy %s), work directory %s", pg.port, px.pgAddr, rs.addr(), px.redisAddr, workDir)
+	st.onClose(func() { st.px.pg.Stop(); st.px.redis.Stop() })
+	logf("PostgreSQL :%d (proxy %s), Redis %s (proxy %s), work directory %s", st.pg.port, st.px.pgAddr, st.rs.addr(), st.px.redisAddr, st.workDir)
+	return nil
+}
 
-	appSecret, sessionSecret, staffSecret := randomSecret(), randomSecret(), randomSecret()
-	wxsimURL, wxEnv, stopWxsim, err := startWxsim(ctx, o.wxsimBin, workDir, appSecret)
-	if err != nil {
-		return nil, err
-	}
-	defer stopWxsim()
-
-	var webhooks atomic.Int64
+// startInstances starts the webhook receiver, the gateway and the api
+// instances, each ready before the next starts.
+func (st *stack) startInstances(ctx context.Context, o options, wxEnv map[string]string) error {
 	hook, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		webhooks.Add(1)
+		st.webhooks.Add(1)
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer hook.Close()
-
-	insts := make([]*instance, o.instances)
-	for i := range insts {
-		port, err := freePort()
+	st.onClose(hook.Close)
+	st.insts = make([]*instance, o.instances)
+	for i := range st.insts {
+		port, err := lab.FreePort()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		insts[i] = &instance{n: i, addr: fmt.Sprintf("127.0.0.1:%d", port), bin: o.apiBin, logPath: filepath.Join(workDir, fmt.Sprintf("api-%d.log", i))}
+		st.insts[i] = &instance{n: i, addr: fmt.Sprintf("127.0.0.1:%d", port), bin: o.apiBin, logPath: filepath.Join(st.workDir, fmt.Sprintf("api-%d.log", i))}
 	}
-	gw, err := startGateway(insts)
-	if err != nil {
-		return nil, err
+	if st.gw, err = startGateway(st.insts); err != nil {
+		return err
 	}
-	defer gw.srv.Close()
-	env := map[string]string{
-		"TAKEOUT_DATABASE_URL":               fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&connect_timeout=5", px.pgAddr),
+	st.onClose(func() { _ = st.gw.srv.Close() })
+	env := st.apiEnv(o, hook.url)
+	for k, v := range wxEnv {
+		env[k] = v
+	}
+	st.onClose(func() {
+		for _, in := range st.insts {
+			in.kill()
+		}
+	})
+	for i, in := range st.insts {
+		in.env = instanceEnv(env, in.addr)
+		if err := in.start(ctx); err != nil {
+			return fmt.Errorf("instance %d: %w (log: %s)", i, err, in.logPath)
+		}
+	}
+	return nil
+}
+
+// apiEnv is the instances' common configuration.
+func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
+	return map[string]string{
+		"TAKEOUT_DATABASE_URL":               fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&connect_timeout=5", st.px.pgAddr),
 		"TAKEOUT_DATABASE_MAX_CONNS":         "16",
-		"TAKEOUT_REDIS_URL":                  "redis://" + px.redisAddr + "/0",
+		"TAKEOUT_REDIS_URL":                  "redis://" + st.px.redisAddr + "/0",
 		"TAKEOUT_REDIS_PREFIX":               "soak:",
-		"TAKEOUT_SESSION_SECRET":             sessionSecret,
-		"TAKEOUT_STAFF_SECRET":               staffSecret,
+		"TAKEOUT_SESSION_SECRET":             st.sessionSecret,
+		"TAKEOUT_STAFF_SECRET":               st.staffSecret,
 		"TAKEOUT_CONFIRM_SECRET":             randomSecret(),
-		"TAKEOUT_WECHAT_API_BASE":            wxsimURL,
-		"TAKEOUT_WECHAT_APP_SECRET":          appSecret,
-		"TAKEOUT_WXPAY_API_BASE":             wxsimURL,
-		"TAKEOUT_WXPAY_NOTIFY_URL":           gw.url + "/v1/payments/wechat/notify",
+		"TAKEOUT_WECHAT_API_BASE":            st.wxsimURL,
+		"TAKEOUT_WECHAT_APP_SECRET":          st.appSecret,
+		"TAKEOUT_WXPAY_API_BASE":             st.wxsimURL,
+		"TAKEOUT_WXPAY_NOTIFY_URL":           st.gw.url + "/v1/payments/wechat/notify",
 		"TAKEOUT_WXPAY_RECONCILE_INTERVAL":   "5s",
 		"TAKEOUT_WXPAY_QUERY_AFTER":          "5s",
-		"TAKEOUT_WEBHOOK_URL":                hook.url,
+		"TAKEOUT_WEBHOOK_URL":                webhookURL,
 		"TAKEOUT_WEBHOOK_SECRET":             randomSecret(),
 		"TAKEOUT_WEBHOOK_RETRY_BASE":         "1s",
 		"TAKEOUT_ORDER_PAY_WINDOW":           o.payWindow.String(),
@@ -156,51 +272,21 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 		"TAKEOUT_CATALOG_CACHE_TTL":          "60s",
 		"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL": "10m",
 	}
-	for k, v := range wxEnv {
-		env[k] = v
-	}
-	for i, in := range insts {
-		in.env = instanceEnv(env, in.addr)
-		if err := in.start(ctx); err != nil {
-			return nil, fmt.Errorf("instance %d: %w (log: %s)", i, err, in.logPath)
-		}
-	}
-	defer func() {
-		for _, in := range insts {
-			in.kill()
-		}
-	}()
-	logf("%d api instances ready; wxsim %s; callback gateway %s", len(insts), wxsimURL, gw.url)
+}
 
-	clog, err := openClientLog(filepath.Join(workDir, "client.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	defer clog.close()
-	d := &driver{o: o, insts: insts, wxsimURL: wxsimURL, log: clog,
-		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}}}
-	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
-	admin, _, err := tokens.IssueStaff("soak-admin", auth.Role{Admin: true}, 24*time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.seed(ctx, admin, tokens); err != nil {
-		return nil, fmt.Errorf("seed: %w", err)
-	}
-	direct, err := pgxpool.New(ctx, pg.url("takeout"))
-	if err != nil {
-		return nil, err
-	}
-	defer direct.Close()
-	initial, err := stockNow(ctx, direct)
-	if err != nil {
-		return nil, err
-	}
+// workloadRun is what the run phase did.
+type workloadRun struct {
+	inj       *injector
+	restocked *restocks
+	length    time.Duration
+}
 
-	// The run.
+// runWorkload runs the users, the staff, the restocker and the faults for
+// o.duration, then waits for them to stop.
+func (st *stack) runWorkload(ctx context.Context, o options, d *driver, logf func(string, ...any)) workloadRun {
 	logf("workload: %d users, duplicate factor %d, %s; faults every %s: %v", o.users, o.dup, o.duration, o.faultEvery, o.faults)
 	runStart := time.Now()
-	inj := &injector{o: o, pg: pg, redis: rs, px: px, insts: insts, start: runStart, logf: logf, counts: map[string]int{}}
+	inj := &injector{o: o, pg: st.pg, redis: st.rs, px: st.px, insts: st.insts, start: runStart, logf: logf, counts: map[string]int{}}
 	stop := make(chan struct{})
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	var faultsDone sync.WaitGroup
@@ -224,7 +310,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-progress.C:
-			c := clog.snapshot()
+			c := st.clog.snapshot()
 			logf("%.0fs: %d submits, %d purchases, %d callbacks", time.Since(runStart).Seconds(), total(c, "submit", nil), d.purchases.Load(), d.callbacks.Load())
 		}
 	}
@@ -233,55 +319,53 @@ loop:
 	stopFaults()
 	faultsDone.Wait()
 	users.Wait()
-	runFor := time.Since(runStart)
-	logf("workload over after %.0fs; settling (at most %s)", runFor.Seconds(), o.settle)
+	run := workloadRun{inj: inj, restocked: restocked, length: time.Since(runStart)}
+	logf("workload over after %.0fs; settling (at most %s)", run.length.Seconds(), o.settle)
+	return run
+}
 
-	// Settle: let deadlines, retries and refunds play out.
+// settle lets deadlines, retries and refunds play out (at most o.settle),
+// then stops the instances; it returns how long it took.
+func (st *stack) settle(ctx context.Context, o options, d *driver, logf func(string, ...any)) time.Duration {
 	settleStart := time.Now()
 	bgDone := make(chan struct{})
 	go func() { d.background.Wait(); close(bgDone) }()
 	for time.Since(settleStart) < o.settle && ctx.Err() == nil {
-		open, err := openWork(ctx, direct)
+		open, err := openWork(ctx, st.direct)
 		if err != nil {
 			logf("settle: %v", err)
 		}
 		select {
 		case <-bgDone:
 			if err == nil && open == 0 {
-				goto settled
+				return st.stopInstances(settleStart)
 			}
 		default:
 		}
 		sleep(ctx, 2*time.Second)
 	}
-settled:
-	settled := time.Since(settleStart)
-	for _, in := range insts {
+	return st.stopInstances(settleStart)
+}
+
+func (st *stack) stopInstances(since time.Time) time.Duration {
+	took := time.Since(since)
+	for _, in := range st.insts {
 		in.stop()
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := clog.close(); err != nil {
-		return nil, err
-	}
-	acks, err := readAcks(filepath.Join(workDir, "client.jsonl"))
-	if err != nil {
-		return nil, fmt.Errorf("client log: %w", err)
-	}
-	f, err := check(ctx, direct, acks, initial, restocked, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
-	if err != nil {
-		return nil, fmt.Errorf("check: %w", err)
-	}
+	return took
+}
 
-	counts := clog.snapshot()
-	faults, timeline := inj.results()
+// report builds the report of a run from the client log and the findings.
+func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks []ack) *report {
+	counts := st.clog.snapshot()
+	faults, timeline := run.inj.results()
+	rs := run.restocked
 	rep := &report{
-		Violations: f.violations, Instances: o.instances, DurationS: runFor.Seconds(), Faults: faults,
+		Violations: f.violations, Instances: o.instances, DurationS: run.length.Seconds(), Faults: faults,
 		SubmitAttempts: total(counts, "submit", nil), CallbacksSent: d.callbacks.Load(),
-		Started: started, SettleS: settled.Seconds(), Users: o.users, DupFactor: o.dup, HotStock: o.hotStock,
+		Users: o.users, DupFactor: o.dup, HotStock: o.hotStock,
 		Requests: counts, Examples: f.examples, DeadJobs: f.deadJobs, JobsRetrying: f.retrying, FaultTimeline: timeline,
-		Machine: hostinfo.Facts(), ClientLog: filepath.Join(workDir, "client.jsonl"),
+		Machine: lab.HostFacts(), ClientLog: filepath.Join(st.workDir, "client.jsonl"),
 		Workload: map[string]int{
 			"purchases":                 int(d.purchases.Load()),
 			"confirm_attempts":          total(counts, "confirm", nil),
@@ -289,11 +373,11 @@ settled:
 			"submit_acknowledged_order": len(acks),
 			"sim_payments":              int(d.simPays.Load()),
 			"cancel_attempts":           total(counts, "cancel", nil),
-			"webhook_deliveries":        int(webhooks.Load()),
-			"restock_sets":              restocked.sets,
-			"restock_adjustments_sent":  len(restocked.sent),
-			"restock_adjustments_acked": len(restocked.acked),
-			"restocks_refused":          restocked.refusals["stock-changed"] + restocked.refusals["stock-held"],
+			"webhook_deliveries":        int(st.webhooks.Load()),
+			"restock_sets":              rs.sets,
+			"restock_adjustments_sent":  len(rs.sent),
+			"restock_adjustments_acked": len(rs.acked),
+			"restocks_refused":          rs.refusals["stock-changed"] + rs.refusals["stock-held"],
 		},
 	}
 	if rep.DeadJobs == nil {
@@ -302,14 +386,7 @@ settled:
 	for _, n := range f.violations {
 		rep.ViolationsTotal += n
 	}
-	keepDB = rep.ViolationsTotal > 0
-	if rep.OrdersByStatus, err = ordersByStatus(ctx, direct); err != nil {
-		return nil, err
-	}
-	for _, n := range rep.OrdersByStatus {
-		rep.OrdersCreated += n
-	}
-	return rep, nil
+	return rep
 }
 
 // instanceEnv is this process's environment without TAKEOUT_* settings,
@@ -341,25 +418,19 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 // startWxsim runs wxsim with its keys in the work directory and returns
 // its URL and the TAKEOUT_WXPAY_* settings it wrote for the API.
 func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, map[string]string, func(), error) {
-	port, err := freePort()
+	port, err := lab.FreePort()
 	if err != nil {
 		return "", nil, nil, err
 	}
 	dir := filepath.Join(workDir, "wxsim")
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	logf, err := os.Create(filepath.Join(workDir, "wxsim.log")) //nolint:gosec // G304: our work directory
+	proc, err := lab.Start(ctx, filepath.Join(workDir, "wxsim.log"), bin,
+		append(os.Environ(), "TAKEOUT_WXSIM_ADDR="+addr, "TAKEOUT_WXSIM_DIR="+dir, "TAKEOUT_WECHAT_APP_SECRET="+appSecret))
 	if err != nil {
 		return "", nil, nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin) //nolint:gosec // G204: the wxsim binary we were given
-	cmd.Env = append(os.Environ(), "TAKEOUT_WXSIM_ADDR="+addr, "TAKEOUT_WXSIM_DIR="+dir, "TAKEOUT_WECHAT_APP_SECRET="+appSecret)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return "", nil, nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() }
-	if err := waitTCP(ctx, addr, 30*time.Second); err != nil {
+	stop := proc.Kill
+	if err := lab.WaitTCP(ctx, addr, 30*time.Second); err != nil {
 		stop()
 		return "", nil, nil, fmt.Errorf("wxsim: %w", err)
 	}

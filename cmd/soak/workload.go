@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/takeout/takeout/internal/lab"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/wxsim"
 )
@@ -78,31 +78,9 @@ func (r result) problemType() string {
 
 // call sends one request to instance inst and logs it.
 func (d *driver) call(ctx context.Context, e entry, token string, body any, header map[string]string) result {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
 	start := time.Now()
-	res := result{}
-	req, err := http.NewRequestWithContext(ctx, e.Method, d.insts[e.Inst].baseURL()+e.Path, rd)
-	if err == nil {
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		var resp *http.Response
-		if resp, err = d.client.Do(req); err == nil {
-			res.status, res.header = resp.StatusCode, resp.Header
-			res.body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-		}
-	}
+	resp, err := lab.Call(ctx, d.client, e.Method, d.insts[e.Inst].baseURL()+e.Path, token, body, header)
+	res := result{status: resp.Status, header: resp.Header, body: resp.Body}
 	res.err = err
 	e.T, e.Ms, e.Status = start, float64(time.Since(start).Microseconds())/1000, res.status
 	if err != nil {

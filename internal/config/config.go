@@ -245,13 +245,34 @@ func nameVariables(err error) error {
 	return errors.Join(errs...)
 }
 
-func (c Config) validate() error {
-	var errs []error
-	check := func(ok bool, format string, args ...any) {
-		if !ok {
-			errs = append(errs, fmt.Errorf(format, args...))
-		}
+// checker collects configuration problems, one error each.
+type checker struct{ errs []error }
+
+func (k *checker) check(ok bool, format string, args ...any) {
+	if !ok {
+		k.errs = append(k.errs, fmt.Errorf(format, args...))
 	}
+}
+
+// validate reports every problem of the configuration at once.
+func (c Config) validate() error {
+	k := &checker{}
+	c.validateServer(k)
+	c.validateIdentity(k)
+	c.validateWork(k)
+	k.check(c.Env == "development" || c.Env == "production", "TAKEOUT_ENV: want development or production, got %q", c.Env)
+	if c.Env == "production" {
+		k.errs = append(k.errs, c.productionProblems()...)
+	}
+	if len(k.errs) > 0 {
+		return fmt.Errorf("config: %w", errors.Join(k.errs...))
+	}
+	return nil
+}
+
+// validateServer checks the listeners, limits, logs and connections.
+func (c Config) validateServer(k *checker) {
+	check := k.check
 	_, _, err := net.SplitHostPort(c.HTTPAddr)
 	check(err == nil, "TAKEOUT_HTTP_ADDR: want host:port, got %q", c.HTTPAddr)
 	if c.OpsAddr != "" {
@@ -273,6 +294,12 @@ func (c Config) validate() error {
 	check(c.DatabaseMaxConns >= 2, "TAKEOUT_DATABASE_MAX_CONNS: want at least 2, got %d", c.DatabaseMaxConns)
 	check(c.RedisURL == "" || validURL(c.RedisURL, "redis", "rediss", "unix"), "TAKEOUT_REDIS_URL: want a redis:// URL or empty for no Redis")
 	check(c.RedisPrefix != "", "TAKEOUT_REDIS_PREFIX: must not be empty")
+}
+
+// validateIdentity checks the secrets, sessions, WeChat and the order
+// and idempotency settings.
+func (c Config) validateIdentity(k *checker) {
+	check := k.check
 	check(len(c.SessionSecret) >= minSecretBytes, "TAKEOUT_SESSION_SECRET (or _FILE): required, at least %d bytes", minSecretBytes)
 	check(len(c.StaffSecret) >= minSecretBytes, "TAKEOUT_STAFF_SECRET (or _FILE): required, at least %d bytes", minSecretBytes)
 	check(c.SessionSecret == "" || c.SessionSecret != c.StaffSecret, "TAKEOUT_STAFF_SECRET: must differ from TAKEOUT_SESSION_SECRET")
@@ -299,6 +326,11 @@ func (c Config) validate() error {
 	check(c.IdemPruneInterval > 0, "TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL: want a positive duration")
 	check(c.GCPercent >= 10, "TAKEOUT_GC_PERCENT: want at least 10")
 	check(c.MemoryLimit <= 0 || c.MemoryLimit >= 64<<20, "TAKEOUT_MEMORY_LIMIT: want at least 67108864, 0 for the L1 budget plus 128 MiB, or below 0 for none")
+}
+
+// validateWork checks jobs, webhooks and payments.
+func (c Config) validateWork(k *checker) {
+	check := k.check
 	check(c.AutoCompleteAfter >= time.Second, "TAKEOUT_ORDER_AUTO_COMPLETE_AFTER: want at least 1s")
 	check(c.JobWorkers >= 1, "TAKEOUT_JOB_WORKERS: want at least 1")
 	check(c.JobMaxAttempts >= 1, "TAKEOUT_JOB_MAX_ATTEMPTS: want at least 1")
@@ -320,14 +352,6 @@ func (c Config) validate() error {
 		check(c.WxPayReconcileInterval >= 100*time.Millisecond, "TAKEOUT_WXPAY_RECONCILE_INTERVAL: want at least 100ms")
 		check(c.WxPayQueryAfter >= 0, "TAKEOUT_WXPAY_QUERY_AFTER: must not be negative")
 	}
-	check(c.Env == "development" || c.Env == "production", "TAKEOUT_ENV: want development or production, got %q", c.Env)
-	if c.Env == "production" {
-		errs = append(errs, c.productionProblems()...)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("config: %w", errors.Join(errs...))
-	}
-	return nil
 }
 
 // The simulator's identities, which production must not run on.

@@ -193,34 +193,10 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		}
 	}
 
-	in := Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: rows[0].DeliveryFeeFen, Address: *req.Address, Remark: req.Remark}
-	tokItems := make([]TokenItem, 0, len(req.Items))
-	var unavailable []string
-	var short []inventory.ShortDish
-	for i, it := range req.Items {
-		d, ok := byID[ids[i]]
-		if !ok {
-			return ConfirmResponse{}, problem.Field(fmt.Sprintf("items[%d].dish_id", i), "merchant %s has no dish %s", req.MerchantID, it.DishID)
-		}
-		switch {
-		case !d.OnSale:
-			unavailable = append(unavailable, d.Name)
-		case d.Stock < it.Qty:
-			short = append(short, inventory.ShortDish{DishID: it.DishID, Name: d.Name, Requested: it.Qty, Available: d.Stock})
-		}
-		in.Items = append(in.Items, IntentItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen})
-		in.ItemsTotalFen += d.PriceFen * int64(it.Qty)
-		tokItems = append(tokItems, TokenItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen, Name: d.Name})
+	in, tokItems, err := priceCart(req, ids, byID, Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: rows[0].DeliveryFeeFen, Address: *req.Address, Remark: req.Remark})
+	if err != nil {
+		return ConfirmResponse{}, err
 	}
-	if len(unavailable) > 0 {
-		return ConfirmResponse{}, problem.New(problem.DishUnavailable, "not for sale now: %s", strings.Join(unavailable, ", ")).With("dishes", unavailable)
-	}
-	if len(short) > 0 {
-		return ConfirmResponse{}, inventory.ErrOutOfStock(short)
-	}
-	in.TotalFen = in.ItemsTotalFen + in.DeliveryFeeFen
-	in.Normalize()
-	sortTokenItems(tokItems)
 
 	// The intent sequence merges duplicates but not deliberate repeats.
 	now := s.now()
@@ -259,6 +235,41 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty)})
 	}
 	return resp, nil
+}
+
+// priceCart prices the cart's lines from the dishes read (byID, by the
+// ids of req's lines) into in, and returns it with the token's lines,
+// sorted by dish; a dish not of the merchant, off sale or short of stock
+// is refused, naming each.
+func priceCart(req ConfirmRequest, ids []int64, byID map[int64]quotedDish, in Intent) (Intent, []TokenItem, error) {
+	tokItems := make([]TokenItem, 0, len(req.Items))
+	var unavailable []string
+	var short []inventory.ShortDish
+	for i, it := range req.Items {
+		d, ok := byID[ids[i]]
+		if !ok {
+			return Intent{}, nil, problem.Field(fmt.Sprintf("items[%d].dish_id", i), "merchant %s has no dish %s", req.MerchantID, it.DishID)
+		}
+		switch {
+		case !d.OnSale:
+			unavailable = append(unavailable, d.Name)
+		case d.Stock < it.Qty:
+			short = append(short, inventory.ShortDish{DishID: it.DishID, Name: d.Name, Requested: it.Qty, Available: d.Stock})
+		}
+		in.Items = append(in.Items, IntentItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen})
+		in.ItemsTotalFen += d.PriceFen * int64(it.Qty)
+		tokItems = append(tokItems, TokenItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen, Name: d.Name})
+	}
+	if len(unavailable) > 0 {
+		return Intent{}, nil, problem.New(problem.DishUnavailable, "not for sale now: %s", strings.Join(unavailable, ", ")).With("dishes", unavailable)
+	}
+	if len(short) > 0 {
+		return Intent{}, nil, inventory.ErrOutOfStock(short)
+	}
+	in.TotalFen = in.ItemsTotalFen + in.DeliveryFeeFen
+	in.Normalize()
+	sortTokenItems(tokItems)
+	return in, tokItems, nil
 }
 
 func sortTokenItems(items []TokenItem) {

@@ -1,6 +1,4 @@
-// Package pgbin finds the PostgreSQL server programs (initdb, pg_ctl,
-// pgbench) for the tools that run their own cluster or benchmarks.
-package pgbin
+package lab
 
 import (
 	"errors"
@@ -11,9 +9,11 @@ import (
 	"strconv"
 )
 
-// Dir returns given when set, else the newest /usr/lib/postgresql/*/bin
+// PGBinDir finds the PostgreSQL server programs (initdb, pg_ctl,
+// pgbench) for a tool that runs its own cluster or pgbench: given when
+// set, else the newest /usr/lib/postgresql/*/bin
 // holding initdb, else the directory of an initdb on PATH.
-func Dir(given string) (string, error) {
+func PGBinDir(given string) (string, error) {
 	if given != "" {
 		return given, nil
 	}

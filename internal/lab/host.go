@@ -1,6 +1,9 @@
-// Package hostinfo describes the machine a measurement ran on, for the
-// soak and bench reports.
-package hostinfo
+// Package lab is what the bench and the soak share to run takeout on this
+// machine and measure it: free ports, child processes with their logs,
+// waiting for a server to answer, JSON requests, the PostgreSQL server
+// programs, and the facts of the machine for their reports. It is for
+// those tools only, never for the service.
+package lab
 
 import (
 	"bufio"
@@ -11,8 +14,8 @@ import (
 	"strings"
 )
 
-// Facts returns nproc, the CPU model, the Go version and the OS/arch.
-func Facts() map[string]string {
+// HostFacts returns nproc, the CPU model, the Go version and the OS/arch.
+func HostFacts() map[string]string {
 	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))
