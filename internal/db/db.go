@@ -111,7 +111,6 @@ func UniqueViolation(err error) (constraint string, ok bool) {
 	return "", false
 }
 
-
 // ForeignKeyViolation reports whether err violates a foreign key.
 func ForeignKeyViolation(err error) bool {
 	var pe *pgconn.PgError
@@ -138,4 +137,3 @@ func Unavailable(err error) bool {
 	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
 }
-

@@ -5,7 +5,8 @@
 // an in-flight duplicate, or replay), and PostgreSQL records written in the
 // same transaction as the business change, which are the truth. Redis may
 // be down or flushed at any moment: exactly-once then rests on PostgreSQL
-// alone. The package knows nothing of HTTP.
+// alone. Store.Do runs the whole protocol; its core knows nothing of HTTP
+// (handlers.go adapts it for creating routes and the operators' routes).
 package idempotency
 
 import (
@@ -71,4 +72,3 @@ func InProgress(retryAfterSeconds int) *problem.Error {
 	return problem.New(problem.RequestInProgress, "a request with this Idempotency-Key is still being processed; retry in %ds", retryAfterSeconds).
 		With("retry_after", retryAfterSeconds)
 }
-

@@ -131,7 +131,7 @@ func benchmarkSubmit(b *testing.B, dishes int) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := next.Add(1) - 1
-			out, err := e.svc.Submit(context.Background(), e.user, fmt.Sprintf("k%d", i), tokens[i])
+			out, err := e.svc.Submit(context.Background(), e.user, fmt.Sprintf("k%d", i), tokens[i], order.PlacedReply)
 			if err != nil || out.Response.Status != 201 {
 				b.Fatalf("submit: %v %d", err, out.Response.Status)
 			}
@@ -168,7 +168,7 @@ func BenchmarkReplayL1(b *testing.B) {
 	e := newBenchEnv(b)
 	tok := e.token(b, 1, e.dishes[0])
 	ctx := context.Background()
-	first, err := e.svc.Submit(ctx, e.user, "replay", tok)
+	first, err := e.svc.Submit(ctx, e.user, "replay", tok, order.PlacedReply)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func BenchmarkReplayL1(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			out, err := e.svc.Submit(ctx, e.user, "replay", tok)
+			out, err := e.svc.Submit(ctx, e.user, "replay", tok, order.PlacedReply)
 			if err != nil || !out.Replayed || len(out.Response.Body) != len(first.Response.Body) {
 				b.Fatalf("replay: %v", err)
 			}

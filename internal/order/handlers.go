@@ -1,6 +1,7 @@
 package order
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -48,7 +49,7 @@ func HandleSubmit(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		out, err := s.Submit(r.Context(), userID, key, req.ConfirmToken)
+		out, err := s.Submit(r.Context(), userID, key, req.ConfirmToken, PlacedReply)
 		if err != nil {
 			if p, ok := problem.As(err); ok && p.Type == problem.RequestInProgress {
 				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(p)))
@@ -61,6 +62,23 @@ func HandleSubmit(s *Service) http.Handler {
 		}
 		idempotency.WriteResponse(w, out)
 	})
+}
+
+// PlacedReply is HandleSubmit's answer to a submit, as stored for its key and
+// replayed: 201 with the new order, or 200 with the order its token had
+// placed already (duplicate: true), and its Location either way.
+func PlacedReply(p Placed) (idempotency.Response, error) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return idempotency.Response{}, err
+	}
+	status := http.StatusCreated
+	if p.Duplicate {
+		status = http.StatusOK
+	}
+	return idempotency.Response{Status: status, Body: body, Headers: map[string]string{
+		"Content-Type": "application/json", "Location": "/v1/orders/" + p.ID,
+	}}, nil
 }
 
 func retryAfter(p *problem.Error) int {

@@ -18,7 +18,7 @@ import (
 func (e benchEnv) place(t testing.TB, seq *atomic.Int64, dish int64) int64 {
 	t.Helper()
 	n := int(seq.Add(1))
-	out, err := e.svc.Submit(context.Background(), e.user, fmt.Sprintf("place-%d", n), e.token(t, n, dish))
+	out, err := e.svc.Submit(context.Background(), e.user, fmt.Sprintf("place-%d", n), e.token(t, n, dish), order.PlacedReply)
 	if err != nil || out.Response.Status != 201 {
 		t.Fatalf("place: %v %+v", err, out)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/takeout/takeout/internal/order"
 )
 
 // One token submitted under several keys at the same instant (the app
@@ -26,7 +28,7 @@ func TestSameTokenConcurrentKeysNeverFail(t *testing.T) {
 		for i := range copies {
 			wg.Go(func() {
 				start.Wait()
-				out, err := e.svc.Submit(ctx, e.user, fmt.Sprintf("race-%d-%d", round, i), tok)
+				out, err := e.svc.Submit(ctx, e.user, fmt.Sprintf("race-%d-%d", round, i), tok, order.PlacedReply)
 				statuses[i], errs[i] = out.Response.Status, err
 			})
 		}

@@ -289,11 +289,16 @@ var (
 // with another token is a different request.
 const submitRoute = "POST /v1/orders"
 
+// Reply renders a submit's outcome as the response stored and sent for
+// it (the handler's HTTP shape: PlacedReply).
+type Reply func(Placed) (idempotency.Response, error)
+
 // Submit places the order of a confirm token exactly once per
 // Idempotency-Key: the idempotency store runs the protocol (its layers,
-// the claim, the replay) around place, which only writes the order. The
+// the claim, the replay) around place, which only writes the order, and
+// reply renders it, in the transaction, as the response to record. The
 // answer is the response to send, and whether it replays an earlier one.
-func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string) (idempotency.Result, error) {
+func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string, reply Reply) (idempotency.Result, error) {
 	var (
 		tok Token
 		in  Intent
@@ -324,7 +329,13 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken, Check: check,
 	}, func(ctx context.Context, tx pgx.Tx) (idempotency.Record, error) {
 		placed = true
-		return s.place(ctx, tx, tok, in)
+		p, err := s.place(ctx, tx, tok, in)
+		if err != nil {
+			return idempotency.Record{}, err
+		}
+		resp, err := reply(p)
+		id, _ := strconv.ParseInt(p.ID, 10, 64)
+		return idempotency.Record{OrderID: id, Response: resp}, err
 	})
 	if placed {
 		s.countSubmit(res, err)
@@ -355,12 +366,12 @@ func (s *Service) countSubmit(res idempotency.Result, err error) {
 // reservations, items, history and payment-timeout job, and the stock,
 // taken last so that a stock shard is locked only until the commit that
 // follows. An order that exists (same token, another key, or a retry
-// after Redis forgot) is answered as it is: 200 duplicate.
-func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent) (idempotency.Record, error) {
+// after Redis forgot) is returned as it is, marked Duplicate.
+func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent) (Placed, error) {
 	digest := in.IntentDigest(tok.Seq)
 	addr, err := json.Marshal(in.Address)
 	if err != nil {
-		return idempotency.Record{}, err
+		return Placed{}, err
 	}
 	now := s.now()
 	row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
@@ -370,32 +381,24 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent) (i
 		Address: addr, Remark: in.Remark, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now,
 	})
 	var p Placed
-	status := http.StatusCreated
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: tok.UserID, IntentDigest: digest[:]})
 		if err != nil {
-			return idempotency.Record{}, fmt.Errorf("read placed order: %w", err)
+			return Placed{}, fmt.Errorf("read placed order: %w", err)
 		}
 		if p.Order, err = s.load(ctx, tx, existing); err != nil {
-			return idempotency.Record{}, err
+			return Placed{}, err
 		}
-		p.Duplicate, status = true, http.StatusOK
+		p.Duplicate = true
 	case err != nil:
-		return idempotency.Record{}, fmt.Errorf("insert order: %w", err)
+		return Placed{}, fmt.Errorf("insert order: %w", err)
 	default:
 		if p.Order, err = s.create(ctx, tx, row, tok); err != nil {
-			return idempotency.Record{}, err
+			return Placed{}, err
 		}
 	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		return idempotency.Record{}, err
-	}
-	id, _ := strconv.ParseInt(p.ID, 10, 64)
-	return idempotency.Record{OrderID: id, Response: idempotency.Response{Status: status, Body: body, Headers: map[string]string{
-		"Content-Type": "application/json", "Location": "/v1/orders/" + p.ID,
-	}}}, nil
+	return p, nil
 }
 
 // create completes a newly inserted order: its stock reservations, items,

@@ -162,4 +162,3 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 		return ms<<timeShift | g.worker<<sequenceBits | g.seq, nil
 	}
 }
-
