@@ -81,11 +81,11 @@ func bind(queries map[string]string, name string, values map[string]string) (str
 }
 
 // submitScript is the placement transaction as submit runs it: the order,
-// its reservation, item, first history row and payment-timeout job, the
-// stock (the first try of inventory.Take: one free shard, in a
-// savepoint), and the idempotency record idempotency.Store.Do inserts
-// after the change. The service sends the statements from the
-// reservation to the stock in one round trip; pgbench sends one at a time.
+// its reservation, item, first history row, payment-timeout job and
+// idempotency record, and the stock last (the first try of
+// inventory.Take: one free shard, in a savepoint). The
+// service sends the statements from the reservation on in one round trip;
+// pgbench sends one at a time.
 func submitScript(queries map[string]string, merchantID int64, dishes []int64) (string, error) {
 	digest := func(salt string) string {
 		return fmt.Sprintf("decode(md5(CAST(:oid AS text) || '%s') || md5(CAST(:uid AS text) || '%s'), 'hex')", salt, salt)
@@ -107,12 +107,12 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 		{"OrderHistoryInsert", map[string]string{"order_id": ":oid", "from_status": "NULL", "to_status": "'PENDING_PAYMENT'",
 			"version": "1", "actor": "'user:' || CAST(:uid AS text)", "reason": "'placed'"}},
 		{"PaymentTimeoutJobInsert", map[string]string{"order_id": ":oid", "max_attempts": "25", "scheduled_at": "now() + interval '15 minutes'"}},
-		{"StockSavepoint", nil},
-		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "fee_fen": "300", "price_fen": "1000", "start": ":shard"}},
 		{"IdempotencyRecordInsert", map[string]string{"user_id": ":uid", "key": "'k' || CAST(:oid AS text)", "fingerprint": digest("f"),
 			"digest_alg": "'SM3'", "order_id": ":oid", "status_code": "201",
 			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",
 			"expires_at": "now() + interval '72 hours'"}},
+		{"StockSavepoint", nil},
+		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "fee_fen": "300", "price_fen": "1000", "start": ":shard"}},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n\\set shard random(0, 31)\n", slices.Min(dishes), slices.Max(dishes))
