@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
 )
 
 // Request is one request under an Idempotency-Key, for Do.
@@ -50,7 +51,32 @@ func ReplayOnly(err error) error { return replayOnlyError{err} }
 // Change makes a request's change in tx and returns the record to answer
 // with (its Response and, for an order, its OrderID). An error rolls the
 // transaction back and records nothing, so a retry runs it again.
-type Change func(ctx context.Context, tx pgx.Tx) (Record, error)
+type Change func(ctx context.Context, tx *Tx) (Record, error)
+
+// Tx is the transaction a Change runs in (a pgx.Tx), which also records
+// its answer.
+type Tx struct {
+	pgx.Tx
+	s       *Store
+	c       *claim
+	early   *Record
+	atStart bool // the record is claimed, not inserted (named scopes)
+}
+
+// RecordWith queues the answer's record on q (a db.Pipeline of tx) so
+// that it reaches PostgreSQL with the change's next statement, instead of
+// in a statement of its own after the change: for a change whose last
+// statement takes locks (a stock take), held then until the commit that
+// follows. The change must then return this same record. It does nothing
+// for a scope whose record is claimed at the start.
+func (t *Tx) RecordWith(ctx context.Context, q dbsqlc.DBTX, rec Record) error {
+	if t.atStart {
+		return nil
+	}
+	rec.Fingerprint = t.c.fp
+	t.early = &rec
+	return t.s.insertTx(ctx, q, t.c, rec)
+}
 
 // Do runs change at most once per (req.Scope, req.Key), whatever the
 // retries, their concurrency, the instances they reach and the state of
@@ -137,13 +163,17 @@ func (s *Store) run(ctx context.Context, c *claim, change Change) (Record, bool,
 	if c.scope.name != "" {
 		return s.runClaimed(ctx, c, change)
 	}
-	rec, err := db.WithTxV(ctx, s.opts.DB, func(tx pgx.Tx) (Record, error) {
+	rec, err := db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
+		tx := &Tx{Tx: ptx, s: s, c: c}
 		rec, err := change(ctx, tx)
 		if err != nil {
 			return Record{}, err
 		}
+		if tx.early != nil {
+			return *tx.early, nil // inserted with the change's last statement
+		}
 		rec.Fingerprint = c.fp
-		return rec, s.insertTx(ctx, tx, c, rec)
+		return rec, s.insertTx(ctx, ptx, c, rec)
 	})
 	if s.recorded(err) {
 		// A request with this key committed first: replay its answer.

@@ -101,7 +101,7 @@ func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) 
 		ctx := r.Context()
 		raw := r.Header.Get("Idempotency-Key")
 		var after func()
-		change := func(ctx context.Context, tx pgx.Tx) (Record, error) {
+		change := func(ctx context.Context, tx *Tx) (Record, error) {
 			c, err := create(ctx, tx, r)
 			after = c.AfterCommit
 			return Record{Response: c.Response}, err
@@ -112,7 +112,7 @@ func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) 
 		)
 		if raw == "" && !required {
 			res.Response, err = db.WithTxV(ctx, b, func(tx pgx.Tx) (Response, error) {
-				rec, err := change(ctx, tx)
+				rec, err := change(ctx, &Tx{Tx: tx, s: s, atStart: true})
 				return rec.Response, err
 			})
 		} else {

@@ -110,7 +110,8 @@ func (s *Store) resolve(ctx context.Context, c *claim) (Record, error) {
 // requests are few, and waiting beats refusing them.
 func (s *Store) runClaimed(ctx context.Context, c *claim, change Change) (Record, bool, error) {
 	var replayed bool
-	rec, err := db.WithTxV(ctx, s.opts.DB, func(tx pgx.Tx) (Record, error) {
+	rec, err := db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
+		tx := &Tx{Tx: ptx, s: s, c: c, atStart: true}
 		claimed, err := s.q.RequestRecordClaim(ctx, tx, dbsqlc.RequestRecordClaimParams{
 			Scope: c.scope.name, Key: c.key, Fingerprint: c.fp, ExpiresAt: s.opts.Now().Add(s.opts.Retention),
 		})

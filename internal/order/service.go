@@ -327,15 +327,31 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 	placed := false
 	res, err := s.opts.Idempotency.Do(ctx, idempotency.Request{
 		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken, Check: check,
-	}, func(ctx context.Context, tx pgx.Tx) (idempotency.Record, error) {
+	}, func(ctx context.Context, tx *idempotency.Tx) (idempotency.Record, error) {
 		placed = true
-		p, err := s.place(ctx, tx, tok, in)
+		var rec idempotency.Record
+		record := func(p Placed) error {
+			resp, err := reply(p)
+			id, _ := strconv.ParseInt(p.ID, 10, 64)
+			rec = idempotency.Record{OrderID: id, Response: resp}
+			return err
+		}
+		// A new order's record goes with the stock take, its last
+		// statement: the shard it locks is then held only until the
+		// commit.
+		p, err := s.place(ctx, tx.Tx, tok, in, func(q dbsqlc.DBTX, p Placed) error {
+			if err := record(p); err != nil {
+				return err
+			}
+			return tx.RecordWith(ctx, q, rec)
+		})
 		if err != nil {
 			return idempotency.Record{}, err
 		}
-		resp, err := reply(p)
-		id, _ := strconv.ParseInt(p.ID, 10, 64)
-		return idempotency.Record{OrderID: id, Response: resp}, err
+		if !p.Duplicate {
+			return rec, nil
+		}
+		return rec, record(p)
 	})
 	if placed {
 		s.countSubmit(res, err)
@@ -365,9 +381,11 @@ func (s *Service) countSubmit(res idempotency.Result, err error) {
 // CONFLICT DO NOTHING on (user, intent digest), then, for a new order, its
 // reservations, items, history and payment-timeout job, and the stock,
 // taken last so that a stock shard is locked only until the commit that
-// follows. An order that exists (same token, another key, or a retry
-// after Redis forgot) is returned as it is, marked Duplicate.
-func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent) (Placed, error) {
+// follows; beforeTake runs just before that, with the pipeline the take
+// sends, for statements that should go with it. An order that exists
+// (same token, another key, or a retry after Redis forgot) is returned
+// as it is, marked Duplicate.
+func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, beforeTake func(dbsqlc.DBTX, Placed) error) (Placed, error) {
 	digest := in.IntentDigest(tok.Seq)
 	addr, err := json.Marshal(in.Address)
 	if err != nil {
@@ -394,7 +412,7 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent) (P
 	case err != nil:
 		return Placed{}, fmt.Errorf("insert order: %w", err)
 	default:
-		if p.Order, err = s.create(ctx, tx, row, tok); err != nil {
+		if p.Order, err = s.create(ctx, tx, row, tok, beforeTake); err != nil {
 			return Placed{}, err
 		}
 	}
@@ -402,10 +420,10 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent) (P
 }
 
 // create completes a newly inserted order: its stock reservations, items,
-// history and payment-timeout job go to PostgreSQL in one round trip with
-// the first statement that takes its stock (they depend on nothing but
-// their arguments).
-func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token) (Order, error) {
+// history and payment-timeout job (and what beforeTake queues) go to
+// PostgreSQL in one round trip with the first statement that takes its
+// stock (they depend on nothing but their arguments).
+func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token, beforeTake func(dbsqlc.DBTX, Placed) error) (Order, error) {
 	pipe := db.NewPipeline(tx)
 	lines := stockLines(tok)
 	if err := inventory.Hold(ctx, pipe, row.ID, lines); err != nil {
@@ -433,14 +451,18 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert payment timeout job: %w", err)
 	}
-	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, DeliveryFeeFen: tok.FeeFen}, lines); err != nil {
-		return Order{}, err
-	}
 	var addr Address
 	if err := json.Unmarshal(row.Address, &addr); err != nil {
 		return Order{}, fmt.Errorf("decode address: %w", err)
 	}
-	return orderFromRow(row, items, addr), nil
+	o := orderFromRow(row, items, addr)
+	if err := beforeTake(pipe, Placed{Order: o}); err != nil {
+		return Order{}, err
+	}
+	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, DeliveryFeeFen: tok.FeeFen}, lines); err != nil {
+		return Order{}, err
+	}
+	return o, nil
 }
 
 func stockLines(tok Token) []inventory.Line {
