@@ -80,12 +80,22 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		{staffA, "accept", "ACCEPTED", 200, false},
 		{staffA, "accept", "ACCEPTED", 200, true},
 		{staffA, "complete", "ACCEPTED", 409, false},
+		{staffA, "ready", "READY", 200, false},
+		{staffA, "ready", "READY", 200, true},
+		{user, "complete", "READY", 409, false},
 		{staffA, "dispatch", "DELIVERING", 200, false},
-		{staffA, "complete", "COMPLETED", 200, false},
+		{sh.login(t, "not-owner"), "complete", "", 404, false},
+		{user, "complete", "COMPLETED", 200, false},
+		{user, "complete", "COMPLETED", 200, true},
+		{staffA, "complete", "COMPLETED", 200, true},
 		{staffA, "refund", "COMPLETED", 409, false},
 	}
 	for _, s := range steps {
-		r := sh.do(t, api, "POST", "/admin/v1/orders/"+p.ID+"/"+s.action, s.token, nil)
+		path := "/admin/v1/orders/" + p.ID + "/" + s.action
+		if s.token != staffA {
+			path = "/v1/orders/" + p.ID + "/" + s.action // the customer's own route
+		}
+		r := sh.do(t, api, "POST", path, s.token, nil)
 		var state string
 		if r.status == 409 {
 			var p struct {
@@ -96,7 +106,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 			if r.problemType() != "order-status-conflict" {
 				t.Errorf("%s: %s", s.action, r.body)
 			}
-		} else {
+		} else if r.status == 200 {
 			var o order.Order
 			r.json(t, &o)
 			state = string(o.Status)
@@ -104,6 +114,9 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		if r.status != s.status || state != s.want || (r.header.Get("Idempotent-Replayed") == "true") != s.replayed {
 			t.Errorf("%s: %d %s, want %d %s replayed=%v", s.action, r.status, r.body, s.status, s.want, s.replayed)
 		}
+	}
+	if n := sh.count(t, `SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'COMPLETED' AND actor LIKE 'user:%'`, p.ID); n != 1 {
+		t.Errorf("%d completions by the customer in the history, want 1", n)
 	}
 	if r := sh.do(t, api, "POST", "/v1/orders/"+p.ID+"/cancel", user, nil); r.status != 409 {
 		t.Errorf("cancel a completed order: %d", r.status)
@@ -141,7 +154,8 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		}
 	}
 	m := sh.metrics(t, api)
-	if !containsAll(m, `takeout_order_transitions_total{from="PAID",to="ACCEPTED"} 1`, `takeout_order_transitions_total{from="PENDING_PAYMENT",to="CANCELLED"} 1`) {
+	if !containsAll(m, `takeout_order_transitions_total{from="PAID",to="ACCEPTED"} 1`, `takeout_order_transitions_total{from="PENDING_PAYMENT",to="CANCELLED"} 1`,
+		`takeout_order_transitions_total{from="ACCEPTED",to="READY"} 1`, `takeout_order_transitions_total{from="READY",to="DELIVERING"} 1`) {
 		t.Error("transition metrics missing")
 	}
 }

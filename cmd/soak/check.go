@@ -311,7 +311,7 @@ func checkPayments(ctx context.Context, db querier, f *findings) error {
 			f.add(invPaidTwice, 1, fmt.Sprintf("order %d %s keeps %d payments", id, status, kept))
 		case kept > 0 && (status == "CANCELLED" || status == "REFUNDED"):
 			f.add(invMoneyKept, 1, fmt.Sprintf("order %d %s keeps a payment", id, status))
-		case kept == 0 && (status == "PAID" || status == "ACCEPTED" || status == "DELIVERING" || status == "COMPLETED"):
+		case kept == 0 && (status == "PAID" || status == "ACCEPTED" || status == "READY" || status == "DELIVERING" || status == "COMPLETED"):
 			f.add(invPaidWithoutPayment, 1, fmt.Sprintf("order %d %s has no kept payment", id, status))
 		}
 	}

@@ -383,8 +383,8 @@ func (d *driver) simPay(ctx context.Context, req wxsim.PayRequest) {
 	d.callbacks.Add(int64(res.Deliveries))
 }
 
-// staff plays one merchant's staff until stop: accept, reject, dispatch,
-// complete or refund what is waiting, sometimes twice at once. Each order
+// staff plays one merchant's staff until stop: accept, reject, ready,
+// dispatch, complete or refund what is waiting, sometimes twice at once. Each order
 // gets one fixed fate per status, so some are left for the system's
 // deadlines (auto-complete).
 func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
@@ -404,9 +404,20 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 		}},
 		{"ACCEPTED", func(h uint32) string {
 			switch {
+			case h < 50:
+				return "ready"
 			case h < 92:
-				return "dispatch"
+				return "dispatch" // READY is optional
 			case h < 96:
+				return "refund"
+			}
+			return ""
+		}},
+		{"READY", func(h uint32) string {
+			switch {
+			case h < 95:
+				return "dispatch"
+			case h < 98:
 				return "refund"
 			}
 			return ""

@@ -36,6 +36,18 @@ func writeApplied(w http.ResponseWriter, a Applied) {
 // cancelled and its stock released; a paid one not yet accepted moves to
 // REFUNDING. Cancelling again answers with the order as it is.
 func HandleCancel(s *Service) http.Handler {
+	return handleUserAction(s, statemachine.Cancel, "cancelled by the user")
+}
+
+// HandleConfirmReceipt serves POST /v1/orders/{id}/complete: the customer
+// confirms a delivering order arrived (COMPLETED); confirming again
+// answers with the order as it is. Auto-complete covers those who never
+// confirm.
+func HandleConfirmReceipt(s *Service) http.Handler {
+	return handleUserAction(s, statemachine.Complete, "receipt confirmed by the user")
+}
+
+func handleUserAction(s *Service, event statemachine.Event, reason string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		userID, _ := auth.UserID(r.Context())
 		id, err := orderID(r)
@@ -43,7 +55,7 @@ func HandleCancel(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		a, err := s.Apply(r.Context(), id, statemachine.Cancel, Actor{Kind: statemachine.User, UserID: userID}, "cancelled by the user")
+		a, err := s.Apply(r.Context(), id, event, Actor{Kind: statemachine.User, UserID: userID}, reason)
 		if err != nil {
 			web.Error(w, r, err)
 			return
@@ -61,7 +73,7 @@ func staffActor(st auth.Staff) Actor {
 }
 
 // HandleStaffAction serves POST /admin/v1/orders/{id}/{accept,reject,
-// dispatch,complete,refund} for event. Merchant staff act on their own
+// ready,dispatch,complete,refund} for event. Merchant staff act on their own
 // merchant's orders (others are 404); admins on any.
 func HandleStaffAction(s *Service, event statemachine.Event) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -78,7 +78,7 @@ func TestLifecycleProperty(t *testing.T) {
 	otherStaff := order.Actor{Kind: statemachine.Merchant, MerchantID: e.merchant + 1000, Name: "spy"}
 	actors := []order.Actor{owner, stranger, staff, otherStaff, admin, system, payment}
 	events := []statemachine.Event{statemachine.Pay, statemachine.Cancel, statemachine.Timeout, statemachine.Accept, statemachine.Reject,
-		statemachine.Refund, statemachine.Dispatch, statemachine.Complete, statemachine.AutoComplete, statemachine.RefundDone}
+		statemachine.Refund, statemachine.MarkReady, statemachine.Dispatch, statemachine.Complete, statemachine.AutoComplete, statemachine.RefundDone}
 
 	rapid.Check(t, func(rt *rapid.T) {
 		ids := []int64{e.place(t, &seq, e.dishes[0])}

@@ -20,6 +20,7 @@ const (
 	PendingPayment Status = "PENDING_PAYMENT"
 	Paid           Status = "PAID"
 	Accepted       Status = "ACCEPTED"
+	Ready          Status = "READY" // prepared, waiting for the rider
 	Delivering     Status = "DELIVERING"
 	Completed      Status = "COMPLETED"
 	Cancelled      Status = "CANCELLED"
@@ -29,7 +30,7 @@ const (
 
 // Statuses lists every status, in lifecycle order.
 func Statuses() []Status {
-	return []Status{PendingPayment, Paid, Accepted, Delivering, Completed, Cancelled, Refunding, Refunded}
+	return []Status{PendingPayment, Paid, Accepted, Ready, Delivering, Completed, Cancelled, Refunding, Refunded}
 }
 
 // Event is what happens to an order.
@@ -43,8 +44,9 @@ const (
 	Accept       Event = "accept"        // the merchant takes the order
 	Reject       Event = "reject"        // the merchant refuses a paid order
 	Refund       Event = "refund"        // the merchant cancels an accepted order (e.g. sold out)
+	MarkReady    Event = "ready"         // the food is prepared, waiting for pickup
 	Dispatch     Event = "dispatch"      // the merchant hands it to delivery
-	Complete     Event = "complete"      // delivered
+	Complete     Event = "complete"      // delivered: the merchant says so or the customer confirms receipt
 	AutoComplete Event = "auto_complete" // delivering for too long: taken as delivered
 	RefundDone   Event = "refunded"      // the refund succeeded
 )
@@ -94,9 +96,12 @@ func Table() []Transition {
 		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
 		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant rejects"},
 		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "user cancels before acceptance"},
-		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches"},
+		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared, waiting for pickup"},
+		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches (READY is optional)"},
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
-		{Delivering, Complete, Completed, []Actor{Merchant, Admin}, []Effect{Notify}, "delivered"},
+		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "picked up"},
+		{Ready, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels a prepared order"},
+		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin}, []Effect{Notify}, "delivered, or the customer confirms receipt"},
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},
 		{Refunding, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "refund callback or query, or settled by an operator"},
 	}

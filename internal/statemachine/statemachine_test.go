@@ -32,6 +32,17 @@ func TestDecide(t *testing.T) {
 		{statemachine.Paid, statemachine.Timeout, statemachine.System, "", false, "conflict"},
 		{statemachine.Delivering, statemachine.AutoComplete, statemachine.System, statemachine.Completed, false, ""},
 		{statemachine.Completed, statemachine.AutoComplete, statemachine.System, "", true, ""},
+		{statemachine.Accepted, statemachine.MarkReady, statemachine.Merchant, statemachine.Ready, false, ""},
+		{statemachine.Ready, statemachine.MarkReady, statemachine.Merchant, "", true, ""},
+		{statemachine.Ready, statemachine.MarkReady, statemachine.User, "", false, "forbidden"},
+		{statemachine.Paid, statemachine.MarkReady, statemachine.Merchant, "", false, "conflict"},
+		{statemachine.Ready, statemachine.Dispatch, statemachine.Merchant, statemachine.Delivering, false, ""},
+		{statemachine.Accepted, statemachine.Dispatch, statemachine.Merchant, statemachine.Delivering, false, ""},
+		{statemachine.Ready, statemachine.Refund, statemachine.Admin, statemachine.Refunding, false, ""},
+		{statemachine.Ready, statemachine.Cancel, statemachine.User, "", false, "conflict"},
+		{statemachine.Delivering, statemachine.Complete, statemachine.User, statemachine.Completed, false, ""},
+		{statemachine.Completed, statemachine.Complete, statemachine.User, "", true, ""},
+		{statemachine.Ready, statemachine.Complete, statemachine.User, "", false, "conflict"},
 	}
 	for _, tt := range tests {
 		d, err := statemachine.Decide(tt.current, tt.event, tt.actor)
@@ -69,8 +80,7 @@ func TestTableIsWellFormed(t *testing.T) {
 			t.Errorf("%s has no actor", k)
 		}
 	}
-	for _, s := range []statemachine.Status{statemachine.Paid, statemachine.Accepted, statemachine.Delivering, statemachine.Completed,
-		statemachine.Cancelled, statemachine.Refunding, statemachine.Refunded} {
+	for _, s := range statemachine.Statuses() {
 		if !reached[s] {
 			t.Errorf("%s unreachable", s)
 		}
