@@ -531,7 +531,7 @@ func TestCutOffTransaction(t *testing.T) {
 			}()
 			// Wait until the submit is stuck on the lock, inside its transaction.
 			deadline := time.Now().Add(10 * time.Second)
-			for sh.count(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'takeout' AND wait_event_type = 'Lock'") == 0 {
+			for sh.count(t, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'takeout' AND wait_event_type = 'Lock'") == 0 {
 				if time.Now().After(deadline) {
 					t.Fatal("submit never waited on the lock")
 				}
@@ -540,7 +540,7 @@ func TestCutOffTransaction(t *testing.T) {
 			if cut == "client gives up" {
 				cancel()
 			} else {
-				sh.count(t, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'takeout' AND wait_event_type = 'Lock'")
+				sh.count(t, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'takeout' AND wait_event_type = 'Lock'")
 			}
 			r := <-done
 			cancel()
