@@ -103,7 +103,11 @@ func snapshot(t *testing.T, s *stack) string {
 	var out string
 	err := pool.QueryRow(t.Context(), `SELECT
 		(SELECT coalesce(string_agg(format('%s:%s:%s:%s', id, name, status, version), ',' ORDER BY id), '') FROM merchants) || '|' ||
-		(SELECT coalesce(string_agg(format('%s:%s:%s:%s:%s:%s', id, name, price_fen, stock, on_sale, version), ',' ORDER BY id), '') FROM dishes_with_stock)`).Scan(&out)
+		(SELECT coalesce(string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s:%s:%s', id, name, price_fen, stock, on_sale, version,
+			category_id, position, image_url, packaging_fee_fen, options_version), ',' ORDER BY id), '') FROM dishes_with_stock) || '|' ||
+		(SELECT coalesce(string_agg(format('%s:%s:%s:%s', id, merchant_id, name, version), ',' ORDER BY id), '') FROM categories) || '|' ||
+		(SELECT coalesce(string_agg(format('%s:%s:%s:%s:%s', g.id, g.dish_id, g.name, c.id, c.name), ',' ORDER BY c.id), '')
+		 FROM option_groups g JOIN option_choices c ON c.group_id = g.id)`).Scan(&out)
 	if err != nil {
 		t.Fatal(err)
 	}

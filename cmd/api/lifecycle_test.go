@@ -97,7 +97,8 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		}
 		r := sh.do(t, api, "POST", path, s.token, nil)
 		var state string
-		if r.status == 409 {
+		switch r.status {
+		case 409:
 			var p struct {
 				CurrentStatus string `json:"current_status"`
 			}
@@ -106,7 +107,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 			if r.problemType() != "order-status-conflict" {
 				t.Errorf("%s: %s", s.action, r.body)
 			}
-		} else if r.status == 200 {
+		case 200:
 			var o order.Order
 			r.json(t, &o)
 			state = string(o.Status)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/testenv"
 )
 
@@ -54,6 +55,12 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 	confirm := sh.confirm(t, api, userA, sh.cart(3))
 	dish := sh.dishes[0]
 	uid := orderA.UserID
+	var category catalog.Category
+	if r := sh.do(t, api, "POST", "/admin/v1/merchants/"+sh.merchantID+"/categories", sh.admin, map[string]any{"name": "Matrix"}); r.status != 201 {
+		t.Fatalf("create category: %d %s", r.status, r.body)
+	} else {
+		r.json(t, &category)
+	}
 
 	cart := `{"merchant_id":"` + sh.merchantID + `","items":[{"dish_id":"` + dish.ID + `","qty":4}],"address":{"name":"M","phone":"13800000000","detail":"d"}}`
 	type row struct {
@@ -83,9 +90,16 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"GET /admin/v1/merchants/{id}/dishes": {"/admin/v1/merchants/" + sh.merchantID + "/dishes", "", nil, staffOnly(200, 403, 200)},
 		"POST /admin/v1/merchants/{id}/dishes": {"/admin/v1/merchants/" + sh.merchantID + "/dishes", `{"name":"` + dish.Name + `","price_fen":1,"stock":1}`, nil,
 			staffOnly(409, 403, 409)},
-		"GET /admin/v1/dishes/{id}":       {"/admin/v1/dishes/" + dish.ID, "", nil, staffOnly(200, 403, 200)},
-		"PATCH /admin/v1/dishes/{id}":     {"/admin/v1/dishes/" + dish.ID, `{"version":99,"price_fen":1}`, nil, staffOnly(409, 403, 409)},
-		"PUT /admin/v1/dishes/{id}/stock": {"/admin/v1/dishes/" + dish.ID + "/stock", `{"on_hand":0,"if_on_hand":99}`, nil, staffOnly(409, 403, 409)},
+		"GET /admin/v1/merchants/{id}/categories":  {"/admin/v1/merchants/" + sh.merchantID + "/categories", "", nil, staffOnly(200, 403, 200)},
+		"POST /admin/v1/merchants/{id}/categories": {"/admin/v1/merchants/" + sh.merchantID + "/categories", `{"name":"Matrix"}`, nil, staffOnly(409, 403, 409)},
+		"PATCH /admin/v1/categories/{id}":          {"/admin/v1/categories/" + category.ID, `{"version":99,"name":"x"}`, nil, staffOnly(409, 403, 409)},
+		"DELETE /admin/v1/categories/{id}":         {"/admin/v1/categories/" + category.ID + "?version=99", "", nil, staffOnly(409, 403, 409)},
+		"PUT /admin/v1/dishes/{id}/options":        {"/admin/v1/dishes/" + dish.ID + "/options", `{"version":99,"groups":[]}`, nil, staffOnly(409, 403, 409)},
+		"POST /admin/v1/orders/{id}/ready":         {"/admin/v1/orders/" + orderA.ID + "/ready", "", nil, staffOnly(409, 404, 409)},
+		"POST /v1/orders/{id}/complete":            {"/v1/orders/" + orderA.ID + "/complete", "", nil, userOnly(409, 404)},
+		"GET /admin/v1/dishes/{id}":                {"/admin/v1/dishes/" + dish.ID, "", nil, staffOnly(200, 403, 200)},
+		"PATCH /admin/v1/dishes/{id}":              {"/admin/v1/dishes/" + dish.ID, `{"version":99,"price_fen":1}`, nil, staffOnly(409, 403, 409)},
+		"PUT /admin/v1/dishes/{id}/stock":          {"/admin/v1/dishes/" + dish.ID + "/stock", `{"on_hand":0,"if_on_hand":99}`, nil, staffOnly(409, 403, 409)},
 		"POST /admin/v1/dishes/{id}/stock/adjustments": {"/admin/v1/dishes/" + dish.ID + "/stock/adjustments", `{"delta":-1000000}`, map[string]string{"Idempotency-Key": "matrix-adjust"},
 			staffOnly(409, 403, 409)},
 		"GET /admin/v1/orders":                {"/admin/v1/orders", "", nil, staffOnly(200, 200, 200)},

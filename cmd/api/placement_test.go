@@ -316,7 +316,7 @@ func (sh *shop) storm(t *testing.T, apis []*instance, n int, user, key, token st
 
 // checkOneOrder asserts that the storm placed exactly one order, took its
 // stock once, and that every answer is the original body.
-func (sh *shop) checkOneOrder(t *testing.T, answers []response, stockBefore int) {
+func (sh *shop) checkOneOrder(t *testing.T, answers []response, stockBefore, units int) {
 	t.Helper()
 	var original []byte
 	fresh := 0
@@ -339,8 +339,8 @@ func (sh *shop) checkOneOrder(t *testing.T, answers []response, stockBefore int)
 	if n := sh.count(t, "SELECT count(*) FROM orders"); n != 1 {
 		t.Errorf("%d orders, want 1", n)
 	}
-	if got := sh.stock(t, 0); got != stockBefore-1 {
-		t.Errorf("stock %d, want %d", got, stockBefore-1)
+	if got := sh.stock(t, 0); got != stockBefore-units {
+		t.Errorf("stock %d, want %d", got, stockBefore-units)
 	}
 	if n := sh.count(t, "SELECT count(*) FROM stock_reservations"); n != 1 {
 		t.Errorf("%d reservations, want 1", n)
@@ -351,19 +351,30 @@ func (sh *shop) checkOneOrder(t *testing.T, answers []response, stockBefore int)
 func TestConcurrentIdenticalSubmits(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		env  map[string]string
+		name    string
+		env     map[string]string
+		options bool // the dish on two lines, with different options
 	}{
-		{"with redis", nil},
-		{"redis unreachable", map[string]string{"TAKEOUT_REDIS_URL": "redis://127.0.0.1:1/0"}},
+		{"with redis", nil, false},
+		{"redis unreachable", map[string]string{"TAKEOUT_REDIS_URL": "redis://127.0.0.1:1/0"}, false},
+		{"options, with redis", nil, true},
+		{"options, redis unreachable", map[string]string{"TAKEOUT_REDIS_URL": "redis://127.0.0.1:1/0"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			sh := newShop(t, 2, tt.env, 50)
 			user := sh.login(t, "storm")
-			c := sh.confirm(t, sh.apis[0], user, sh.cart(1))
-			sh.checkOneOrder(t, sh.storm(t, sh.apis, 200, user, "storm-key", c.ConfirmToken), 50)
+			cart, units := sh.cart(1), 1
+			if tt.options {
+				cart, units = sh.optionsCart(t), 2
+			}
+			c := sh.confirm(t, sh.apis[0], user, cart)
+			answers := sh.storm(t, sh.apis, 200, user, "storm-key", c.ConfirmToken)
+			sh.checkOneOrder(t, answers, 50, units)
+			if n := sh.count(t, "SELECT count(*) FROM order_items"); n != len(cart["items"].([]map[string]any)) {
+				t.Errorf("%d order lines, want %d", n, len(cart["items"].([]map[string]any)))
+			}
 		})
 	}
 }
@@ -390,7 +401,7 @@ func TestSubmitsAcrossRedisFlush(t *testing.T) {
 	}
 	fresh := sh.start(t, nil)
 	wave2 := sh.storm(t, append(sh.apis, fresh), 100, user, "flush-key", c.ConfirmToken)
-	sh.checkOneOrder(t, append(wave1, wave2...), 50)
+	sh.checkOneOrder(t, append(wave1, wave2...), 50, 1)
 }
 
 // The app lost the answer and retried from scratch: one token, 50 keys.
@@ -426,16 +437,24 @@ func TestSameTokenManyKeys(t *testing.T) {
 	}
 }
 
-// 300 users buy a dish with stock 100 at once: exactly 100 orders.
+// 300 users buy a dish with stock 100 at once, with one option set or
+// another: exactly 100 orders.
 func TestHotDishNeverOversells(t *testing.T) {
 	t.Parallel()
 	sh := newShop(t, 2, nil, 100)
 	const buyers = 300
 	tokens := make([]string, buyers)
 	users := make([]string, buyers)
+	choices := sh.giveOptions(t, 0)
 	for i := range buyers {
 		users[i] = sh.login(t, fmt.Sprintf("buyer-%d", i))
-		tokens[i] = sh.confirm(t, sh.apis[i%2], users[i], sh.cart(1)).ConfirmToken
+		cart := sh.cart(1)
+		options := []string{choices["Regular"]}
+		if i%2 == 1 { // one stock for every way of ordering the dish
+			options = []string{choices["Large"], choices["Egg"]}
+		}
+		cart["items"].([]map[string]any)[0]["options"] = options
+		tokens[i] = sh.confirm(t, sh.apis[i%2], users[i], cart).ConfirmToken
 	}
 	answers := make([]response, buyers)
 	var wg sync.WaitGroup

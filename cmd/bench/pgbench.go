@@ -97,13 +97,13 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 		{"OrderInsert", map[string]string{
 			"id": ":oid", "user_id": ":uid", "merchant_id": strconv.FormatInt(merchantID, 10),
 			"intent_digest": digest("i"), "content_digest": digest("c"), "intent_seq": "1", "digest_alg": "'SM3'",
-			"items_total_fen": "1000", "delivery_fee_fen": "300", "total_fen": "1300",
+			"items_total_fen": "1000", "packaging_fee_fen": "0", "delivery_fee_fen": "300", "total_fen": "1300",
 			"address": `'{"name":"Bench","phone":"13800138000","detail":"1 Bench Road"}'`, "remark": "''",
 			"pay_deadline": "now() + interval '15 minutes'", "created_at": "now()",
 		}},
 		{"ReservationInsert", map[string]string{"order_id": ":oid", "dish_id": ":dish", "qty": "1"}},
-		{"OrderItemInsert", map[string]string{"order_id": ":oid", "dish_id": ":dish", "name": "'Dish'", "qty": "1",
-			"unit_price_fen": "1000", "line_total_fen": "1000"}},
+		{"OrderItemInsert", map[string]string{"order_id": ":oid", "line": "0", "dish_id": ":dish", "name": "'Dish'", "qty": "1",
+			"unit_price_fen": "1000", "line_total_fen": "1000", "options": "'[]'", "packaging_fee_fen": "0"}},
 		{"OrderHistoryInsert", map[string]string{"order_id": ":oid", "from_status": "NULL", "to_status": "'PENDING_PAYMENT'",
 			"version": "1", "actor": "'user:' || CAST(:uid AS text)", "reason": "'placed'"}},
 		{"PaymentTimeoutJobInsert", map[string]string{"order_id": ":oid", "max_attempts": "25", "scheduled_at": "now() + interval '15 minutes'"}},
@@ -112,7 +112,8 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",
 			"expires_at": "now() + interval '72 hours'"}},
 		{"StockSavepoint", nil},
-		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "fee_fen": "300", "price_fen": "1000", "start": ":shard"}},
+		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "fee_fen": "300", "price_fen": "1000",
+			"packaging_fee_fen": "0", "options_version": "1", "start": ":shard"}},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\\set oid random(1, 9000000000000000000)\n\\set uid random(1, 64)\n\\set dish random(%d, %d)\n\\set shard random(0, 31)\n", slices.Min(dishes), slices.Max(dishes))

@@ -44,7 +44,7 @@ func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
 		 VALUES (1001, $1, $2, decode(repeat('ab', 32), 'hex'), decode(repeat('cd', 32), 'hex'), 1, 'SM3', 'PENDING_PAYMENT',
 		   100, 0, 100, '{}', now() + interval '1 hour', now(), now())`, []any{user, merchant}},
 		{`INSERT INTO dish_stock (dish_id, shard, units) VALUES ($1, 0, 5), ($1, 1, 4)`, []any{dish}},
-		{`INSERT INTO order_items (order_id, dish_id, name, qty, unit_price_fen, line_total_fen) VALUES (1001, $1, 'D', 1, 100, 100)`, []any{dish}},
+		{`INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen) VALUES (1001, 0, $1, 'D', 1, 100, 100)`, []any{dish}},
 		{`INSERT INTO stock_reservations (order_id, dish_id, qty) VALUES (1001, $1, 1)`, []any{dish}},
 		{`INSERT INTO stock_adjustments (dish_id, kind, delta, on_hand_after, actor) VALUES ($1, 'opening', 10, 10, 'seed')`, []any{dish}},
 		{`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, NULL, 'PENDING_PAYMENT', 1, 'user:1')`, nil},

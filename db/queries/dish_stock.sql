@@ -2,7 +2,8 @@
 -- (Stock shards: see migration 00006. The statements that take stock
 -- check the quote on the dish and merchant rows without locking them, so
 -- orders of one dish never queue on those rows: the dish still on sale
--- at the quoted price, the merchant still open at the quoted fee.)
+-- at the quoted price, packaging fee and options, the merchant still open
+-- at the quoted fee.)
 -- Takes qty units from one shard that has them and that no other
 -- transaction holds, looking from shard @start on (so that concurrent
 -- orders spread over the shards). No row: no such shard right now.
@@ -11,7 +12,8 @@ FROM (
     SELECT ds.dish_id, ds.shard FROM dish_stock ds
     JOIN dishes d ON d.id = ds.dish_id
     WHERE ds.dish_id = @dish_id AND ds.units >= @qty
-      AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+      AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
+      AND d.options_version = @options_version AND d.on_sale
       AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
     ORDER BY ds.shard < sqlc.arg(start)::smallint, ds.shard
     LIMIT 1
@@ -26,7 +28,8 @@ RETURNING s.shard;
 SELECT ds.shard FROM dish_stock ds
 JOIN dishes d ON d.id = ds.dish_id
 WHERE ds.dish_id = @dish_id AND ds.units >= @qty
-  AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+  AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
+      AND d.options_version = @options_version AND d.on_sale
   AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
 ORDER BY ds.shard;
 
@@ -36,7 +39,8 @@ ORDER BY ds.shard;
 UPDATE dish_stock s SET units = s.units - @qty
 FROM dishes d
 WHERE s.dish_id = @dish_id AND s.shard = @shard AND s.units >= @qty
-  AND d.id = s.dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+  AND d.id = s.dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
+      AND d.options_version = @options_version AND d.on_sale
   AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
 RETURNING s.shard;
 
@@ -47,7 +51,8 @@ SELECT shard, units FROM dish_stock WHERE dish_id = @dish_id ORDER BY shard FOR 
 -- name: StockQuoteHolds :one
 SELECT EXISTS (
     SELECT 1 FROM dishes d
-    WHERE d.id = @dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.on_sale
+    WHERE d.id = @dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
+      AND d.options_version = @options_version AND d.on_sale
 ) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen);
 
 -- name: StockTakeLocked :exec

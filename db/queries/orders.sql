@@ -5,9 +5,9 @@
 -- one order id too, and the loser of that race would fail on orders_pkey
 -- (a non-arbiter index raises instead of doing nothing).
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
-                    items_total_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
+                    items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
 VALUES (@id, @user_id, @merchant_id, @intent_digest, @content_digest, @intent_seq, @digest_alg, 'PENDING_PAYMENT',
-        @items_total_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at)
+        @items_total_fen, @packaging_fee_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -32,14 +32,14 @@ ORDER BY id DESC
 LIMIT @max_rows;
 
 -- name: OrderItemInsert :exec
-INSERT INTO order_items (order_id, dish_id, name, qty, unit_price_fen, line_total_fen)
-VALUES (@order_id, @dish_id, @name, @qty, @unit_price_fen, @line_total_fen);
+INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen)
+VALUES (@order_id, @line, @dish_id, @name, @qty, @unit_price_fen, @line_total_fen, @options, @packaging_fee_fen);
 
 -- name: OrderItemsByOrder :many
-SELECT * FROM order_items WHERE order_id = @order_id ORDER BY dish_id;
+SELECT * FROM order_items WHERE order_id = @order_id ORDER BY line;
 
 -- name: OrderItemsByOrders :many
-SELECT * FROM order_items WHERE order_id = ANY(@order_ids::bigint[]) ORDER BY order_id, dish_id;
+SELECT * FROM order_items WHERE order_id = ANY(@order_ids::bigint[]) ORDER BY order_id, line;
 
 -- name: OrderHistoryInsert :exec
 INSERT INTO order_status_history (order_id, from_status, to_status, version, actor, reason)

@@ -1,5 +1,5 @@
 -- name: DishesForQuote :many
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version FROM dishes_with_stock
+SELECT id, merchant_id, name, price_fen, packaging_fee_fen, options_version, stock, on_sale, version FROM dishes_with_stock
 WHERE merchant_id = @merchant_id AND id = ANY(@ids::bigint[])
 ORDER BY id;
 
@@ -9,7 +9,16 @@ ORDER BY id;
 -- cart that the merchant has (the dish columns NULL on the one row of a
 -- merchant with none of them). No row: no such merchant.
 SELECT m.status AS merchant_status, m.delivery_fee_fen,
-       d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version
+       d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
+       d.packaging_fee_fen, d.options_version,
+       -- The dish's option groups and choices, in menu order, one object
+       -- per choice.
+       (SELECT coalesce(json_agg(json_build_object(
+                   'group_id', g.id, 'group_name', g.name, 'min', g.min_choices, 'max', g.max_choices,
+                   'choice_id', c.id, 'choice_name', c.name, 'delta', c.price_delta_fen, 'available', c.available)
+                   ORDER BY g.position, g.id, c.position, c.id), '[]')
+        FROM option_groups g JOIN option_choices c ON c.group_id = g.id
+        WHERE g.dish_id = d.id)::jsonb AS options
 FROM merchants m
 LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY(@ids::bigint[])
 WHERE m.id = @merchant_id

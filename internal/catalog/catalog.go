@@ -30,26 +30,67 @@ type Merchant struct {
 
 // Dish is a dish as the API shows it. Stock is what is for sale; staff
 // also see Held (reserved by open orders) and OnHand (their sum: what
-// the kitchen has, the figure a restock sets).
+// the kitchen has, the figure a restock sets). Its price is per unit
+// before options; the packaging fee is per unit too.
 type Dish struct {
+	ID              string        `json:"id"`
+	MerchantID      string        `json:"merchant_id"`
+	CategoryID      *string       `json:"category_id"`
+	Name            string        `json:"name"`
+	Position        int32         `json:"position"`
+	ImageURL        *string       `json:"image_url"`
+	PriceFen        int64         `json:"price_fen"`
+	PackagingFeeFen int64         `json:"packaging_fee_fen"`
+	Options         []OptionGroup `json:"options"`
+	Stock           int32         `json:"stock"`
+	Held            *int32        `json:"held,omitempty"`
+	OnHand          *int32        `json:"on_hand,omitempty"`
+	OnSale          bool          `json:"on_sale"`
+	Version         int64         `json:"version"`
+	CreatedAt       time.Time     `json:"created_at"`
+	UpdatedAt       time.Time     `json:"updated_at"`
+}
+
+// Category is a section of a merchant's menu; dishes name theirs, and
+// both are shown by position, then id.
+type Category struct {
 	ID         string    `json:"id"`
 	MerchantID string    `json:"merchant_id"`
 	Name       string    `json:"name"`
-	PriceFen   int64     `json:"price_fen"`
-	Stock      int32     `json:"stock"`
-	Held       *int32    `json:"held,omitempty"`
-	OnHand     *int32    `json:"on_hand,omitempty"`
-	OnSale     bool      `json:"on_sale"`
+	Position   int32     `json:"position"`
 	Version    int64     `json:"version"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
-// Menu is a merchant with all its dishes (those off sale included, so that
-// clients can show them greyed out).
+// OptionGroup is a choice a customer makes for a dish (size, spice,
+// extras): between MinChoices and MaxChoices of its choices; Required
+// when MinChoices > 0.
+type OptionGroup struct {
+	ID         string         `json:"id"`
+	Name       string         `json:"name"`
+	MinChoices int32          `json:"min_choices"`
+	MaxChoices int32          `json:"max_choices"`
+	Required   bool           `json:"required"`
+	Choices    []OptionChoice `json:"choices"`
+}
+
+// OptionChoice is one choice of a group: it adds PriceDeltaFen to the
+// dish's unit price, and can be switched off (Available false) when the
+// kitchen runs out of it.
+type OptionChoice struct {
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	PriceDeltaFen int64  `json:"price_delta_fen"`
+	Available     bool   `json:"available"`
+}
+
+// Menu is a merchant with its categories and all its dishes (those off
+// sale included, so that clients can show them greyed out).
 type Menu struct {
-	Merchant Merchant `json:"merchant"`
-	Dishes   []Dish   `json:"dishes"`
+	Merchant   Merchant   `json:"merchant"`
+	Categories []Category `json:"categories"`
+	Dishes     []Dish     `json:"dishes"`
 }
 
 // MerchantList is the answer of GET /v1/merchants.
@@ -70,17 +111,26 @@ func merchantFromRow(m dbsqlc.Merchant) Merchant {
 }
 
 func dishFromRow(d dbsqlc.DishesWithStock) Dish {
-	return Dish{
-		ID:         strconv.FormatInt(d.ID, 10),
-		MerchantID: strconv.FormatInt(d.MerchantID, 10),
-		Name:       d.Name,
-		PriceFen:   d.PriceFen,
-		Stock:      d.Stock,
-		OnSale:     d.OnSale,
-		Version:    d.Version,
-		CreatedAt:  d.CreatedAt.UTC(),
-		UpdatedAt:  d.UpdatedAt.UTC(),
+	out := Dish{
+		ID:              strconv.FormatInt(d.ID, 10),
+		MerchantID:      strconv.FormatInt(d.MerchantID, 10),
+		Name:            d.Name,
+		Position:        d.Position,
+		ImageURL:        d.ImageUrl,
+		PriceFen:        d.PriceFen,
+		PackagingFeeFen: d.PackagingFeeFen,
+		Options:         []OptionGroup{},
+		Stock:           d.Stock,
+		OnSale:          d.OnSale,
+		Version:         d.Version,
+		CreatedAt:       d.CreatedAt.UTC(),
+		UpdatedAt:       d.UpdatedAt.UTC(),
 	}
+	if d.CategoryID != nil {
+		c := strconv.FormatInt(*d.CategoryID, 10)
+		out.CategoryID = &c
+	}
+	return out
 }
 
 // staffDishFromRow is a dish as its staff see it, with what is held and
@@ -92,10 +142,38 @@ func staffDishFromRow(d dbsqlc.DishesWithStock) Dish {
 	return out
 }
 
-func dishesFromRows(rows []dbsqlc.DishesWithStock) []Dish {
-	out := make([]Dish, len(rows))
-	for i, r := range rows {
-		out[i] = dishFromRow(r)
+func categoryFromRow(c dbsqlc.Category) Category {
+	return Category{
+		ID:         strconv.FormatInt(c.ID, 10),
+		MerchantID: strconv.FormatInt(c.MerchantID, 10),
+		Name:       c.Name,
+		Position:   c.Position,
+		Version:    c.Version,
+		CreatedAt:  c.CreatedAt.UTC(),
+		UpdatedAt:  c.UpdatedAt.UTC(),
 	}
-	return out
+}
+
+// withOptions sets each dish's option groups from rows (in menu order,
+// one row per choice).
+func withOptions(dishes []Dish, rows []dbsqlc.OptionsByMerchantRow) {
+	byDish := map[string][]OptionGroup{}
+	for _, r := range rows {
+		dish := strconv.FormatInt(r.DishID, 10)
+		groups := byDish[dish]
+		gid := strconv.FormatInt(r.GroupID, 10)
+		if len(groups) == 0 || groups[len(groups)-1].ID != gid {
+			groups = append(groups, OptionGroup{ID: gid, Name: r.GroupName, MinChoices: r.MinChoices, MaxChoices: r.MaxChoices,
+				Required: r.MinChoices > 0, Choices: []OptionChoice{}})
+		}
+		g := &groups[len(groups)-1]
+		g.Choices = append(g.Choices, OptionChoice{ID: strconv.FormatInt(r.ChoiceID, 10), Name: r.ChoiceName,
+			PriceDeltaFen: r.PriceDeltaFen, Available: r.Available})
+		byDish[dish] = groups
+	}
+	for i := range dishes {
+		if g, ok := byDish[dishes[i].ID]; ok {
+			dishes[i].Options = g
+		}
+	}
 }

@@ -227,3 +227,95 @@ func pathID(r *http.Request, notFound error) (int64, error) {
 	}
 	return id, nil
 }
+
+// CategoryList is the answer of GET /admin/v1/merchants/{id}/categories.
+type CategoryList struct {
+	Categories []Category `json:"categories"`
+}
+
+// HandleListCategories serves GET /admin/v1/merchants/{id}/categories.
+func HandleListCategories(s *Service) http.Handler {
+	return staffHandler(ErrMerchantNotFound, func(w http.ResponseWriter, r *http.Request, staff auth.Staff, id int64) {
+		cats, err := s.Categories(r.Context(), staff, id)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, CategoryList{Categories: cats})
+	})
+}
+
+// HandleCreateCategory serves POST /admin/v1/merchants/{id}/categories,
+// exactly once per Idempotency-Key.
+func HandleCreateCategory(s *Service, idem *idempotency.Store) http.Handler {
+	return staffCreating(s, idem, false, ErrMerchantNotFound, func(ctx context.Context, tx pgx.Tx, r *http.Request, staff auth.Staff, id int64) (idempotency.Created, error) {
+		req, err := web.Decode[CreateCategoryRequest](r)
+		if err != nil {
+			return idempotency.Created{}, err
+		}
+		c, err := s.CreateCategory(ctx, tx, staff, id, req)
+		if err != nil {
+			return idempotency.Created{}, err
+		}
+		created, err := idempotency.JSONCreated(http.StatusCreated, c, "Location", "/admin/v1/categories/"+c.ID)
+		created.AfterCommit = func() { s.Changed(ctx, id) }
+		return created, err
+	})
+}
+
+// HandleUpdateCategory serves PATCH /admin/v1/categories/{id}.
+func HandleUpdateCategory(s *Service) http.Handler {
+	return staffHandler(ErrCategoryNotFound, func(w http.ResponseWriter, r *http.Request, staff auth.Staff, id int64) {
+		req, err := web.Decode[UpdateCategoryRequest](r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		c, err := s.UpdateCategory(r.Context(), staff, id, req)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, c)
+	})
+}
+
+// HandleDeleteCategory serves DELETE /admin/v1/categories/{id}?version=N:
+// its dishes stay, uncategorised.
+func HandleDeleteCategory(s *Service) http.Handler {
+	return staffHandler(ErrCategoryNotFound, func(w http.ResponseWriter, r *http.Request, staff auth.Staff, id int64) {
+		q, err := web.Query(r, "version")
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		version, err := strconv.ParseInt(q.Get("version"), 10, 64)
+		if err != nil || version < 1 {
+			web.Error(w, r, problem.Field("version", "required: the version you read, e.g. ?version=1"))
+			return
+		}
+		if err := s.DeleteCategory(r.Context(), staff, id, version); err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// HandleSetOptions serves PUT /admin/v1/dishes/{id}/options: the dish's
+// whole option set.
+func HandleSetOptions(s *Service) http.Handler {
+	return staffHandler(ErrDishNotFound, func(w http.ResponseWriter, r *http.Request, staff auth.Staff, id int64) {
+		req, err := web.Decode[SetOptionsRequest](r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		d, err := s.SetOptions(r.Context(), staff, id, req)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, d)
+	})
+}

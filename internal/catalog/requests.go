@@ -1,6 +1,9 @@
 package catalog
 
 import (
+	"fmt"
+	"net/url"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/takeout/takeout/internal/problem"
@@ -11,6 +14,10 @@ const (
 	maxNameRunes = 100
 	maxPriceFen  = 100_000_000 // one million yuan
 	maxStock     = 1_000_000
+	maxPosition  = 100_000
+	maxURLBytes  = 2048
+	maxGroups    = 20 // option groups per dish
+	maxChoices   = 20 // choices per group
 )
 
 // CreateMerchantRequest is the body of POST /admin/v1/merchants.
@@ -55,10 +62,14 @@ func (r *UpdateMerchantRequest) Validate() error {
 
 // CreateDishRequest is the body of POST /admin/v1/merchants/{id}/dishes.
 type CreateDishRequest struct {
-	Name     string `json:"name"`
-	PriceFen *int64 `json:"price_fen"`
-	Stock    *int32 `json:"stock"`
-	OnSale   *bool  `json:"on_sale"`
+	Name            string  `json:"name"`
+	PriceFen        *int64  `json:"price_fen"`
+	Stock           *int32  `json:"stock"`
+	OnSale          *bool   `json:"on_sale"`
+	CategoryID      *string `json:"category_id"`
+	Position        *int32  `json:"position"`
+	ImageURL        *string `json:"image_url"`
+	PackagingFeeFen *int64  `json:"packaging_fee_fen"`
 }
 
 // Validate checks the request's values.
@@ -75,15 +86,23 @@ func (r *CreateDishRequest) Validate() error {
 	if r.Stock == nil {
 		return problem.Field("stock", "required")
 	}
-	return validStock("stock", *r.Stock)
+	if err := validStock("stock", *r.Stock); err != nil {
+		return err
+	}
+	return validDishLayout(r.CategoryID, r.Position, r.ImageURL, r.PackagingFeeFen)
 }
 
-// UpdateDishRequest is the body of PATCH /admin/v1/dishes/{id}.
+// UpdateDishRequest is the body of PATCH /admin/v1/dishes/{id}. A
+// category_id or image_url of "" removes the dish's category or image.
 type UpdateDishRequest struct {
-	Version  *int64  `json:"version"`
-	Name     *string `json:"name"`
-	PriceFen *int64  `json:"price_fen"`
-	OnSale   *bool   `json:"on_sale"`
+	Version         *int64  `json:"version"`
+	Name            *string `json:"name"`
+	PriceFen        *int64  `json:"price_fen"`
+	OnSale          *bool   `json:"on_sale"`
+	CategoryID      *string `json:"category_id"`
+	Position        *int32  `json:"position"`
+	ImageURL        *string `json:"image_url"`
+	PackagingFeeFen *int64  `json:"packaging_fee_fen"`
 }
 
 // Validate checks the request's values.
@@ -91,8 +110,8 @@ func (r *UpdateDishRequest) Validate() error {
 	if err := validVersion(r.Version); err != nil {
 		return err
 	}
-	if r.Name == nil && r.PriceFen == nil && r.OnSale == nil {
-		return problem.New(problem.InvalidRequest, "nothing to change: send name, price_fen or on_sale")
+	if r.Name == nil && r.PriceFen == nil && r.OnSale == nil && r.CategoryID == nil && r.Position == nil && r.ImageURL == nil && r.PackagingFeeFen == nil {
+		return problem.New(problem.InvalidRequest, "nothing to change: send name, price_fen, on_sale, category_id, position, image_url or packaging_fee_fen")
 	}
 	if r.Name != nil {
 		if err := validName(*r.Name, true); err != nil {
@@ -100,8 +119,217 @@ func (r *UpdateDishRequest) Validate() error {
 		}
 	}
 	if r.PriceFen != nil {
-		return validPrice(*r.PriceFen)
+		if err := validPrice(*r.PriceFen); err != nil {
+			return err
+		}
 	}
+	category, image := r.CategoryID, r.ImageURL
+	if category != nil && *category == "" {
+		category = nil
+	}
+	if image != nil && *image == "" {
+		image = nil
+	}
+	return validDishLayout(category, r.Position, image, r.PackagingFeeFen)
+}
+
+func validDishLayout(category *string, position *int32, image *string, packaging *int64) error {
+	if category != nil {
+		if id, err := strconv.ParseInt(*category, 10, 64); err != nil || id <= 0 {
+			return problem.Field("category_id", "must be a category id")
+		}
+	}
+	if position != nil && (*position < 0 || *position > maxPosition) {
+		return problem.Field("position", "must be between 0 and %d", maxPosition)
+	}
+	if image != nil {
+		if err := validImageURL(*image); err != nil {
+			return err
+		}
+	}
+	if packaging != nil && (*packaging < 0 || *packaging > maxPriceFen) {
+		return problem.Field("packaging_fee_fen", "must be between 0 and %d (fen, per unit)", maxPriceFen)
+	}
+	return nil
+}
+
+// validImageURL accepts an absolute https URL with a host: the
+// mini-program loads images only over https.
+func validImageURL(v string) error {
+	u, err := url.Parse(v)
+	switch {
+	case len(v) > maxURLBytes:
+		return problem.Field("image_url", "at most %d bytes", maxURLBytes)
+	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil:
+		return problem.Field("image_url", "must be an https URL, e.g. https://cdn.example.com/dish.jpg")
+	case !printableASCII(v):
+		return problem.Field("image_url", "must be percent-encoded (no spaces or control characters)")
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// CreateCategoryRequest is the body of POST /admin/v1/merchants/{id}/categories.
+type CreateCategoryRequest struct {
+	Name     string `json:"name"`
+	Position *int32 `json:"position"`
+}
+
+// Validate checks the request's values.
+func (r *CreateCategoryRequest) Validate() error {
+	if err := validName(r.Name, true); err != nil {
+		return err
+	}
+	return validDishLayout(nil, r.Position, nil, nil)
+}
+
+// UpdateCategoryRequest is the body of PATCH /admin/v1/categories/{id}.
+type UpdateCategoryRequest struct {
+	Version  *int64  `json:"version"`
+	Name     *string `json:"name"`
+	Position *int32  `json:"position"`
+}
+
+// Validate checks the request's values.
+func (r *UpdateCategoryRequest) Validate() error {
+	if err := validVersion(r.Version); err != nil {
+		return err
+	}
+	if r.Name == nil && r.Position == nil {
+		return problem.New(problem.InvalidRequest, "nothing to change: send name or position")
+	}
+	if r.Name != nil {
+		if err := validName(*r.Name, true); err != nil {
+			return err
+		}
+	}
+	return validDishLayout(nil, r.Position, nil, nil)
+}
+
+// SetOptionsRequest is the body of PUT /admin/v1/dishes/{id}/options: the
+// dish's whole option set, replacing the one of the version read. Groups
+// and choices that name an id keep it (orders and quotes refer to choice
+// ids); those without one are new.
+type SetOptionsRequest struct {
+	Version *int64               `json:"version"`
+	Groups  []OptionGroupRequest `json:"groups"`
+}
+
+// OptionGroupRequest is one group of a SetOptionsRequest.
+type OptionGroupRequest struct {
+	ID         *string               `json:"id"`
+	Name       string                `json:"name"`
+	MinChoices int32                 `json:"min_choices"`
+	MaxChoices *int32                `json:"max_choices"`
+	Choices    []OptionChoiceRequest `json:"choices"`
+}
+
+// OptionChoiceRequest is one choice of an OptionGroupRequest.
+type OptionChoiceRequest struct {
+	ID            *string `json:"id"`
+	Name          string  `json:"name"`
+	PriceDeltaFen int64   `json:"price_delta_fen"`
+	Available     *bool   `json:"available"`
+}
+
+// Validate checks the request's values.
+func (r *SetOptionsRequest) Validate() error {
+	if err := validVersion(r.Version); err != nil {
+		return err
+	}
+	if r.Groups == nil {
+		return problem.Field("groups", "required: the dish's option groups ([] for none)")
+	}
+	if len(r.Groups) > maxGroups {
+		return problem.Field("groups", "at most %d groups", maxGroups)
+	}
+	ids := map[string]bool{}
+	names := map[string]bool{}
+	for i, g := range r.Groups {
+		if err := g.validate(fmt.Sprintf("groups[%d]", i), ids); err != nil {
+			return err
+		}
+		if names[g.Name] {
+			return problem.Field(fmt.Sprintf("groups[%d].name", i), "two groups named %q", g.Name)
+		}
+		names[g.Name] = true
+	}
+	return nil
+}
+
+func (g *OptionGroupRequest) validate(field string, ids map[string]bool) error {
+	if err := validOptionName(field, g.Name); err != nil {
+		return err
+	}
+	if err := validOptionID(field, "g", g.ID, ids); err != nil {
+		return err
+	}
+	switch {
+	case len(g.Choices) == 0:
+		return problem.Field(field+".choices", "at least one choice")
+	case len(g.Choices) > maxChoices:
+		return problem.Field(field+".choices", "at most %d choices", maxChoices)
+	case g.MaxChoices == nil:
+		return problem.Field(field+".max_choices", "required: how many choices a customer may pick (1 for a single choice)")
+	case *g.MaxChoices < 1 || int(*g.MaxChoices) > len(g.Choices):
+		return problem.Field(field+".max_choices", "must be between 1 and the number of choices (%d)", len(g.Choices))
+	case g.MinChoices < 0 || g.MinChoices > *g.MaxChoices:
+		return problem.Field(field+".min_choices", "must be between 0 (optional) and max_choices (%d)", *g.MaxChoices)
+	}
+	names := map[string]bool{}
+	for j, c := range g.Choices {
+		cf := fmt.Sprintf("%s.choices[%d]", field, j)
+		if err := validOptionName(cf, c.Name); err != nil {
+			return err
+		}
+		if names[c.Name] {
+			return problem.Field(cf+".name", "two choices named %q", c.Name)
+		}
+		names[c.Name] = true
+		if err := validOptionID(cf, "c", c.ID, ids); err != nil {
+			return err
+		}
+		if c.PriceDeltaFen < 0 || c.PriceDeltaFen > maxPriceFen {
+			return problem.Field(cf+".price_delta_fen", "must be between 0 and %d (fen)", maxPriceFen)
+		}
+	}
+	return nil
+}
+
+func validOptionName(field, name string) error {
+	n := utf8.RuneCountInString(name)
+	switch {
+	case n == 0:
+		return problem.Field(field+".name", "required")
+	case n > maxNameRunes:
+		return problem.Field(field+".name", "at most %d characters", maxNameRunes)
+	case !utf8.ValidString(name):
+		return problem.Field(field+".name", "must be valid UTF-8")
+	}
+	return nil
+}
+
+// validOptionID checks an id the request keeps, and that it is kept once
+// (kind separates group ids from choice ids).
+func validOptionID(field, kind string, id *string, seen map[string]bool) error {
+	if id == nil {
+		return nil
+	}
+	if n, err := strconv.ParseInt(*id, 10, 64); err != nil || n <= 0 {
+		return problem.Field(field+".id", "must be an id this dish's options have, or absent for a new one")
+	}
+	if seen[kind+*id] {
+		return problem.Field(field+".id", "id %s appears twice", *id)
+	}
+	seen[kind+*id] = true
 	return nil
 }
 

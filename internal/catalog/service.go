@@ -30,6 +30,11 @@ var (
 	ErrMerchantNotFound = problem.New(problem.NotFound, "no such merchant")
 	ErrDishNotFound     = problem.New(problem.NotFound, "no such dish")
 	ErrDishExists       = problem.New(problem.AlreadyExists, "this merchant already has a dish of that name")
+	ErrCategoryNotFound = problem.New(problem.NotFound, "no such category")
+	// ErrCategoryOfOther is a dish placed in a category of another
+	// merchant, or one that does not exist.
+	ErrCategoryOfOther = problem.Field("category_id", "the merchant has no such category")
+	ErrCategoryExists  = problem.New(problem.AlreadyExists, "this merchant already has a category of that name")
 )
 
 const (
@@ -136,11 +141,54 @@ func (s *Service) menu(ctx context.Context, merchantID int64) (Menu, error) {
 		}
 		return Menu{}, fmt.Errorf("get merchant: %w", err)
 	}
-	dishes, err := s.q.DishListByMerchant(ctx, s.pool, merchantID)
+	dishes, err := s.merchantDishes(ctx, merchantID, dishFromRow)
 	if err != nil {
-		return Menu{}, fmt.Errorf("list dishes: %w", err)
+		return Menu{}, err
 	}
-	return Menu{Merchant: merchantFromRow(m), Dishes: dishesFromRows(dishes)}, nil
+	categories, err := s.q.CategoryListByMerchant(ctx, s.pool, merchantID)
+	if err != nil {
+		return Menu{}, fmt.Errorf("list categories: %w", err)
+	}
+	menu := Menu{Merchant: merchantFromRow(m), Categories: make([]Category, len(categories)), Dishes: dishes}
+	for i, c := range categories {
+		menu.Categories[i] = categoryFromRow(c)
+	}
+	return menu, nil
+}
+
+// merchantDishes reads a merchant's dishes, rendered by render, with
+// their options.
+func (s *Service) merchantDishes(ctx context.Context, merchantID int64, render func(dbsqlc.DishesWithStock) Dish) ([]Dish, error) {
+	rows, err := s.q.DishListByMerchant(ctx, s.pool, merchantID)
+	if err != nil {
+		return nil, fmt.Errorf("list dishes: %w", err)
+	}
+	options, err := s.q.OptionsByMerchant(ctx, s.pool, merchantID)
+	if err != nil {
+		return nil, fmt.Errorf("list dish options: %w", err)
+	}
+	out := make([]Dish, len(rows))
+	for i, r := range rows {
+		out[i] = render(r)
+	}
+	withOptions(out, options)
+	return out, nil
+}
+
+// staffDishOut renders one dish for its staff, with its options read in
+// q (the transaction that changed it, or the pool).
+func (s *Service) staffDishOut(ctx context.Context, q dbsqlc.DBTX, row dbsqlc.DishesWithStock) (Dish, error) {
+	rows, err := s.q.OptionsByDishes(ctx, q, []int64{row.ID})
+	if err != nil {
+		return Dish{}, fmt.Errorf("read dish options: %w", err)
+	}
+	opts := make([]dbsqlc.OptionsByMerchantRow, len(rows))
+	for i, r := range rows {
+		opts[i] = dbsqlc.OptionsByMerchantRow(r)
+	}
+	out := []Dish{staffDishFromRow(row)}
+	withOptions(out, opts)
+	return out[0], nil
 }
 
 // cached returns the cached encoding of key, loading it with load on a
@@ -274,15 +322,7 @@ func (s *Service) Dishes(ctx context.Context, staff auth.Staff, merchantID int64
 	if _, err := s.q.MerchantGetByID(ctx, s.pool, merchantID); err != nil {
 		return nil, notFoundOr(err, ErrMerchantNotFound)
 	}
-	rows, err := s.q.DishListByMerchant(ctx, s.pool, merchantID)
-	if err != nil {
-		return nil, fmt.Errorf("list dishes: %w", err)
-	}
-	out := make([]Dish, len(rows))
-	for i, r := range rows {
-		out[i] = staffDishFromRow(r)
-	}
-	return out, nil
+	return s.merchantDishes(ctx, merchantID, staffDishFromRow)
 }
 
 // CreateDish adds a dish to a merchant's menu in tx, with its opening
@@ -291,15 +331,23 @@ func (s *Service) CreateDish(ctx context.Context, tx pgx.Tx, staff auth.Staff, m
 	if !staff.CanManage(merchantID) {
 		return Dish{}, auth.ErrOtherMerchant
 	}
-	onSale := true
+	p := dbsqlc.DishInsertParams{MerchantID: merchantID, Name: req.Name, PriceFen: *req.PriceFen, OnSale: true, ImageUrl: req.ImageURL}
 	if req.OnSale != nil {
-		onSale = *req.OnSale
+		p.OnSale = *req.OnSale
+	}
+	if req.Position != nil {
+		p.Position = *req.Position
+	}
+	if req.PackagingFeeFen != nil {
+		p.PackagingFeeFen = *req.PackagingFeeFen
+	}
+	if req.CategoryID != nil {
+		c := idOf(*req.CategoryID) // validated
+		p.CategoryID = &c
 	}
 	// A savepoint, so that a duplicate name leaves tx usable.
 	row, err := db.WithTxV(ctx, tx, func(tx pgx.Tx) (dbsqlc.DishesWithStock, error) {
-		id, err := s.q.DishInsert(ctx, tx, dbsqlc.DishInsertParams{
-			MerchantID: merchantID, Name: req.Name, PriceFen: *req.PriceFen, OnSale: onSale,
-		})
+		id, err := s.q.DishInsert(ctx, tx, p)
 		if err != nil {
 			return dbsqlc.DishesWithStock{}, err
 		}
@@ -309,15 +357,24 @@ func (s *Service) CreateDish(ctx context.Context, tx pgx.Tx, staff auth.Staff, m
 		return s.q.DishGetByID(ctx, tx, id)
 	})
 	if err != nil {
-		if db.ForeignKeyViolation(err) {
-			return Dish{}, ErrMerchantNotFound
-		}
-		if _, ok := db.UniqueViolation(err); ok {
-			return Dish{}, ErrDishExists
-		}
-		return Dish{}, fmt.Errorf("insert dish: %w", err)
+		return Dish{}, dishWriteError(err, "insert dish")
 	}
-	return staffDishFromRow(row), nil
+	return staffDishFromRow(row), nil // a new dish has no options yet
+}
+
+// dishWriteError maps the constraint violations of a dish insert or
+// update to their problems.
+func dishWriteError(err error, what string) error {
+	if fk, ok := db.ForeignKeyViolation(err); ok {
+		if fk == "dishes_category_fkey" {
+			return ErrCategoryOfOther
+		}
+		return ErrMerchantNotFound
+	}
+	if _, ok := db.UniqueViolation(err); ok {
+		return ErrDishExists
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // Dish returns one dish, fresh from the database, for its staff.
@@ -329,7 +386,7 @@ func (s *Service) Dish(ctx context.Context, staff auth.Staff, id int64) (Dish, e
 	if !staff.CanManage(row.MerchantID) {
 		return Dish{}, auth.ErrOtherMerchant
 	}
-	return staffDishFromRow(row), nil
+	return s.staffDishOut(ctx, s.pool, row)
 }
 
 // SetStock sets what a dish has on hand (see inventory.Restock).
@@ -365,7 +422,7 @@ func (s *Service) restock(ctx context.Context, tx pgx.Tx, id int64, c inventory.
 	if err != nil {
 		return Dish{}, fmt.Errorf("read dish: %w", err)
 	}
-	return staffDishFromRow(row), nil
+	return s.staffDishOut(ctx, tx, row)
 }
 
 // staffDish reads a dish that staff may manage. A dish never moves
@@ -387,12 +444,30 @@ func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, re
 	if _, err := s.staffDish(ctx, staff, id); err != nil {
 		return Dish{}, err
 	}
-	p := dbsqlc.DishUpdateParams{ID: id, Version: *req.Version, Name: req.Name, PriceFen: req.PriceFen, OnSale: req.OnSale}
-	row, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (dbsqlc.DishesWithStock, error) {
-		if _, err := s.q.DishUpdate(ctx, tx, p); err != nil {
-			return dbsqlc.DishesWithStock{}, err
+	p := dbsqlc.DishUpdateParams{ID: id, Version: *req.Version, Name: req.Name, PriceFen: req.PriceFen, OnSale: req.OnSale,
+		Position: req.Position, PackagingFeeFen: req.PackagingFeeFen}
+	if req.CategoryID != nil {
+		p.SetCategory = true
+		if *req.CategoryID != "" {
+			c := idOf(*req.CategoryID) // validated
+			p.CategoryID = &c
 		}
-		return s.q.DishGetByID(ctx, tx, id)
+	}
+	if req.ImageURL != nil {
+		p.SetImage = true
+		if *req.ImageURL != "" {
+			p.ImageUrl = req.ImageURL
+		}
+	}
+	d, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (Dish, error) {
+		if _, err := s.q.DishUpdate(ctx, tx, p); err != nil {
+			return Dish{}, err
+		}
+		row, err := s.q.DishGetByID(ctx, tx, id)
+		if err != nil {
+			return Dish{}, err
+		}
+		return s.staffDishOut(ctx, tx, row)
 	})
 	if errors.Is(err, db.ErrNotFound) {
 		cur, gerr := s.q.DishGetByID(ctx, s.pool, id)
@@ -402,13 +477,10 @@ func (s *Service) UpdateDish(ctx context.Context, staff auth.Staff, id int64, re
 		return Dish{}, versionConflict(cur.Version, p.Version)
 	}
 	if err != nil {
-		if _, ok := db.UniqueViolation(err); ok {
-			return Dish{}, ErrDishExists
-		}
-		return Dish{}, fmt.Errorf("update dish: %w", err)
+		return Dish{}, dishWriteError(err, "update dish")
 	}
-	s.invalidate(ctx, row.MerchantID)
-	return staffDishFromRow(row), nil
+	s.invalidate(ctx, idOf(d.MerchantID))
+	return d, nil
 }
 
 func notFoundOr(err error, notFound error) error {

@@ -17,6 +17,7 @@ func RequiredUniqueIndexes() []string {
 	return []string{
 		"users_openid_key",                                // one user per WeChat openid
 		"dishes_merchant_name_key",                        // a retried dish create makes no second dish
+		"categories_merchant_name_key",                    // a retried category create makes no second category
 		"orders_user_intent_key",                          // one order per (user, intent digest)
 		"orders_user_content_seq_key",                     // one intent sequence number per content
 		"stock_reservations_order_dish_key",               // one reservation per (order, dish)

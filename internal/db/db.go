@@ -111,10 +111,14 @@ func UniqueViolation(err error) (constraint string, ok bool) {
 	return "", false
 }
 
-// ForeignKeyViolation reports whether err violates a foreign key.
-func ForeignKeyViolation(err error) bool {
+// ForeignKeyViolation reports whether err violates a foreign key, and
+// which.
+func ForeignKeyViolation(err error) (constraint string, ok bool) {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == codeForeignKeyViolation
+	if errors.As(err, &pe) && pe.Code == codeForeignKeyViolation {
+		return pe.ConstraintName, true
+	}
+	return "", false
 }
 
 // Unavailable reports whether err means PostgreSQL could not be reached,

@@ -172,7 +172,7 @@ func TestErrorMapping(t *testing.T) {
 		t.Errorf("duplicate dish: %v (constraint %q), want unique violation", err, c)
 	}
 	d.Name, d.MerchantID = "soup", 999999
-	if _, err = q.DishInsert(ctx, pool, d); !db.ForeignKeyViolation(err) {
+	if _, err = q.DishInsert(ctx, pool, d); !isFK(err) {
 		t.Errorf("unknown merchant: %v, want foreign key violation", err)
 	}
 	err = q.StockSpread(ctx, pool, dbsqlc.StockSpreadParams{DishID: rice, Units: -1, Shards: 1})
@@ -235,4 +235,9 @@ func TestUnavailable(t *testing.T) {
 			t.Errorf("%s: Unavailable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
+}
+
+func isFK(err error) bool {
+	_, ok := db.ForeignKeyViolation(err)
+	return ok
 }

@@ -28,11 +28,15 @@ type Merchant struct {
 	DeliveryFeeFen int64
 }
 
-// Line is one dish of an order at its quoted unit price.
+// Line is one dish of an order (all its lines, whatever their options)
+// with the quote it was sold at: the dish's unit price before options,
+// its packaging fee per unit and the version of its options.
 type Line struct {
-	DishID       int64
-	Qty          int32
-	UnitPriceFen int64
+	DishID          int64
+	Qty             int32
+	UnitPriceFen    int64
+	PackagingFeeFen int64
+	OptionsVersion  int64
 }
 
 // ShortDish is a dish that lacks stock, for the out-of-stock problem.
@@ -59,7 +63,7 @@ func ErrQuoteChanged(dishIDs []int64) error {
 	for i, id := range dishIDs {
 		ids[i] = strconv.FormatInt(id, 10)
 	}
-	return problem.New(problem.QuoteChanged, "the price or sale status of dishes %v changed since confirm; confirm again", ids).With("dish_ids", ids)
+	return problem.New(problem.QuoteChanged, "the price, options or sale status of dishes %v changed since confirm; confirm again", ids).With("dish_ids", ids)
 }
 
 // Hold records one reservation row per line for orderID in tx. It locks no
@@ -122,7 +126,8 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, m Merchant, l Line)
 	for range 3 {
 		ok, err := try(ctx, tx, pipe, func(p *db.Pipeline) error {
 			_, err := q.StockTakeFree(ctx, p, dbsqlc.StockTakeFreeParams{
-				Qty: l.Qty, DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen, Start: int16(rand.IntN(maxShards)), //nolint:gosec // G115: below maxShards; G404: spreads load, guards nothing
+				Qty: l.Qty, DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen,
+				PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion, Start: int16(rand.IntN(maxShards)), //nolint:gosec // G115: below maxShards; G404: spreads load, guards nothing
 			})
 			return err
 		})
@@ -131,6 +136,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, m Merchant, l Line)
 		}
 		shards, err := q.StockShardsWith(ctx, tx, dbsqlc.StockShardsWithParams{
 			DishID: l.DishID, Qty: l.Qty, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen,
+			PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion,
 		})
 		if err != nil {
 			return false, err
@@ -141,6 +147,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, m Merchant, l Line)
 		ok, err = try(ctx, tx, pipe, func(p *db.Pipeline) error {
 			_, err := q.StockTakeShard(ctx, p, dbsqlc.StockTakeShardParams{
 				Qty: l.Qty, DishID: l.DishID, Shard: shards[rand.IntN(len(shards))], MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen, //nolint:gosec // G404: spreads load, guards nothing
+				PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion,
 			})
 			return err
 		})
@@ -176,7 +183,8 @@ func gather(ctx context.Context, tx pgx.Tx, m Merchant, l Line) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen})
+	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen,
+		PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion})
 	if err != nil || holds == nil || !*holds {
 		return false, err
 	}
@@ -344,7 +352,8 @@ func sorted(lines []Line) []Line {
 }
 
 // explain tells why the failed lines could not be reserved: a closed
-// merchant first, then a changed quote (fee, price, sale status), then
+// merchant first, then a changed quote (fee, price, packaging, options,
+// sale status), then
 // short stock, since confirming again is the fix for the last two.
 func explain(ctx context.Context, tx dbsqlc.DBTX, m Merchant, failed []Line) error {
 	merchant, err := dbsqlc.New().MerchantGetByID(ctx, tx, m.ID)
@@ -376,7 +385,7 @@ func explain(ctx context.Context, tx dbsqlc.DBTX, m Merchant, failed []Line) err
 	for _, l := range failed {
 		d, ok := byID[l.DishID]
 		switch {
-		case !ok || !d.OnSale || d.PriceFen != l.UnitPriceFen:
+		case !ok || !d.OnSale || d.PriceFen != l.UnitPriceFen || d.PackagingFeeFen != l.PackagingFeeFen || d.OptionsVersion != l.OptionsVersion:
 			changed = append(changed, l.DishID)
 		case d.Stock < l.Qty:
 			short = append(short, ShortDish{DishID: strconv.FormatInt(d.ID, 10), Name: d.Name, Requested: l.Qty, Available: d.Stock})

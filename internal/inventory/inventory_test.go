@@ -122,13 +122,13 @@ func TestTakeGathersFromSeveralShards(t *testing.T) {
 	s := newShop(t)
 	ctx := context.Background()
 	d := s.dish(t, "thin", 40) // two shards of 20
-	if err := s.take(ctx, inventory.Line{DishID: d, Qty: 30, UnitPriceFen: 1000}); err != nil {
+	if err := s.take(ctx, inventory.Line{DishID: d, Qty: 30, UnitPriceFen: 1000, OptionsVersion: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.stock(t, d); got != 10 {
 		t.Fatalf("stock %d after taking 30 of 40, want 10", got)
 	}
-	err := s.take(ctx, inventory.Line{DishID: d, Qty: 11, UnitPriceFen: 1000})
+	err := s.take(ctx, inventory.Line{DishID: d, Qty: 11, UnitPriceFen: 1000, OptionsVersion: 1})
 	p, ok := problem.As(err)
 	if !ok || p.Type != problem.OutOfStock {
 		t.Fatalf("taking 11 of 10: %v, want out-of-stock", err)
@@ -147,14 +147,22 @@ func TestTakeRefusesAChangedQuote(t *testing.T) {
 	s := newShop(t)
 	ctx := context.Background()
 	d := s.dish(t, "repriced", 100)
-	err := s.take(ctx, inventory.Line{DishID: d, Qty: 1, UnitPriceFen: 999})
+	err := s.take(ctx, inventory.Line{DishID: d, Qty: 1, UnitPriceFen: 999, OptionsVersion: 1})
 	if p, ok := problem.As(err); !ok || p.Type != problem.QuoteChanged {
 		t.Fatalf("take at an old price: %v, want quote-changed", err)
+	}
+	for _, l := range []inventory.Line{
+		{DishID: d, Qty: 1, UnitPriceFen: 1000, OptionsVersion: 1, PackagingFeeFen: 100},
+		{DishID: d, Qty: 1, UnitPriceFen: 1000, OptionsVersion: 2},
+	} {
+		if err := s.take(ctx, l); !isQuoteChanged(err) {
+			t.Fatalf("take of %+v (packaging 0, options version 1): %v, want quote-changed", l, err)
+		}
 	}
 	if _, err := s.pool.Exec(ctx, "UPDATE dishes SET on_sale = false WHERE id = $1", d); err != nil {
 		t.Fatal(err)
 	}
-	err = s.take(ctx, inventory.Line{DishID: d, Qty: 1, UnitPriceFen: 1000})
+	err = s.take(ctx, inventory.Line{DishID: d, Qty: 1, UnitPriceFen: 1000, OptionsVersion: 1})
 	if p, ok := problem.As(err); !ok || p.Type != problem.QuoteChanged {
 		t.Fatalf("take of a dish off sale: %v, want quote-changed", err)
 	}
@@ -206,7 +214,7 @@ func TestConcurrentTakesNeverOversell(t *testing.T) {
 					var lines []inventory.Line
 					for _, d := range dishes {
 						if len(lines) == 0 || rng.IntN(2) == 0 {
-							lines = append(lines, inventory.Line{DishID: d, Qty: 1 + rng.Int32N(tc.maxQty), UnitPriceFen: 1000})
+							lines = append(lines, inventory.Line{DishID: d, Qty: 1 + rng.Int32N(tc.maxQty), UnitPriceFen: 1000, OptionsVersion: 1})
 						}
 					}
 					rng.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
@@ -283,4 +291,9 @@ func (s shop) user(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	return u.ID
+}
+
+func isQuoteChanged(err error) bool {
+	p, ok := problem.As(err)
+	return ok && p.Type == problem.QuoteChanged
 }

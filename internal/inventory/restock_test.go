@@ -84,13 +84,13 @@ func TestReleaseAfterRestockNeverExceedsWhatWasSet(t *testing.T) {
 			t.Fatalf("after %s (-want +got):\n%s", what, diff)
 		}
 	}
-	step("a sale of 3", s.place(ctx, user, 1, inventory.Line{DishID: d, Qty: 3, UnitPriceFen: 1000}), inventory.Level{Available: 17, Held: 3, OnHand: 20})
+	step("a sale of 3", s.place(ctx, user, 1, inventory.Line{DishID: d, Qty: 3, UnitPriceFen: 1000, OptionsVersion: 1}), inventory.Level{Available: 17, Held: 3, OnHand: 20})
 	_, err := s.restock(ctx, d, inventory.Change{SetOnHand: ptr(int32(20))})
 	step("setting 20 on hand", err, inventory.Level{Available: 17, Held: 3, OnHand: 20})
 	step("the cancel", s.release(ctx, 1), inventory.Level{Available: 20, Held: 0, OnHand: 20})
 
 	// A dispatched order's units leave what is on hand for good.
-	step("a sale of 5", s.place(ctx, user, 2, inventory.Line{DishID: d, Qty: 5, UnitPriceFen: 1000}), inventory.Level{Available: 15, Held: 5, OnHand: 20})
+	step("a sale of 5", s.place(ctx, user, 2, inventory.Line{DishID: d, Qty: 5, UnitPriceFen: 1000, OptionsVersion: 1}), inventory.Level{Available: 15, Held: 5, OnHand: 20})
 	step("its dispatch", s.consume(ctx, 2), inventory.Level{Available: 15, Held: 0, OnHand: 15})
 	step("a release after the dispatch", s.release(ctx, 2), inventory.Level{Available: 15, Held: 0, OnHand: 15})
 
@@ -105,7 +105,7 @@ func TestReleaseAfterRestockNeverExceedsWhatWasSet(t *testing.T) {
 	step("removing 4 spoiled", err, inventory.Level{Available: 26, OnHand: 26})
 
 	// Units held by an open order cannot be counted away.
-	step("a sale of 6", s.place(ctx, user, 3, inventory.Line{DishID: d, Qty: 6, UnitPriceFen: 1000}), inventory.Level{Available: 20, Held: 6, OnHand: 26})
+	step("a sale of 6", s.place(ctx, user, 3, inventory.Line{DishID: d, Qty: 6, UnitPriceFen: 1000, OptionsVersion: 1}), inventory.Level{Available: 20, Held: 6, OnHand: 26})
 	for _, c := range []inventory.Change{{SetOnHand: ptr(int32(5))}, {Delta: ptr(int32(-21))}} {
 		_, err := s.restock(ctx, d, c)
 		if p, ok := problem.As(err); !ok || p.Type != problem.StockHeld {
@@ -171,7 +171,7 @@ func TestRestocksDuringSalesConserveStock(t *testing.T) {
 			gate <- struct{}{}
 			defer func() { <-gate }()
 			id := int64(b + 1)
-			err := s.place(ctx, user, id, inventory.Line{DishID: d, Qty: 1 + int32(b%3), UnitPriceFen: 1000}) //nolint:gosec // G115: small
+			err := s.place(ctx, user, id, inventory.Line{DishID: d, Qty: 1 + int32(b%3), UnitPriceFen: 1000, OptionsVersion: 1}) //nolint:gosec // G115: small
 			if p, ok := problem.As(err); ok && p.Type == problem.OutOfStock {
 				return
 			}

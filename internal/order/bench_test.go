@@ -93,7 +93,7 @@ func newBenchEnv(b testing.TB) benchEnv {
 // token signs a one-dish cart as its seq-th intent: a distinct order.
 func (e benchEnv) token(b testing.TB, seq int, dish int64) string {
 	t := e.base
-	t.Items = []order.TokenItem{{DishID: dish, Qty: 1, UnitPriceFen: 1000, Name: "Dish"}}
+	t.Items = []order.TokenItem{{DishID: dish, Qty: 1, UnitPriceFen: 1000, Name: "Dish", OptionsVersion: 1}}
 	t.Seq = seq
 	id, err := e.ids.Next(context.Background())
 	if err != nil {

@@ -3,6 +3,7 @@ package order
 import (
 	"cmp"
 	"encoding/hex"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,50 +14,88 @@ import (
 )
 
 // DigestAlg names the canonical form and hash below; it is stored with
-// every order so the form can evolve without breaking old digests.
-const DigestAlg = "sm3/v1"
+// every order so the form can evolve without breaking old digests. v1
+// (before options and packaging fees) had neither the option ids, the
+// packaging fees nor the location; its tokens are no longer accepted
+// (410), and its orders keep the digests they were placed with.
+const DigestAlg = "sm3/v2"
 
 // Intent is the stable content of an order: who orders what from whom, at
 // which prices, delivered where, with which remark. It excludes anything
 // that differs between two submissions of one order (timestamps, random
 // strings, the client's address), so that retries digest alike.
 type Intent struct {
-	UserID         int64
-	MerchantID     int64
-	Items          []IntentItem // sorted by dish id (Normalize)
-	ItemsTotalFen  int64
-	DeliveryFeeFen int64
-	TotalFen       int64
-	Address        Address
-	Remark         string
+	UserID          int64
+	MerchantID      int64
+	Items           []IntentItem // sorted by dish id, then options (Normalize)
+	ItemsTotalFen   int64
+	PackagingFeeFen int64
+	DeliveryFeeFen  int64
+	TotalFen        int64
+	Address         Address
+	Remark          string
 }
 
-// IntentItem is one line of an Intent.
+// IntentItem is one line of an Intent: a dish with its chosen option
+// choices (ids, ascending), at a unit price that includes the choices'
+// deltas, and the dish's packaging fee per unit.
 type IntentItem struct {
-	DishID       int64
-	Qty          int32
-	UnitPriceFen int64
+	DishID          int64
+	Qty             int32
+	UnitPriceFen    int64
+	PackagingFeeFen int64
+	OptionIDs       []int64
 }
 
-// Address is where an order goes.
+// Address is where an order goes; Location, when the mini-program's
+// location picker gave one, prices the delivery by distance.
 type Address struct {
-	Name   string `json:"name"`
-	Phone  string `json:"phone"`
-	Detail string `json:"detail" text:"multiline"`
+	Name     string    `json:"name"`
+	Phone    string    `json:"phone"`
+	Detail   string    `json:"detail" text:"multiline"`
+	Location *Location `json:"location,omitempty"`
 }
+
+// Location is a point in degrees (WGS-84, as the location picker gives
+// it).
+type Location struct {
+	Lat float64 `json:"lat"`
+	Lng float64 `json:"lng"`
+}
+
+// microdegrees is a coordinate as the canonical form has it: whole
+// millionths of a degree (about 0.1 m), so that the decimal text a client
+// sends does not change the digest.
+func microdegrees(v float64) int64 { return int64(math.Round(v * 1e6)) }
 
 // Normalize sorts the items by dish id and normalises the free text (NFC,
 // trimmed, inner white space collapsed; phone without separators), so
 // that the same order typed twice digests alike.
 func (in *Intent) Normalize() {
-	slices.SortFunc(in.Items, func(a, b IntentItem) int { return cmp.Compare(a.DishID, b.DishID) })
+	for i := range in.Items {
+		slices.Sort(in.Items[i].OptionIDs)
+	}
+	slices.SortFunc(in.Items, compareItems)
 	in.Address = in.Address.Normalize()
 	in.Remark = normalizeText(in.Remark)
 }
 
-// Normalize returns the address in canonical form.
+// compareItems orders lines by dish, then by their option ids.
+func compareItems(a, b IntentItem) int {
+	if c := cmp.Compare(a.DishID, b.DishID); c != 0 {
+		return c
+	}
+	return slices.Compare(a.OptionIDs, b.OptionIDs)
+}
+
+// Normalize returns the address in canonical form; a location is kept to
+// the microdegree.
 func (a Address) Normalize() Address {
-	return Address{Name: normalizeText(a.Name), Phone: normalizePhone(a.Phone), Detail: normalizeText(a.Detail)}
+	out := Address{Name: normalizeText(a.Name), Phone: normalizePhone(a.Phone), Detail: normalizeText(a.Detail)}
+	if a.Location != nil {
+		out.Location = &Location{Lat: float64(microdegrees(a.Location.Lat)) / 1e6, Lng: float64(microdegrees(a.Location.Lng)) / 1e6}
+	}
+	return out
 }
 
 func normalizeText(s string) string {
@@ -77,22 +116,27 @@ func normalizePhone(s string) string {
 // input); with seq == 0 it is the content alone (the content digest's
 // input). One field per line, "name:value\n"; strings are
 // length-prefixed ("name:<bytes>:value"), so that no choice of text can
-// make two different intents encode alike:
+// make two different intents encode alike. Option choices appear by id
+// only: their names and deltas are in the unit price, and may be renamed.
 //
-//	takeout-order/sm3/v1
+//	takeout-order/sm3/v2
 //	user:<id>
 //	merchant:<id>
-//	item:<dish id>:<qty>:<unit price fen>      (one per item, by dish id)
+//	item:<dish id>:<qty>:<unit price fen>:<packaging fee fen>:<choice ids>
+//	                      (one per line, by dish id then choice ids; the
+//	                      ids ascending, comma-separated, empty for none)
 //	items_total_fen:<n>
+//	packaging_fee_fen:<n>
 //	delivery_fee_fen:<n>
 //	total_fen:<n>
 //	address.name:<len>:<text>
 //	address.phone:<len>:<text>
 //	address.detail:<len>:<text>
+//	address.location:<len>:<lat>,<lng>         (microdegrees; empty for none)
 //	remark:<len>:<text>
 //	intent_seq:<n>                             (intent digest only)
 func (in Intent) Canonical(seq int) []byte {
-	b := make([]byte, 0, 256+32*len(in.Items))
+	b := make([]byte, 0, 256+40*len(in.Items))
 	b = append(b, "takeout-order/"+DigestAlg+"\n"...)
 	b = appendInt(b, "user", in.UserID)
 	b = appendInt(b, "merchant", in.MerchantID)
@@ -103,14 +147,29 @@ func (in Intent) Canonical(seq int) []byte {
 		b = strconv.AppendInt(b, int64(it.Qty), 10)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, it.UnitPriceFen, 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, it.PackagingFeeFen, 10)
+		b = append(b, ':')
+		for i, id := range it.OptionIDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, id, 10)
+		}
 		b = append(b, '\n')
 	}
 	b = appendInt(b, "items_total_fen", in.ItemsTotalFen)
+	b = appendInt(b, "packaging_fee_fen", in.PackagingFeeFen)
 	b = appendInt(b, "delivery_fee_fen", in.DeliveryFeeFen)
 	b = appendInt(b, "total_fen", in.TotalFen)
 	b = appendString(b, "address.name", in.Address.Name)
 	b = appendString(b, "address.phone", in.Address.Phone)
 	b = appendString(b, "address.detail", in.Address.Detail)
+	var loc string
+	if l := in.Address.Location; l != nil {
+		loc = strconv.FormatInt(microdegrees(l.Lat), 10) + "," + strconv.FormatInt(microdegrees(l.Lng), 10)
+	}
+	b = appendString(b, "address.location", loc)
 	b = appendString(b, "remark", in.Remark)
 	if seq > 0 {
 		b = appendInt(b, "intent_seq", int64(seq))

@@ -21,32 +21,37 @@ func fixedIntent() Intent {
 		UserID: 42, MerchantID: 7,
 		Items: []IntentItem{
 			{DishID: 12, Qty: 1, UnitPriceFen: 1500},
-			{DishID: 3, Qty: 2, UnitPriceFen: 3200},
+			{DishID: 3, Qty: 1, UnitPriceFen: 3700, PackagingFeeFen: 100, OptionIDs: []int64{31, 5}},
+			{DishID: 3, Qty: 1, UnitPriceFen: 3200, PackagingFeeFen: 100, OptionIDs: []int64{4}},
 		},
-		ItemsTotalFen: 7900, DeliveryFeeFen: 300, TotalFen: 8200,
-		Address: Address{Name: "  Li  Lei ", Phone: "138-0013 8000", Detail: "Room 1201,\tBuilding 5, 88 Keyuan Rd"},
-		Remark:  "少辣 no  cilantro",
+		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, TotalFen: 8900,
+		Address: Address{Name: "  Li  Lei ", Phone: "138-0013 8000", Detail: "Room 1201,\tBuilding 5, 88 Keyuan Rd",
+			Location: &Location{Lat: 22.5431, Lng: 113.9348}},
+		Remark: "少辣 no  cilantro",
 	}
 	in.Normalize()
 	return in
 }
 
 // The canonical form is part of the contract between instances and
-// versions: these exact bytes and digests must never change under sm3/v1.
+// versions: these exact bytes and digests must never change under sm3/v2.
 func TestCanonicalGolden(t *testing.T) {
 	t.Parallel()
 	in := fixedIntent()
-	want := "takeout-order/sm3/v1\n" +
+	want := "takeout-order/sm3/v2\n" +
 		"user:42\n" +
 		"merchant:7\n" +
-		"item:3:2:3200\n" +
-		"item:12:1:1500\n" +
-		"items_total_fen:7900\n" +
+		"item:3:1:3200:100:4\n" +
+		"item:3:1:3700:100:5,31\n" +
+		"item:12:1:1500:0:\n" +
+		"items_total_fen:8400\n" +
+		"packaging_fee_fen:200\n" +
 		"delivery_fee_fen:300\n" +
-		"total_fen:8200\n" +
+		"total_fen:8900\n" +
 		"address.name:6:Li Lei\n" +
 		"address.phone:11:13800138000\n" +
 		"address.detail:35:Room 1201, Building 5, 88 Keyuan Rd\n" +
+		"address.location:18:22543100,113934800\n" +
 		"remark:18:少辣 no cilantro\n" +
 		"intent_seq:1\n"
 	if got := string(in.Canonical(1)); got != want {
@@ -61,8 +66,8 @@ func TestCanonicalGolden(t *testing.T) {
 }
 
 const (
-	goldenIntentDigest  = "01a10e0b19013c0e5c2b58e04042b86e8bd37bc9121285290c762dbae2b68de5" // cross-checked with OpenSSL SM3
-	goldenContentDigest = "975e67ce5c6acfafd0ed085c6add4b7c2f5d4e81d11162cb32f7915b35635c15"
+	goldenIntentDigest  = "82eb30c0b008a6f8c231d716918e95af2791e1a9ea4589c82feccc16e6957ac4" // cross-checked with OpenSSL SM3
+	goldenContentDigest = "c3404b99d636591f694f182f5d3a23f5894744affae5cac016aebd6703fe830e"
 )
 
 // Every stable field changes the digest; the intent sequence separates
@@ -78,6 +83,12 @@ func TestDigestSensitivity(t *testing.T) {
 		"price":    func(in *Intent) { in.Items[1].UnitPriceFen++ },
 		"dish":     func(in *Intent) { in.Items[1].DishID = 13 },
 		"fee":      func(in *Intent) { in.DeliveryFeeFen++ },
+		"packing":  func(in *Intent) { in.Items[0].PackagingFeeFen++ },
+		"packings": func(in *Intent) { in.PackagingFeeFen++ },
+		"option":   func(in *Intent) { in.Items[0].OptionIDs[0] = 6 },
+		"no opts":  func(in *Intent) { in.Items[0].OptionIDs = nil },
+		"location": func(in *Intent) { in.Address.Location.Lat += 0.000001 },
+		"no place": func(in *Intent) { in.Address.Location = nil },
 		"name":     func(in *Intent) { in.Address.Name += "x" },
 		"phone":    func(in *Intent) { in.Address.Phone += "1" },
 		"detail":   func(in *Intent) { in.Address.Detail += "x" },
@@ -97,10 +108,15 @@ func TestDigestSensitivity(t *testing.T) {
 	}
 	same := Intent{
 		UserID: 42, MerchantID: 7,
-		Items:         []IntentItem{{DishID: 3, Qty: 2, UnitPriceFen: 3200}, {DishID: 12, Qty: 1, UnitPriceFen: 1500}},
-		ItemsTotalFen: 7900, DeliveryFeeFen: 300, TotalFen: 8200,
-		Address: Address{Name: "Li Lei", Phone: "13800138000", Detail: "Room 1201, Building 5, 88 Keyuan Rd"},
-		Remark:  "少辣 no cilantro",
+		Items: []IntentItem{
+			{DishID: 3, Qty: 1, UnitPriceFen: 3200, PackagingFeeFen: 100, OptionIDs: []int64{4}},
+			{DishID: 3, Qty: 1, UnitPriceFen: 3700, PackagingFeeFen: 100, OptionIDs: []int64{5, 31}},
+			{DishID: 12, Qty: 1, UnitPriceFen: 1500},
+		},
+		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, TotalFen: 8900,
+		Address: Address{Name: "Li Lei", Phone: "13800138000", Detail: "Room 1201, Building 5, 88 Keyuan Rd",
+			Location: &Location{Lat: 22.54310000004, Lng: 113.9348}},
+		Remark: "少辣 no cilantro",
 	}
 	same.Normalize()
 	if same.IntentDigest(1) != d {

@@ -12,6 +12,7 @@
 package order
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -21,29 +22,42 @@ import (
 
 // Order is an order as the API shows it.
 type Order struct {
-	ID             string              `json:"id"`
-	UserID         string              `json:"user_id"`
-	MerchantID     string              `json:"merchant_id"`
-	Status         statemachine.Status `json:"status"`
-	Items          []Item              `json:"items"`
-	ItemsTotalFen  int64               `json:"items_total_fen"`
-	DeliveryFeeFen int64               `json:"delivery_fee_fen"`
-	TotalFen       int64               `json:"total_fen"`
-	Address        Address             `json:"address"`
-	Remark         string              `json:"remark"`
-	Version        int64               `json:"version"`
-	PayDeadline    time.Time           `json:"pay_deadline"`
-	CreatedAt      time.Time           `json:"created_at"`
-	UpdatedAt      time.Time           `json:"updated_at"`
+	ID              string              `json:"id"`
+	UserID          string              `json:"user_id"`
+	MerchantID      string              `json:"merchant_id"`
+	Status          statemachine.Status `json:"status"`
+	Items           []Item              `json:"items"`
+	ItemsTotalFen   int64               `json:"items_total_fen"`
+	PackagingFeeFen int64               `json:"packaging_fee_fen"`
+	DeliveryFeeFen  int64               `json:"delivery_fee_fen"`
+	TotalFen        int64               `json:"total_fen"`
+	Address         Address             `json:"address"`
+	Remark          string              `json:"remark"`
+	Version         int64               `json:"version"`
+	PayDeadline     time.Time           `json:"pay_deadline"`
+	CreatedAt       time.Time           `json:"created_at"`
+	UpdatedAt       time.Time           `json:"updated_at"`
 }
 
-// Item is one line of an order.
+// Item is one line of an order: a dish with its chosen options, as sold
+// (names and prices at confirm). The unit price includes the options'
+// deltas; the packaging fee is per unit, outside the line total.
 type Item struct {
-	DishID       string `json:"dish_id"`
-	Name         string `json:"name"`
-	Qty          int32  `json:"qty"`
-	UnitPriceFen int64  `json:"unit_price_fen"`
-	LineTotalFen int64  `json:"line_total_fen"`
+	DishID          string       `json:"dish_id"`
+	Name            string       `json:"name"`
+	Options         []ItemOption `json:"options"`
+	Qty             int32        `json:"qty"`
+	UnitPriceFen    int64        `json:"unit_price_fen"`
+	LineTotalFen    int64        `json:"line_total_fen"`
+	PackagingFeeFen int64        `json:"packaging_fee_fen"`
+}
+
+// ItemOption is a chosen option choice of a line, as sold.
+type ItemOption struct {
+	ChoiceID      string `json:"choice_id"`
+	Group         string `json:"group"`
+	Name          string `json:"name"`
+	PriceDeltaFen int64  `json:"price_delta_fen"`
 }
 
 // Placed is the answer to a submit: the order, and whether it had been
@@ -54,28 +68,43 @@ type Placed struct {
 }
 
 func itemFromRow(r dbsqlc.OrderItem) Item {
-	return Item{
-		DishID: strconv.FormatInt(r.DishID, 10), Name: r.Name, Qty: r.Qty,
-		UnitPriceFen: r.UnitPriceFen, LineTotalFen: r.LineTotalFen,
+	it := Item{
+		DishID: strconv.FormatInt(r.DishID, 10), Name: r.Name, Options: []ItemOption{}, Qty: r.Qty,
+		UnitPriceFen: r.UnitPriceFen, LineTotalFen: r.LineTotalFen, PackagingFeeFen: r.PackagingFeeFen,
 	}
+	// Written by this package (itemOptionsJSON); an unreadable value would
+	// show as no options rather than fail the read of the order.
+	_ = json.Unmarshal(r.Options, &it.Options)
+	return it
+}
+
+// itemOptionsJSON is a line's options as order_items.options keeps them.
+func itemOptionsJSON(opts []TokenOption) []byte {
+	out := make([]ItemOption, len(opts))
+	for i, o := range opts {
+		out[i] = ItemOption{ChoiceID: strconv.FormatInt(o.ID, 10), Group: o.Group, Name: o.Name, PriceDeltaFen: o.DeltaFen}
+	}
+	b, _ := json.Marshal(out) // strings and integers: cannot fail
+	return b
 }
 
 func orderFromRow(o dbsqlc.Order, items []dbsqlc.OrderItem, addr Address) Order {
 	out := Order{
-		ID:             strconv.FormatInt(o.ID, 10),
-		UserID:         strconv.FormatInt(o.UserID, 10),
-		MerchantID:     strconv.FormatInt(o.MerchantID, 10),
-		Status:         o.Status,
-		Items:          make([]Item, len(items)),
-		ItemsTotalFen:  o.ItemsTotalFen,
-		DeliveryFeeFen: o.DeliveryFeeFen,
-		TotalFen:       o.TotalFen,
-		Address:        addr,
-		Remark:         o.Remark,
-		Version:        o.Version,
-		PayDeadline:    o.PayDeadline.UTC(),
-		CreatedAt:      o.CreatedAt.UTC(),
-		UpdatedAt:      o.UpdatedAt.UTC(),
+		ID:              strconv.FormatInt(o.ID, 10),
+		UserID:          strconv.FormatInt(o.UserID, 10),
+		MerchantID:      strconv.FormatInt(o.MerchantID, 10),
+		Status:          o.Status,
+		Items:           make([]Item, len(items)),
+		ItemsTotalFen:   o.ItemsTotalFen,
+		PackagingFeeFen: o.PackagingFeeFen,
+		DeliveryFeeFen:  o.DeliveryFeeFen,
+		TotalFen:        o.TotalFen,
+		Address:         addr,
+		Remark:          o.Remark,
+		Version:         o.Version,
+		PayDeadline:     o.PayDeadline.UTC(),
+		CreatedAt:       o.CreatedAt.UTC(),
+		UpdatedAt:       o.UpdatedAt.UTC(),
 	}
 	for i, it := range items {
 		out.Items[i] = itemFromRow(it)

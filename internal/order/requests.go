@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,6 +21,7 @@ const (
 	maxItems       = 50
 	maxQty         = 99
 	maxRemarkRunes = 200
+	maxLineOptions = 40
 )
 
 // ConfirmRequest is the body of POST /v1/orders/confirm.
@@ -32,10 +35,12 @@ type ConfirmRequest struct {
 	Repeat bool `json:"repeat"`
 }
 
-// ConfirmItem is a dish and how many.
+// ConfirmItem is a dish, the option choices chosen for it (ids), and how
+// many. The same dish may be on several lines with different options.
 type ConfirmItem struct {
-	DishID string `json:"dish_id"`
-	Qty    int32  `json:"qty"`
+	DishID  string   `json:"dish_id"`
+	Options []string `json:"options"`
+	Qty     int32    `json:"qty"`
 }
 
 func parseID(field, s string) (int64, error) {
@@ -61,23 +66,31 @@ func (r *ConfirmRequest) Validate() error {
 	if len(r.Items) > maxItems {
 		return problem.Field("items", "at most %d dishes", maxItems)
 	}
-	seen := make(map[int64]bool, len(r.Items))
+	seen := make(map[string]bool, len(r.Items))
 	for i, it := range r.Items {
 		f := fmt.Sprintf("items[%d]", i)
 		id, err := parseID(f+".dish_id", it.DishID)
 		if err != nil {
 			return err
 		}
-		if seen[id] {
-			return problem.Field(f+".dish_id", "dish %s is listed twice; send its total qty once", it.DishID)
+		opts, err := lineOptions(f+".options", it.Options)
+		if err != nil {
+			return err
 		}
-		seen[id] = true
+		line := strconv.FormatInt(id, 10) + ":" + fmt.Sprint(opts)
+		if seen[line] {
+			return problem.Field(f+".dish_id", "dish %s with these options is listed twice; send its total qty once", it.DishID)
+		}
+		seen[line] = true
 		if it.Qty < 1 || it.Qty > maxQty {
 			return problem.Field(f+".qty", "must be between 1 and %d", maxQty)
 		}
 	}
 	if r.Address == nil {
 		return problem.Field("address", "required")
+	}
+	if err := validLocation(r.Address.Location); err != nil {
+		return err
 	}
 	a := r.Address.Normalize()
 	switch n := utf8.RuneCountInString(a.Name); {
@@ -102,6 +115,43 @@ func (r *ConfirmRequest) Validate() error {
 		if !utf8.ValidString(s) {
 			return problem.New(problem.InvalidRequest, "text must be valid UTF-8")
 		}
+	}
+	return nil
+}
+
+// lineOptions parses a line's choice ids, ascending; a choice chosen
+// twice is refused.
+func lineOptions(field string, opts []string) ([]int64, error) {
+	if len(opts) > maxLineOptions {
+		return nil, problem.Field(field, "at most %d choices", maxLineOptions)
+	}
+	ids := make([]int64, len(opts))
+	for j, o := range opts {
+		id, err := parseID(fmt.Sprintf("%s[%d]", field, j), o)
+		if err != nil {
+			return nil, err
+		}
+		ids[j] = id
+	}
+	slices.Sort(ids)
+	for j := 1; j < len(ids); j++ {
+		if ids[j] == ids[j-1] {
+			return nil, problem.Field(field, "choice %d is chosen twice", ids[j])
+		}
+	}
+	return ids, nil
+}
+
+// validLocation checks a location picker's point: finite degrees in
+// range.
+func validLocation(l *Location) error {
+	switch {
+	case l == nil:
+		return nil
+	case math.IsNaN(l.Lat) || l.Lat < -90 || l.Lat > 90:
+		return problem.Field("address.location.lat", "must be a latitude in degrees, between -90 and 90")
+	case math.IsNaN(l.Lng) || l.Lng < -180 || l.Lng > 180:
+		return problem.Field("address.location.lng", "must be a longitude in degrees, between -180 and 180")
 	}
 	return nil
 }

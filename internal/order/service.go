@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -140,15 +141,16 @@ func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Micr
 
 // ConfirmResponse is the answer of POST /v1/orders/confirm.
 type ConfirmResponse struct {
-	ConfirmToken   string    `json:"confirm_token"`
-	OrderID        string    `json:"order_id"`
-	Digest         string    `json:"digest"`
-	Items          []Item    `json:"items"`
-	ItemsTotalFen  int64     `json:"items_total_fen"`
-	DeliveryFeeFen int64     `json:"delivery_fee_fen"`
-	TotalFen       int64     `json:"total_fen"`
-	ExpiresAt      time.Time `json:"expires_at"`
-	Duplicate      bool      `json:"duplicate"`
+	ConfirmToken    string    `json:"confirm_token"`
+	OrderID         string    `json:"order_id"`
+	Digest          string    `json:"digest"`
+	Items           []Item    `json:"items"`
+	ItemsTotalFen   int64     `json:"items_total_fen"`
+	PackagingFeeFen int64     `json:"packaging_fee_fen"`
+	DeliveryFeeFen  int64     `json:"delivery_fee_fen"`
+	TotalFen        int64     `json:"total_fen"`
+	ExpiresAt       time.Time `json:"expires_at"`
+	Duplicate       bool      `json:"duplicate"`
 }
 
 // Errors of confirm.
@@ -158,13 +160,60 @@ var (
 	ErrOrderNotFound    = problem.New(problem.NotFound, "no such order")
 )
 
-// quotedDish is a dish of the cart as confirm reads it.
+// quotedDish is a dish of the cart as confirm reads it, with its option
+// groups in menu order.
 type quotedDish struct {
+	ID              int64
+	Name            string
+	PriceFen        int64
+	PackagingFeeFen int64
+	OptionsVersion  int64
+	Stock           int32
+	OnSale          bool
+	Groups          []quotedGroup
+}
+
+type quotedGroup struct {
 	ID       int64
 	Name     string
-	PriceFen int64
-	Stock    int32
-	OnSale   bool
+	Min, Max int32
+	Choices  []quotedChoice
+}
+
+type quotedChoice struct {
+	ID        int64
+	Name      string
+	DeltaFen  int64
+	Available bool
+}
+
+// quotedOption is one choice as QuoteCart's options column has it.
+type quotedOption struct {
+	GroupID    int64  `json:"group_id"`
+	GroupName  string `json:"group_name"`
+	Min        int32  `json:"min"`
+	Max        int32  `json:"max"`
+	ChoiceID   int64  `json:"choice_id"`
+	ChoiceName string `json:"choice_name"`
+	Delta      int64  `json:"delta"`
+	Available  bool   `json:"available"`
+}
+
+func quotedDishFromRow(r dbsqlc.QuoteCartRow) (quotedDish, error) {
+	d := quotedDish{ID: *r.DishID, Name: *r.Name, PriceFen: *r.PriceFen, PackagingFeeFen: *r.PackagingFeeFen,
+		OptionsVersion: *r.OptionsVersion, Stock: *r.Stock, OnSale: *r.OnSale}
+	var opts []quotedOption
+	if err := json.Unmarshal(r.Options, &opts); err != nil {
+		return quotedDish{}, fmt.Errorf("decode options of dish %d: %w", d.ID, err)
+	}
+	for _, o := range opts {
+		if len(d.Groups) == 0 || d.Groups[len(d.Groups)-1].ID != o.GroupID {
+			d.Groups = append(d.Groups, quotedGroup{ID: o.GroupID, Name: o.GroupName, Min: o.Min, Max: o.Max})
+		}
+		g := &d.Groups[len(d.Groups)-1]
+		g.Choices = append(g.Choices, quotedChoice{ID: o.ChoiceID, Name: o.ChoiceName, DeltaFen: o.Delta, Available: o.Available})
+	}
+	return d, nil
 }
 
 // Confirm prices the cart from the database and returns a signed token for
@@ -189,7 +238,9 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	byID := make(map[int64]quotedDish, len(rows))
 	for _, r := range rows {
 		if r.DishID != nil { // the dish columns are NOT NULL in dishes
-			byID[*r.DishID] = quotedDish{ID: *r.DishID, Name: *r.Name, PriceFen: *r.PriceFen, Stock: *r.Stock, OnSale: *r.OnSale}
+			if byID[*r.DishID], err = quotedDishFromRow(r); err != nil {
+				return ConfirmResponse{}, err
+			}
 		}
 	}
 
@@ -197,11 +248,16 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
+	return s.quote(ctx, req, in, tokItems)
+}
 
+// quote assigns the priced cart its intent sequence and order id, and
+// signs its token.
+func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem) (ConfirmResponse, error) {
 	// The intent sequence merges duplicates but not deliberate repeats.
 	now := s.now()
 	seq, orderID, duplicate := 1, int64(0), false
-	latest, err := s.q.OrderLatestByContent(ctx, s.opts.Pool, dbsqlc.OrderLatestByContentParams{UserID: userID, ContentDigest: digestBytes(in.ContentDigest())})
+	latest, err := s.q.OrderLatestByContent(ctx, s.opts.Pool, dbsqlc.OrderLatestByContentParams{UserID: in.UserID, ContentDigest: digestBytes(in.ContentDigest())})
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 	case err != nil:
@@ -219,7 +275,7 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	digest := in.IntentDigest(seq)
 	exp := now.Add(s.opts.TokenTTL).Truncate(time.Second)
 	tok, err := s.opts.Signer.Sign(Token{
-		UserID: userID, MerchantID: merchantID, OrderID: orderID, Seq: seq, Digest: digest.String(),
+		UserID: in.UserID, MerchantID: in.MerchantID, OrderID: orderID, Seq: seq, Digest: digest.String(),
 		ExpiresAt: exp.Unix(), Items: tokItems, FeeFen: in.DeliveryFeeFen, Address: in.Address, Remark: in.Remark,
 	})
 	if err != nil {
@@ -227,53 +283,127 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	}
 	resp := ConfirmResponse{
 		ConfirmToken: tok, OrderID: strconv.FormatInt(orderID, 10), Digest: digest.String(),
-		ItemsTotalFen: in.ItemsTotalFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
+		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 		ExpiresAt: exp, Duplicate: duplicate,
 	}
 	for _, it := range tokItems {
-		resp.Items = append(resp.Items, Item{DishID: strconv.FormatInt(it.DishID, 10), Name: it.Name, Qty: it.Qty,
-			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty)})
+		resp.Items = append(resp.Items, Item{DishID: strconv.FormatInt(it.DishID, 10), Name: it.Name, Options: itemOptions(it.Options), Qty: it.Qty,
+			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty), PackagingFeeFen: it.PackagingFeeFen})
 	}
 	return resp, nil
 }
 
 // priceCart prices the cart's lines from the dishes read (byID, by the
 // ids of req's lines) into in, and returns it with the token's lines,
-// sorted by dish; a dish not of the merchant, off sale or short of stock
-// is refused, naming each.
+// sorted by dish and options; a dish not of the merchant, options it has
+// not, or a group chosen too few or too many times are refused; a dish
+// or choice off sale, or a dish short of stock (over all its lines), is
+// refused naming each.
 func priceCart(req ConfirmRequest, ids []int64, byID map[int64]quotedDish, in Intent) (Intent, []TokenItem, error) {
 	tokItems := make([]TokenItem, 0, len(req.Items))
 	var unavailable []string
-	var short []inventory.ShortDish
+	wanted := map[int64]int32{}
 	for i, it := range req.Items {
 		d, ok := byID[ids[i]]
 		if !ok {
 			return Intent{}, nil, problem.Field(fmt.Sprintf("items[%d].dish_id", i), "merchant %s has no dish %s", req.MerchantID, it.DishID)
 		}
-		switch {
-		case !d.OnSale:
-			unavailable = append(unavailable, d.Name)
-		case d.Stock < it.Qty:
-			short = append(short, inventory.ShortDish{DishID: it.DishID, Name: d.Name, Requested: it.Qty, Available: d.Stock})
+		opts, off, err := chooseOptions(fmt.Sprintf("items[%d].options", i), d, it.Options)
+		if err != nil {
+			return Intent{}, nil, err
 		}
-		in.Items = append(in.Items, IntentItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen})
-		in.ItemsTotalFen += d.PriceFen * int64(it.Qty)
-		tokItems = append(tokItems, TokenItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen, Name: d.Name})
+		if !d.OnSale {
+			off = append([]string{d.Name}, off...)
+		}
+		unavailable = append(unavailable, off...)
+		wanted[d.ID] += it.Qty
+		ti := TokenItem{DishID: d.ID, Qty: it.Qty, UnitPriceFen: d.PriceFen, Name: d.Name, PackagingFeeFen: d.PackagingFeeFen,
+			OptionsVersion: d.OptionsVersion, Options: opts}
+		for _, o := range opts {
+			ti.UnitPriceFen += o.DeltaFen
+		}
+		tokItems = append(tokItems, ti)
 	}
 	if len(unavailable) > 0 {
 		return Intent{}, nil, problem.New(problem.DishUnavailable, "not for sale now: %s", strings.Join(unavailable, ", ")).With("dishes", unavailable)
 	}
+	var short []inventory.ShortDish
+	for _, id := range slices.Sorted(maps.Keys(wanted)) {
+		if d := byID[id]; d.Stock < wanted[id] {
+			short = append(short, inventory.ShortDish{DishID: strconv.FormatInt(id, 10), Name: d.Name, Requested: wanted[id], Available: d.Stock})
+		}
+	}
 	if len(short) > 0 {
 		return Intent{}, nil, inventory.ErrOutOfStock(short)
 	}
-	in.TotalFen = in.ItemsTotalFen + in.DeliveryFeeFen
-	in.Normalize()
 	sortTokenItems(tokItems)
+	for _, ti := range tokItems {
+		in.Items = append(in.Items, IntentItem{DishID: ti.DishID, Qty: ti.Qty, UnitPriceFen: ti.UnitPriceFen,
+			PackagingFeeFen: ti.PackagingFeeFen, OptionIDs: ti.optionIDs()})
+		in.ItemsTotalFen += ti.UnitPriceFen * int64(ti.Qty)
+		in.PackagingFeeFen += ti.PackagingFeeFen * int64(ti.Qty)
+	}
+	in.TotalFen = in.ItemsTotalFen + in.PackagingFeeFen + in.DeliveryFeeFen
+	in.Normalize()
 	return in, tokItems, nil
 }
 
+// chooseOptions resolves a line's chosen choice ids against the dish's
+// groups, in menu order, and checks each group's bounds. It returns the
+// names of chosen choices that are switched off.
+func chooseOptions(field string, d quotedDish, chosen []string) ([]TokenOption, []string, error) {
+	picked := make(map[int64]bool, len(chosen))
+	for _, c := range chosen {
+		id, _ := strconv.ParseInt(c, 10, 64) // validated
+		picked[id] = true
+	}
+	var out []TokenOption
+	var off []string
+	for _, g := range d.Groups {
+		var n int32
+		for _, c := range g.Choices {
+			if !picked[c.ID] {
+				continue
+			}
+			delete(picked, c.ID)
+			n++
+			out = append(out, TokenOption{ID: c.ID, Group: g.Name, Name: c.Name, DeltaFen: c.DeltaFen})
+			if !c.Available {
+				off = append(off, d.Name+" ("+c.Name+")")
+			}
+		}
+		switch {
+		case n < g.Min && g.Min == g.Max:
+			return nil, nil, problem.Field(field, "%s: choose %d of %s", d.Name, g.Min, g.Name)
+		case n < g.Min || n > g.Max:
+			return nil, nil, problem.Field(field, "%s: choose %d to %d of %s, not %d", d.Name, g.Min, g.Max, g.Name, n)
+		}
+	}
+	if len(picked) > 0 {
+		for _, c := range chosen {
+			if id, _ := strconv.ParseInt(c, 10, 64); picked[id] {
+				return nil, nil, problem.Field(field, "dish %s has no option choice %s", strconv.FormatInt(d.ID, 10), c)
+			}
+		}
+	}
+	return out, off, nil
+}
+
+func itemOptions(opts []TokenOption) []ItemOption {
+	out := make([]ItemOption, len(opts))
+	for i, o := range opts {
+		out[i] = ItemOption{ChoiceID: strconv.FormatInt(o.ID, 10), Group: o.Group, Name: o.Name, PriceDeltaFen: o.DeltaFen}
+	}
+	return out
+}
+
 func sortTokenItems(items []TokenItem) {
-	slices.SortFunc(items, func(a, b TokenItem) int { return cmp.Compare(a.DishID, b.DishID) })
+	slices.SortStableFunc(items, func(a, b TokenItem) int {
+		if c := cmp.Compare(a.DishID, b.DishID); c != 0 {
+			return c
+		}
+		return slices.Compare(a.optionIDs(), b.optionIDs())
+	})
 }
 
 func digestBytes(d Digest) []byte { return d[:] }
@@ -282,7 +412,10 @@ func digestBytes(d Digest) []byte { return d[:] }
 var (
 	ErrTokenInvalid = problem.New(problem.TokenInvalid, "the confirm token is not one we issued, or it was altered; confirm again")
 	ErrTokenExpired = problem.New(problem.TokenExpired, "the confirm token expired; confirm again")
-	ErrTokenNotYour = problem.New(problem.TokenNotYours, "this confirm token was issued to another user")
+	// ErrTokenOutdated is a token issued before an upgrade changed the
+	// canonical form (options, packaging fees): 410 like an expired one.
+	ErrTokenOutdated = problem.New(problem.TokenExpired, "the confirm token was issued by an earlier version of the service; confirm again")
+	ErrTokenNotYour  = problem.New(problem.TokenNotYours, "this confirm token was issued to another user")
 )
 
 // submitRoute is the route part of a submit's fingerprint: the same key
@@ -306,7 +439,13 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 	check := func() error {
 		// Signature and ownership first: a forged token touches nothing.
 		var err error
-		if tok, err = s.opts.Signer.Verify(rawToken); err != nil {
+		tok, err = s.opts.Signer.Verify(rawToken)
+		switch {
+		case errors.Is(err, errTokenOutdated):
+			// Issued before an upgrade: a retry of its placed order still
+			// gets its answer.
+			return idempotency.ReplayOnly(ErrTokenOutdated)
+		case err != nil:
 			return problem.Wrap(problem.TokenInvalid, err, "%s", ErrTokenInvalid.Detail)
 		}
 		if tok.UserID != userID {
@@ -395,7 +534,7 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 	row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
 		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID,
 		IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()), IntentSeq: int32(tok.Seq), //nolint:gosec // G115: small, from our signed token
-		DigestAlg: DigestAlg, ItemsTotalFen: in.ItemsTotalFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
+		DigestAlg: DigestAlg, ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 		Address: addr, Remark: in.Remark, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now,
 	})
 	var p Placed
@@ -431,9 +570,13 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	}
 	items := make([]dbsqlc.OrderItem, len(tok.Items))
 	for i, it := range tok.Items {
-		items[i] = dbsqlc.OrderItem{OrderID: row.ID, DishID: it.DishID, Name: it.Name, Qty: it.Qty,
-			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty)}
-		if err := s.q.OrderItemInsert(ctx, pipe, dbsqlc.OrderItemInsertParams(items[i])); err != nil {
+		items[i] = dbsqlc.OrderItem{OrderID: row.ID, Line: int16(i), DishID: it.DishID, Name: it.Name, Qty: it.Qty, //nolint:gosec // G115: at most maxItems
+			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty),
+			Options: itemOptionsJSON(it.Options), PackagingFeeFen: it.PackagingFeeFen}
+		if err := s.q.OrderItemInsert(ctx, pipe, dbsqlc.OrderItemInsertParams{
+			OrderID: row.ID, Line: items[i].Line, DishID: it.DishID, Name: it.Name, Qty: it.Qty, UnitPriceFen: items[i].UnitPriceFen,
+			LineTotalFen: items[i].LineTotalFen, Options: items[i].Options, PackagingFeeFen: it.PackagingFeeFen,
+		}); err != nil {
 			return Order{}, fmt.Errorf("insert order item: %w", err)
 		}
 	}
@@ -465,10 +608,17 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	return o, nil
 }
 
+// stockLines are the token's lines by dish: the stock of a dish on
+// several lines (with different options) is taken once, for all of them.
 func stockLines(tok Token) []inventory.Line {
-	lines := make([]inventory.Line, len(tok.Items))
-	for i, it := range tok.Items {
-		lines[i] = inventory.Line{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen}
+	lines := make([]inventory.Line, 0, len(tok.Items))
+	for _, it := range tok.Items { // sorted by dish
+		if n := len(lines); n > 0 && lines[n-1].DishID == it.DishID {
+			lines[n-1].Qty += it.Qty
+			continue
+		}
+		lines = append(lines, inventory.Line{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.basePriceFen(),
+			PackagingFeeFen: it.PackagingFeeFen, OptionsVersion: it.OptionsVersion})
 	}
 	return lines
 }

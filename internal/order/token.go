@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,11 +15,16 @@ import (
 )
 
 // The confirm token carries everything submit needs, signed with HMAC-SM3
-// under a server secret: "v1.<base64url payload>.<base64url mac>". A token
+// under a server secret: "v2.<base64url payload>.<base64url mac>". A token
 // whose MAC does not verify is rejected before anything else is read, so a
-// forged or altered token never reaches Redis or the database.
+// forged or altered token never reaches Redis or the database. The
+// version moves with the canonical form (DigestAlg): a token of an older
+// one (v1, before options) verifies, and is then answered as outdated.
 
-const tokenVersion = "v1"
+const (
+	tokenVersion    = "v2"
+	oldTokenVersion = "v1"
+)
 
 // Token is the signed content of a confirm token.
 type Token struct {
@@ -34,21 +40,60 @@ type Token struct {
 	Remark     string      `json:"r"`
 }
 
-// TokenItem is a quoted line: dish, quantity, unit price and the dish's
-// name at confirm. Submit holds the price and the dish's sale status to
-// the quote (409 quote-changed otherwise); a rename in between changes
-// nothing the customer pays for, so the order keeps the name they saw.
+// TokenItem is a quoted line: dish, chosen options, quantity, unit price
+// (the dish's price plus the options' deltas), packaging fee per unit,
+// the dish's options version, and the names at confirm. Submit holds the
+// prices, the options version and the dish's sale status to the quote
+// (409 quote-changed otherwise); a rename in between changes nothing the
+// customer pays for, so the order keeps the names they saw.
 type TokenItem struct {
-	DishID       int64  `json:"d"`
-	Qty          int32  `json:"q"`
-	UnitPriceFen int64  `json:"p"`
-	Name         string `json:"n"`
+	DishID          int64         `json:"d"`
+	Qty             int32         `json:"q"`
+	UnitPriceFen    int64         `json:"p"`
+	Name            string        `json:"n"`
+	PackagingFeeFen int64         `json:"k,omitempty"`
+	OptionsVersion  int64         `json:"ov"`
+	Options         []TokenOption `json:"o,omitempty"`
+}
+
+// TokenOption is a chosen option choice as quoted: its id, its group's
+// name, its name and its price delta.
+type TokenOption struct {
+	ID       int64  `json:"i"`
+	Group    string `json:"g"`
+	Name     string `json:"n"`
+	DeltaFen int64  `json:"p"`
+}
+
+// basePriceFen is the dish's own price the line was quoted at: what the
+// stock take checks on the dish's row.
+func (it TokenItem) basePriceFen() int64 {
+	p := it.UnitPriceFen
+	for _, o := range it.Options {
+		p -= o.DeltaFen
+	}
+	return p
+}
+
+// optionIDs are the line's choice ids, ascending.
+func (it TokenItem) optionIDs() []int64 {
+	if len(it.Options) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(it.Options))
+	for i, o := range it.Options {
+		ids[i] = o.ID
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Errors of token verification.
 var (
 	errTokenMalformed = errors.New("confirm token malformed")
 	errTokenSignature = errors.New("confirm token signature invalid")
+	// errTokenOutdated is a genuine token of an older form.
+	errTokenOutdated = errors.New("confirm token of an older version")
 )
 
 // Signer signs and verifies confirm tokens.
@@ -80,13 +125,17 @@ func (s *Signer) Verify(raw string) (Token, error) {
 		return Token{}, errTokenMalformed
 	}
 	i := strings.LastIndexByte(raw, '.')
-	if i < 0 || !strings.HasPrefix(raw, tokenVersion+".") {
+	outdated := strings.HasPrefix(raw, oldTokenVersion+".")
+	if i < 0 || (!strings.HasPrefix(raw, tokenVersion+".") && !outdated) {
 		return Token{}, errTokenMalformed
 	}
 	signed, sig := raw[:i], raw[i+1:]
 	got, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil || !hmac.Equal(got, s.mac([]byte(signed))) {
 		return Token{}, errTokenSignature
+	}
+	if outdated {
+		return Token{}, errTokenOutdated
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(signed[len(tokenVersion)+1:])
 	if err != nil {
@@ -106,10 +155,12 @@ func (s *Signer) Verify(raw string) (Token, error) {
 func (t Token) Intent() Intent {
 	in := Intent{UserID: t.UserID, MerchantID: t.MerchantID, DeliveryFeeFen: t.FeeFen, Address: t.Address, Remark: t.Remark}
 	for _, it := range t.Items {
-		in.Items = append(in.Items, IntentItem{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen})
+		in.Items = append(in.Items, IntentItem{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen,
+			PackagingFeeFen: it.PackagingFeeFen, OptionIDs: it.optionIDs()})
 		in.ItemsTotalFen += it.UnitPriceFen * int64(it.Qty)
+		in.PackagingFeeFen += it.PackagingFeeFen * int64(it.Qty)
 	}
-	in.TotalFen = in.ItemsTotalFen + in.DeliveryFeeFen
+	in.TotalFen = in.ItemsTotalFen + in.PackagingFeeFen + in.DeliveryFeeFen
 	return in
 }
 

@@ -14,8 +14,14 @@ func sampleToken() Token {
 	in := fixedIntent()
 	return Token{UserID: 42, MerchantID: 7, OrderID: 123456789, Seq: 1, Digest: in.IntentDigest(1).String(),
 		ExpiresAt: time.Date(2026, 11, 30, 12, 15, 0, 0, time.UTC).Unix(),
-		Items:     []TokenItem{{DishID: 3, Qty: 2, UnitPriceFen: 3200, Name: "Mapo Tofu"}, {DishID: 12, Qty: 1, UnitPriceFen: 1500, Name: "Rice"}},
-		FeeFen:    300, Address: in.Address, Remark: in.Remark}
+		Items: []TokenItem{
+			{DishID: 3, Qty: 1, UnitPriceFen: 3200, Name: "Mapo Tofu", PackagingFeeFen: 100, OptionsVersion: 2,
+				Options: []TokenOption{{ID: 4, Group: "Spice", Name: "Mild", DeltaFen: 0}}},
+			{DishID: 3, Qty: 1, UnitPriceFen: 3700, Name: "Mapo Tofu", PackagingFeeFen: 100, OptionsVersion: 2,
+				Options: []TokenOption{{ID: 31, Group: "Size", Name: "Large", DeltaFen: 300}, {ID: 5, Group: "Spice", Name: "Hot", DeltaFen: 200}}},
+			{DishID: 12, Qty: 1, UnitPriceFen: 1500, Name: "Rice", OptionsVersion: 1},
+		},
+		FeeFen: 300, Address: in.Address, Remark: in.Remark}
 }
 
 func TestTokenRoundTripAndTampering(t *testing.T) {
@@ -32,8 +38,13 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 	if diff := cmp.Diff(sampleToken(), got); diff != "" {
 		t.Fatalf("round trip (-want +got):\n%s", diff)
 	}
-	if got.Intent().IntentDigest(got.Seq).String() != got.Digest {
+	in := got.Intent()
+	in.Normalize()
+	if in.IntentDigest(got.Seq).String() != got.Digest {
 		t.Error("the token's intent does not digest to its digest")
+	}
+	if base := got.Items[1].basePriceFen(); base != 3200 {
+		t.Errorf("the large hot tofu's dish price is %d, want 3200 (3700 less its options' 500)", base)
 	}
 
 	parts := strings.Split(tok, ".")
@@ -46,13 +57,24 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 		"other key":       other,
 		"no signature":    parts[0] + "." + parts[1],
 		"empty signature": parts[0] + "." + parts[1] + ".",
-		"wrong version":   "v2" + tok[2:],
+		"wrong version":   "v3" + tok[2:],
 		"garbage":         "hello",
 		"empty":           "",
 	} {
 		if _, err := s.Verify(bad); err == nil {
 			t.Errorf("%s: verified", name)
 		}
+	}
+	// A genuine token of the form before options is outdated, not
+	// invalid (the submit answers 410); the same bytes with a forged MAC
+	// stay invalid.
+	signed := oldTokenVersion + "." + parts[1]
+	old := signed + "." + base64.RawURLEncoding.EncodeToString(s.mac([]byte(signed)))
+	if _, err := s.Verify(old); !errors.Is(err, errTokenOutdated) {
+		t.Errorf("v1 token: %v, want outdated", err)
+	}
+	if _, err := s.Verify(signed + "." + parts[2]); !errors.Is(err, errTokenSignature) {
+		t.Errorf("v1 token with a v2 MAC: %v, want a bad signature", err)
 	}
 	if !sampleToken().Expired(time.Unix(sampleToken().ExpiresAt, 0)) || sampleToken().Expired(time.Unix(sampleToken().ExpiresAt-1, 0)) {
 		t.Error("expiry boundary wrong")

@@ -108,15 +108,18 @@ func (q *Queries) StockLockShards(ctx context.Context, db DBTX, dishID int64) ([
 const stockQuoteHolds = `-- name: StockQuoteHolds :one
 SELECT EXISTS (
     SELECT 1 FROM dishes d
-    WHERE d.id = $1 AND d.merchant_id = $2 AND d.price_fen = $3 AND d.on_sale
-) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $2 AND m.status = 'open' AND m.delivery_fee_fen = $4)
+    WHERE d.id = $1 AND d.merchant_id = $2 AND d.price_fen = $3 AND d.packaging_fee_fen = $4
+      AND d.options_version = $5 AND d.on_sale
+) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $2 AND m.status = 'open' AND m.delivery_fee_fen = $6)
 `
 
 type StockQuoteHoldsParams struct {
-	DishID     int64
-	MerchantID int64
-	PriceFen   int64
-	FeeFen     int64
+	DishID          int64
+	MerchantID      int64
+	PriceFen        int64
+	PackagingFeeFen int64
+	OptionsVersion  int64
+	FeeFen          int64
 }
 
 func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHoldsParams) (*bool, error) {
@@ -124,6 +127,8 @@ func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHo
 		arg.DishID,
 		arg.MerchantID,
 		arg.PriceFen,
+		arg.PackagingFeeFen,
+		arg.OptionsVersion,
 		arg.FeeFen,
 	)
 	var column_1 *bool
@@ -194,17 +199,20 @@ const stockShardsWith = `-- name: StockShardsWith :many
 SELECT ds.shard FROM dish_stock ds
 JOIN dishes d ON d.id = ds.dish_id
 WHERE ds.dish_id = $1 AND ds.units >= $2
-  AND d.merchant_id = $3 AND d.price_fen = $4 AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $5)
+  AND d.merchant_id = $3 AND d.price_fen = $4 AND d.packaging_fee_fen = $5
+      AND d.options_version = $6 AND d.on_sale
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $7)
 ORDER BY ds.shard
 `
 
 type StockShardsWithParams struct {
-	DishID     int64
-	Qty        int32
-	MerchantID int64
-	PriceFen   int64
-	FeeFen     int64
+	DishID          int64
+	Qty             int32
+	MerchantID      int64
+	PriceFen        int64
+	PackagingFeeFen int64
+	OptionsVersion  int64
+	FeeFen          int64
 }
 
 // The shards that had at least qty units at the statement's snapshot, if
@@ -215,6 +223,8 @@ func (q *Queries) StockShardsWith(ctx context.Context, db DBTX, arg StockShardsW
 		arg.Qty,
 		arg.MerchantID,
 		arg.PriceFen,
+		arg.PackagingFeeFen,
+		arg.OptionsVersion,
 		arg.FeeFen,
 	)
 	if err != nil {
@@ -260,9 +270,10 @@ FROM (
     SELECT ds.dish_id, ds.shard FROM dish_stock ds
     JOIN dishes d ON d.id = ds.dish_id
     WHERE ds.dish_id = $2 AND ds.units >= $1
-      AND d.merchant_id = $3 AND d.price_fen = $4 AND d.on_sale
-      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $5)
-    ORDER BY ds.shard < $6::smallint, ds.shard
+      AND d.merchant_id = $3 AND d.price_fen = $4 AND d.packaging_fee_fen = $5
+      AND d.options_version = $6 AND d.on_sale
+      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $7)
+    ORDER BY ds.shard < $8::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
 ) pick
@@ -271,18 +282,21 @@ RETURNING s.shard
 `
 
 type StockTakeFreeParams struct {
-	Qty        int32
-	DishID     int64
-	MerchantID int64
-	PriceFen   int64
-	FeeFen     int64
-	Start      int16
+	Qty             int32
+	DishID          int64
+	MerchantID      int64
+	PriceFen        int64
+	PackagingFeeFen int64
+	OptionsVersion  int64
+	FeeFen          int64
+	Start           int16
 }
 
 // (Stock shards: see migration 00006. The statements that take stock
 // check the quote on the dish and merchant rows without locking them, so
 // orders of one dish never queue on those rows: the dish still on sale
-// at the quoted price, the merchant still open at the quoted fee.)
+// at the quoted price, packaging fee and options, the merchant still open
+// at the quoted fee.)
 // Takes qty units from one shard that has them and that no other
 // transaction holds, looking from shard @start on (so that concurrent
 // orders spread over the shards). No row: no such shard right now.
@@ -292,6 +306,8 @@ func (q *Queries) StockTakeFree(ctx context.Context, db DBTX, arg StockTakeFreeP
 		arg.DishID,
 		arg.MerchantID,
 		arg.PriceFen,
+		arg.PackagingFeeFen,
+		arg.OptionsVersion,
 		arg.FeeFen,
 		arg.Start,
 	)
@@ -320,18 +336,21 @@ const stockTakeShard = `-- name: StockTakeShard :one
 UPDATE dish_stock s SET units = s.units - $1
 FROM dishes d
 WHERE s.dish_id = $2 AND s.shard = $3 AND s.units >= $1
-  AND d.id = s.dish_id AND d.merchant_id = $4 AND d.price_fen = $5 AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $4 AND m.status = 'open' AND m.delivery_fee_fen = $6)
+  AND d.id = s.dish_id AND d.merchant_id = $4 AND d.price_fen = $5 AND d.packaging_fee_fen = $6
+      AND d.options_version = $7 AND d.on_sale
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $4 AND m.status = 'open' AND m.delivery_fee_fen = $8)
 RETURNING s.shard
 `
 
 type StockTakeShardParams struct {
-	Qty        int32
-	DishID     int64
-	Shard      int16
-	MerchantID int64
-	PriceFen   int64
-	FeeFen     int64
+	Qty             int32
+	DishID          int64
+	Shard           int16
+	MerchantID      int64
+	PriceFen        int64
+	PackagingFeeFen int64
+	OptionsVersion  int64
+	FeeFen          int64
 }
 
 // Takes qty units from one given shard, waiting for its lock; no row if,
@@ -343,6 +362,8 @@ func (q *Queries) StockTakeShard(ctx context.Context, db DBTX, arg StockTakeShar
 		arg.Shard,
 		arg.MerchantID,
 		arg.PriceFen,
+		arg.PackagingFeeFen,
+		arg.OptionsVersion,
 		arg.FeeFen,
 	)
 	var shard int16

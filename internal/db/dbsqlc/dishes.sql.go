@@ -9,8 +9,143 @@ import (
 	"context"
 )
 
+const categoryDelete = `-- name: CategoryDelete :execrows
+DELETE FROM categories WHERE id = $1 AND version = $2
+`
+
+type CategoryDeleteParams struct {
+	ID      int64
+	Version int64
+}
+
+// Its dishes stay, uncategorised (the foreign key sets their category to
+// NULL).
+func (q *Queries) CategoryDelete(ctx context.Context, db DBTX, arg CategoryDeleteParams) (int64, error) {
+	result, err := db.Exec(ctx, categoryDelete, arg.ID, arg.Version)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const categoryGetByID = `-- name: CategoryGetByID :one
+SELECT id, merchant_id, name, position, version, created_at, updated_at FROM categories WHERE id = $1
+`
+
+func (q *Queries) CategoryGetByID(ctx context.Context, db DBTX, id int64) (Category, error) {
+	row := db.QueryRow(ctx, categoryGetByID, id)
+	var i Category
+	err := row.Scan(
+		&i.ID,
+		&i.MerchantID,
+		&i.Name,
+		&i.Position,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const categoryInsert = `-- name: CategoryInsert :one
+INSERT INTO categories (merchant_id, name, position)
+VALUES ($1, $2, $3)
+RETURNING id, merchant_id, name, position, version, created_at, updated_at
+`
+
+type CategoryInsertParams struct {
+	MerchantID int64
+	Name       string
+	Position   int32
+}
+
+func (q *Queries) CategoryInsert(ctx context.Context, db DBTX, arg CategoryInsertParams) (Category, error) {
+	row := db.QueryRow(ctx, categoryInsert, arg.MerchantID, arg.Name, arg.Position)
+	var i Category
+	err := row.Scan(
+		&i.ID,
+		&i.MerchantID,
+		&i.Name,
+		&i.Position,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const categoryListByMerchant = `-- name: CategoryListByMerchant :many
+SELECT id, merchant_id, name, position, version, created_at, updated_at FROM categories WHERE merchant_id = $1 ORDER BY position, id
+`
+
+func (q *Queries) CategoryListByMerchant(ctx context.Context, db DBTX, merchantID int64) ([]Category, error) {
+	rows, err := db.Query(ctx, categoryListByMerchant, merchantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Category{}
+	for rows.Next() {
+		var i Category
+		if err := rows.Scan(
+			&i.ID,
+			&i.MerchantID,
+			&i.Name,
+			&i.Position,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const categoryUpdate = `-- name: CategoryUpdate :one
+UPDATE categories SET
+    name       = coalesce($1, name),
+    position   = coalesce($2, position),
+    version    = version + 1,
+    updated_at = now()
+WHERE id = $3 AND version = $4
+RETURNING id, merchant_id, name, position, version, created_at, updated_at
+`
+
+type CategoryUpdateParams struct {
+	Name     *string
+	Position *int32
+	ID       int64
+	Version  int64
+}
+
+// Compare-and-set on version: a stale version updates nothing.
+func (q *Queries) CategoryUpdate(ctx context.Context, db DBTX, arg CategoryUpdateParams) (Category, error) {
+	row := db.QueryRow(ctx, categoryUpdate,
+		arg.Name,
+		arg.Position,
+		arg.ID,
+		arg.Version,
+	)
+	var i Category
+	err := row.Scan(
+		&i.ID,
+		&i.MerchantID,
+		&i.Name,
+		&i.Position,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const dishGetByID = `-- name: DishGetByID :one
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at, held FROM dishes_with_stock WHERE id = $1
+SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at, held, category_id, position, image_url, packaging_fee_fen, options_version FROM dishes_with_stock WHERE id = $1
 `
 
 func (q *Queries) DishGetByID(ctx context.Context, db DBTX, id int64) (DishesWithStock, error) {
@@ -27,21 +162,30 @@ func (q *Queries) DishGetByID(ctx context.Context, db DBTX, id int64) (DishesWit
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Held,
+		&i.CategoryID,
+		&i.Position,
+		&i.ImageUrl,
+		&i.PackagingFeeFen,
+		&i.OptionsVersion,
 	)
 	return i, err
 }
 
 const dishInsert = `-- name: DishInsert :one
-INSERT INTO dishes (merchant_id, name, price_fen, on_sale)
-VALUES ($1, $2, $3, $4)
+INSERT INTO dishes (merchant_id, name, price_fen, on_sale, category_id, position, image_url, packaging_fee_fen)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING id
 `
 
 type DishInsertParams struct {
-	MerchantID int64
-	Name       string
-	PriceFen   int64
-	OnSale     bool
+	MerchantID      int64
+	Name            string
+	PriceFen        int64
+	OnSale          bool
+	CategoryID      *int64
+	Position        int32
+	ImageUrl        *string
+	PackagingFeeFen int64
 }
 
 // Its stock is set next, in the same transaction (StockSpread).
@@ -51,6 +195,10 @@ func (q *Queries) DishInsert(ctx context.Context, db DBTX, arg DishInsertParams)
 		arg.Name,
 		arg.PriceFen,
 		arg.OnSale,
+		arg.CategoryID,
+		arg.Position,
+		arg.ImageUrl,
+		arg.PackagingFeeFen,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -58,7 +206,7 @@ func (q *Queries) DishInsert(ctx context.Context, db DBTX, arg DishInsertParams)
 }
 
 const dishListByMerchant = `-- name: DishListByMerchant :many
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at, held FROM dishes_with_stock WHERE merchant_id = $1 ORDER BY id
+SELECT id, merchant_id, name, price_fen, stock, on_sale, version, created_at, updated_at, held, category_id, position, image_url, packaging_fee_fen, options_version FROM dishes_with_stock WHERE merchant_id = $1 ORDER BY position, id
 `
 
 func (q *Queries) DishListByMerchant(ctx context.Context, db DBTX, merchantID int64) ([]DishesWithStock, error) {
@@ -81,6 +229,11 @@ func (q *Queries) DishListByMerchant(ctx context.Context, db DBTX, merchantID in
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Held,
+			&i.CategoryID,
+			&i.Position,
+			&i.ImageUrl,
+			&i.PackagingFeeFen,
+			&i.OptionsVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -92,23 +245,60 @@ func (q *Queries) DishListByMerchant(ctx context.Context, db DBTX, merchantID in
 	return items, nil
 }
 
+const dishOptionsBump = `-- name: DishOptionsBump :one
+UPDATE dishes SET version = version + 1, options_version = options_version + 1, updated_at = now()
+WHERE id = $1 AND version = $2
+RETURNING id, merchant_id
+`
+
+type DishOptionsBumpParams struct {
+	ID      int64
+	Version int64
+}
+
+type DishOptionsBumpRow struct {
+	ID         int64
+	MerchantID int64
+}
+
+// A change of the dish's options, under compare-and-set on its version:
+// quotes of the old options no longer hold (options_version).
+func (q *Queries) DishOptionsBump(ctx context.Context, db DBTX, arg DishOptionsBumpParams) (DishOptionsBumpRow, error) {
+	row := db.QueryRow(ctx, dishOptionsBump, arg.ID, arg.Version)
+	var i DishOptionsBumpRow
+	err := row.Scan(&i.ID, &i.MerchantID)
+	return i, err
+}
+
 const dishUpdate = `-- name: DishUpdate :one
 UPDATE dishes SET
     name       = coalesce($1, name),
     price_fen  = coalesce($2, price_fen),
     on_sale    = coalesce($3, on_sale),
+    position   = coalesce($4, position),
+    packaging_fee_fen = coalesce($5, packaging_fee_fen),
+    -- NULL is a value of these two (uncategorised, no image): the flags
+    -- say whether to set them.
+    category_id = CASE WHEN $6::boolean THEN $7 ELSE category_id END,
+    image_url   = CASE WHEN $8::boolean THEN $9 ELSE image_url END,
     version    = version + 1,
     updated_at = now()
-WHERE id = $4 AND version = $5
+WHERE id = $10 AND version = $11
 RETURNING id, merchant_id
 `
 
 type DishUpdateParams struct {
-	Name     *string
-	PriceFen *int64
-	OnSale   *bool
-	ID       int64
-	Version  int64
+	Name            *string
+	PriceFen        *int64
+	OnSale          *bool
+	Position        *int32
+	PackagingFeeFen *int64
+	SetCategory     bool
+	CategoryID      *int64
+	SetImage        bool
+	ImageUrl        *string
+	ID              int64
+	Version         int64
 }
 
 type DishUpdateRow struct {
@@ -122,10 +312,232 @@ func (q *Queries) DishUpdate(ctx context.Context, db DBTX, arg DishUpdateParams)
 		arg.Name,
 		arg.PriceFen,
 		arg.OnSale,
+		arg.Position,
+		arg.PackagingFeeFen,
+		arg.SetCategory,
+		arg.CategoryID,
+		arg.SetImage,
+		arg.ImageUrl,
 		arg.ID,
 		arg.Version,
 	)
 	var i DishUpdateRow
 	err := row.Scan(&i.ID, &i.MerchantID)
 	return i, err
+}
+
+const optionChoiceInsert = `-- name: OptionChoiceInsert :one
+INSERT INTO option_choices (id, group_id, name, position, price_delta_fen, available)
+OVERRIDING SYSTEM VALUE
+VALUES (coalesce($1::bigint, nextval(pg_get_serial_sequence('option_choices', 'id'))), $2, $3, $4, $5, $6)
+RETURNING id
+`
+
+type OptionChoiceInsertParams struct {
+	ID            *int64
+	GroupID       int64
+	Name          string
+	Position      int32
+	PriceDeltaFen int64
+	Available     bool
+}
+
+func (q *Queries) OptionChoiceInsert(ctx context.Context, db DBTX, arg OptionChoiceInsertParams) (int64, error) {
+	row := db.QueryRow(ctx, optionChoiceInsert,
+		arg.ID,
+		arg.GroupID,
+		arg.Name,
+		arg.Position,
+		arg.PriceDeltaFen,
+		arg.Available,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const optionGroupInsert = `-- name: OptionGroupInsert :one
+INSERT INTO option_groups (id, dish_id, name, position, min_choices, max_choices)
+OVERRIDING SYSTEM VALUE
+VALUES (coalesce($1::bigint, nextval(pg_get_serial_sequence('option_groups', 'id'))), $2, $3, $4, $5, $6)
+RETURNING id
+`
+
+type OptionGroupInsertParams struct {
+	ID         *int64
+	DishID     int64
+	Name       string
+	Position   int32
+	MinChoices int32
+	MaxChoices int32
+}
+
+func (q *Queries) OptionGroupInsert(ctx context.Context, db DBTX, arg OptionGroupInsertParams) (int64, error) {
+	row := db.QueryRow(ctx, optionGroupInsert,
+		arg.ID,
+		arg.DishID,
+		arg.Name,
+		arg.Position,
+		arg.MinChoices,
+		arg.MaxChoices,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const optionGroupsDelete = `-- name: OptionGroupsDelete :exec
+DELETE FROM option_groups WHERE dish_id = $1
+`
+
+// Removes every option group of a dish (and their choices), before the
+// dish's new option set is written.
+func (q *Queries) OptionGroupsDelete(ctx context.Context, db DBTX, dishID int64) error {
+	_, err := db.Exec(ctx, optionGroupsDelete, dishID)
+	return err
+}
+
+const optionIDsOfDish = `-- name: OptionIDsOfDish :many
+SELECT g.id AS group_id, c.id AS choice_id FROM option_groups g
+LEFT JOIN option_choices c ON c.group_id = g.id
+WHERE g.dish_id = $1
+`
+
+type OptionIDsOfDishRow struct {
+	GroupID  int64
+	ChoiceID *int64
+}
+
+// The ids of a dish's groups and choices, which a new option set may keep.
+func (q *Queries) OptionIDsOfDish(ctx context.Context, db DBTX, dishID int64) ([]OptionIDsOfDishRow, error) {
+	rows, err := db.Query(ctx, optionIDsOfDish, dishID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OptionIDsOfDishRow{}
+	for rows.Next() {
+		var i OptionIDsOfDishRow
+		if err := rows.Scan(&i.GroupID, &i.ChoiceID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const optionsByDishes = `-- name: OptionsByDishes :many
+SELECT g.dish_id, g.id AS group_id, g.name AS group_name, g.position AS group_position, g.min_choices, g.max_choices,
+       c.id AS choice_id, c.name AS choice_name, c.position AS choice_position, c.price_delta_fen, c.available
+FROM option_groups g
+JOIN option_choices c ON c.group_id = g.id
+WHERE g.dish_id = ANY($1::bigint[])
+ORDER BY g.dish_id, g.position, g.id, c.position, c.id
+`
+
+type OptionsByDishesRow struct {
+	DishID         int64
+	GroupID        int64
+	GroupName      string
+	GroupPosition  int32
+	MinChoices     int32
+	MaxChoices     int32
+	ChoiceID       int64
+	ChoiceName     string
+	ChoicePosition int32
+	PriceDeltaFen  int64
+	Available      bool
+}
+
+// The option groups and choices of some dishes, in menu order.
+func (q *Queries) OptionsByDishes(ctx context.Context, db DBTX, dishIds []int64) ([]OptionsByDishesRow, error) {
+	rows, err := db.Query(ctx, optionsByDishes, dishIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OptionsByDishesRow{}
+	for rows.Next() {
+		var i OptionsByDishesRow
+		if err := rows.Scan(
+			&i.DishID,
+			&i.GroupID,
+			&i.GroupName,
+			&i.GroupPosition,
+			&i.MinChoices,
+			&i.MaxChoices,
+			&i.ChoiceID,
+			&i.ChoiceName,
+			&i.ChoicePosition,
+			&i.PriceDeltaFen,
+			&i.Available,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const optionsByMerchant = `-- name: OptionsByMerchant :many
+SELECT g.dish_id, g.id AS group_id, g.name AS group_name, g.position AS group_position, g.min_choices, g.max_choices,
+       c.id AS choice_id, c.name AS choice_name, c.position AS choice_position, c.price_delta_fen, c.available
+FROM option_groups g
+JOIN option_choices c ON c.group_id = g.id
+JOIN dishes d ON d.id = g.dish_id
+WHERE d.merchant_id = $1
+ORDER BY g.dish_id, g.position, g.id, c.position, c.id
+`
+
+type OptionsByMerchantRow struct {
+	DishID         int64
+	GroupID        int64
+	GroupName      string
+	GroupPosition  int32
+	MinChoices     int32
+	MaxChoices     int32
+	ChoiceID       int64
+	ChoiceName     string
+	ChoicePosition int32
+	PriceDeltaFen  int64
+	Available      bool
+}
+
+// The option groups and choices of a merchant's dishes, in menu order.
+func (q *Queries) OptionsByMerchant(ctx context.Context, db DBTX, merchantID int64) ([]OptionsByMerchantRow, error) {
+	rows, err := db.Query(ctx, optionsByMerchant, merchantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OptionsByMerchantRow{}
+	for rows.Next() {
+		var i OptionsByMerchantRow
+		if err := rows.Scan(
+			&i.DishID,
+			&i.GroupID,
+			&i.GroupName,
+			&i.GroupPosition,
+			&i.MinChoices,
+			&i.MaxChoices,
+			&i.ChoiceID,
+			&i.ChoiceName,
+			&i.ChoicePosition,
+			&i.PriceDeltaFen,
+			&i.Available,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -62,15 +62,30 @@ func (ns NullRiverJobState) Value() (driver.Value, error) {
 	return string(ns.RiverJobState), nil
 }
 
-type Dish struct {
+type Category struct {
 	ID         int64
 	MerchantID int64
 	Name       string
-	PriceFen   int64
-	OnSale     bool
+	Position   int32
 	Version    int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+}
+
+type Dish struct {
+	ID              int64
+	MerchantID      int64
+	Name            string
+	PriceFen        int64
+	OnSale          bool
+	Version         int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	CategoryID      *int64
+	Position        int32
+	ImageUrl        *string
+	PackagingFeeFen int64
+	OptionsVersion  int64
 }
 
 type DishStock struct {
@@ -80,16 +95,21 @@ type DishStock struct {
 }
 
 type DishesWithStock struct {
-	ID         int64
-	MerchantID int64
-	Name       string
-	PriceFen   int64
-	Stock      int32
-	OnSale     bool
-	Version    int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	Held       int32
+	ID              int64
+	MerchantID      int64
+	Name            string
+	PriceFen        int64
+	Stock           int32
+	OnSale          bool
+	Version         int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	Held            int32
+	CategoryID      *int64
+	Position        int32
+	ImageUrl        *string
+	PackagingFeeFen int64
+	OptionsVersion  int64
 }
 
 type IdempotencyRecord struct {
@@ -115,33 +135,55 @@ type Merchant struct {
 	UpdatedAt      time.Time
 }
 
+type OptionChoice struct {
+	ID            int64
+	GroupID       int64
+	Name          string
+	Position      int32
+	PriceDeltaFen int64
+	Available     bool
+}
+
+type OptionGroup struct {
+	ID         int64
+	DishID     int64
+	Name       string
+	Position   int32
+	MinChoices int32
+	MaxChoices int32
+}
+
 type Order struct {
-	ID             int64
-	UserID         int64
-	MerchantID     int64
-	IntentDigest   []byte
-	ContentDigest  []byte
-	IntentSeq      int32
-	DigestAlg      string
-	Status         statemachine.Status
-	ItemsTotalFen  int64
-	DeliveryFeeFen int64
-	TotalFen       int64
-	Address        []byte
-	Remark         string
-	Version        int64
-	PayDeadline    time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ID              int64
+	UserID          int64
+	MerchantID      int64
+	IntentDigest    []byte
+	ContentDigest   []byte
+	IntentSeq       int32
+	DigestAlg       string
+	Status          statemachine.Status
+	ItemsTotalFen   int64
+	DeliveryFeeFen  int64
+	TotalFen        int64
+	Address         []byte
+	Remark          string
+	Version         int64
+	PayDeadline     time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	PackagingFeeFen int64
 }
 
 type OrderItem struct {
-	OrderID      int64
-	DishID       int64
-	Name         string
-	Qty          int32
-	UnitPriceFen int64
-	LineTotalFen int64
+	OrderID         int64
+	DishID          int64
+	Name            string
+	Qty             int32
+	UnitPriceFen    int64
+	LineTotalFen    int64
+	Line            int16
+	Options         []byte
+	PackagingFeeFen int64
 }
 
 type OrderStatusHistory struct {

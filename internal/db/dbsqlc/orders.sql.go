@@ -13,7 +13,7 @@ import (
 )
 
 const orderGetByID = `-- name: OrderGetByID :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at FROM orders WHERE id = $1
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders WHERE id = $1
 `
 
 func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, error) {
@@ -37,12 +37,13 @@ func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, e
 		&i.PayDeadline,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PackagingFeeFen,
 	)
 	return i, err
 }
 
 const orderGetByUserDigest = `-- name: OrderGetByUserDigest :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at FROM orders WHERE user_id = $1 AND intent_digest = $2
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders WHERE user_id = $1 AND intent_digest = $2
 `
 
 type OrderGetByUserDigestParams struct {
@@ -71,6 +72,7 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 		&i.PayDeadline,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PackagingFeeFen,
 	)
 	return i, err
 }
@@ -136,28 +138,29 @@ func (q *Queries) OrderHistoryInsert(ctx context.Context, db DBTX, arg OrderHist
 
 const orderInsert = `-- name: OrderInsert :one
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
-                    items_total_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
+                    items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
-        $8, $9, $10, $11, $12, $13, $14, $14)
+        $8, $9, $10, $11, $12, $13, $14, $15, $15)
 ON CONFLICT DO NOTHING
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen
 `
 
 type OrderInsertParams struct {
-	ID             int64
-	UserID         int64
-	MerchantID     int64
-	IntentDigest   []byte
-	ContentDigest  []byte
-	IntentSeq      int32
-	DigestAlg      string
-	ItemsTotalFen  int64
-	DeliveryFeeFen int64
-	TotalFen       int64
-	Address        []byte
-	Remark         string
-	PayDeadline    time.Time
-	CreatedAt      time.Time
+	ID              int64
+	UserID          int64
+	MerchantID      int64
+	IntentDigest    []byte
+	ContentDigest   []byte
+	IntentSeq       int32
+	DigestAlg       string
+	ItemsTotalFen   int64
+	PackagingFeeFen int64
+	DeliveryFeeFen  int64
+	TotalFen        int64
+	Address         []byte
+	Remark          string
+	PayDeadline     time.Time
+	CreatedAt       time.Time
 }
 
 // ON CONFLICT DO NOTHING with every unique index as arbiter: a duplicate
@@ -175,6 +178,7 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		arg.IntentSeq,
 		arg.DigestAlg,
 		arg.ItemsTotalFen,
+		arg.PackagingFeeFen,
 		arg.DeliveryFeeFen,
 		arg.TotalFen,
 		arg.Address,
@@ -201,38 +205,45 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		&i.PayDeadline,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PackagingFeeFen,
 	)
 	return i, err
 }
 
 const orderItemInsert = `-- name: OrderItemInsert :exec
-INSERT INTO order_items (order_id, dish_id, name, qty, unit_price_fen, line_total_fen)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 `
 
 type OrderItemInsertParams struct {
-	OrderID      int64
-	DishID       int64
-	Name         string
-	Qty          int32
-	UnitPriceFen int64
-	LineTotalFen int64
+	OrderID         int64
+	Line            int16
+	DishID          int64
+	Name            string
+	Qty             int32
+	UnitPriceFen    int64
+	LineTotalFen    int64
+	Options         []byte
+	PackagingFeeFen int64
 }
 
 func (q *Queries) OrderItemInsert(ctx context.Context, db DBTX, arg OrderItemInsertParams) error {
 	_, err := db.Exec(ctx, orderItemInsert,
 		arg.OrderID,
+		arg.Line,
 		arg.DishID,
 		arg.Name,
 		arg.Qty,
 		arg.UnitPriceFen,
 		arg.LineTotalFen,
+		arg.Options,
+		arg.PackagingFeeFen,
 	)
 	return err
 }
 
 const orderItemsByOrder = `-- name: OrderItemsByOrder :many
-SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen FROM order_items WHERE order_id = $1 ORDER BY dish_id
+SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen FROM order_items WHERE order_id = $1 ORDER BY line
 `
 
 func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64) ([]OrderItem, error) {
@@ -251,6 +262,9 @@ func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64)
 			&i.Qty,
 			&i.UnitPriceFen,
 			&i.LineTotalFen,
+			&i.Line,
+			&i.Options,
+			&i.PackagingFeeFen,
 		); err != nil {
 			return nil, err
 		}
@@ -263,7 +277,7 @@ func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64)
 }
 
 const orderItemsByOrders = `-- name: OrderItemsByOrders :many
-SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY order_id, dish_id
+SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY order_id, line
 `
 
 func (q *Queries) OrderItemsByOrders(ctx context.Context, db DBTX, orderIds []int64) ([]OrderItem, error) {
@@ -282,6 +296,9 @@ func (q *Queries) OrderItemsByOrders(ctx context.Context, db DBTX, orderIds []in
 			&i.Qty,
 			&i.UnitPriceFen,
 			&i.LineTotalFen,
+			&i.Line,
+			&i.Options,
+			&i.PackagingFeeFen,
 		); err != nil {
 			return nil, err
 		}
@@ -326,7 +343,7 @@ func (q *Queries) OrderLatestByContent(ctx context.Context, db DBTX, arg OrderLa
 }
 
 const orderListByUser = `-- name: OrderListByUser :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders
 WHERE user_id = $1 AND ($2::bigint IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3
@@ -366,6 +383,7 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 			&i.PayDeadline,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PackagingFeeFen,
 		); err != nil {
 			return nil, err
 		}
@@ -378,7 +396,7 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 }
 
 const orderSearch = `-- name: OrderSearch :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::bigint IS NULL OR merchant_id = $2)
   AND ($3::bigint IS NULL OR user_id = $3)
@@ -435,6 +453,7 @@ func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParam
 			&i.PayDeadline,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PackagingFeeFen,
 		); err != nil {
 			return nil, err
 		}
@@ -462,7 +481,7 @@ func (q *Queries) OrderStatusForShare(ctx context.Context, db DBTX, id int64) (s
 const orderTransition = `-- name: OrderTransition :one
 UPDATE orders SET status = $1, version = version + 1, updated_at = now()
 WHERE id = $2 AND status = $3 AND version = $4
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen
 `
 
 type OrderTransitionParams struct {
@@ -499,6 +518,7 @@ func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransit
 		&i.PayDeadline,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PackagingFeeFen,
 	)
 	return i, err
 }

@@ -10,7 +10,7 @@ import (
 )
 
 const dishesForQuote = `-- name: DishesForQuote :many
-SELECT id, merchant_id, name, price_fen, stock, on_sale, version FROM dishes_with_stock
+SELECT id, merchant_id, name, price_fen, packaging_fee_fen, options_version, stock, on_sale, version FROM dishes_with_stock
 WHERE merchant_id = $1 AND id = ANY($2::bigint[])
 ORDER BY id
 `
@@ -21,13 +21,15 @@ type DishesForQuoteParams struct {
 }
 
 type DishesForQuoteRow struct {
-	ID         int64
-	MerchantID int64
-	Name       string
-	PriceFen   int64
-	Stock      int32
-	OnSale     bool
-	Version    int64
+	ID              int64
+	MerchantID      int64
+	Name            string
+	PriceFen        int64
+	PackagingFeeFen int64
+	OptionsVersion  int64
+	Stock           int32
+	OnSale          bool
+	Version         int64
 }
 
 func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuoteParams) ([]DishesForQuoteRow, error) {
@@ -44,6 +46,8 @@ func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuot
 			&i.MerchantID,
 			&i.Name,
 			&i.PriceFen,
+			&i.PackagingFeeFen,
+			&i.OptionsVersion,
 			&i.Stock,
 			&i.OnSale,
 			&i.Version,
@@ -60,7 +64,16 @@ func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuot
 
 const quoteCart = `-- name: QuoteCart :many
 SELECT m.status AS merchant_status, m.delivery_fee_fen,
-       d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version
+       d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
+       d.packaging_fee_fen, d.options_version,
+       -- The dish's option groups and choices, in menu order, one object
+       -- per choice.
+       (SELECT coalesce(json_agg(json_build_object(
+                   'group_id', g.id, 'group_name', g.name, 'min', g.min_choices, 'max', g.max_choices,
+                   'choice_id', c.id, 'choice_name', c.name, 'delta', c.price_delta_fen, 'available', c.available)
+                   ORDER BY g.position, g.id, c.position, c.id), '[]')
+        FROM option_groups g JOIN option_choices c ON c.group_id = g.id
+        WHERE g.dish_id = d.id)::jsonb AS options
 FROM merchants m
 LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY($1::bigint[])
 WHERE m.id = $2
@@ -73,14 +86,17 @@ type QuoteCartParams struct {
 }
 
 type QuoteCartRow struct {
-	MerchantStatus string
-	DeliveryFeeFen int64
-	DishID         *int64
-	Name           *string
-	PriceFen       *int64
-	Stock          *int32
-	OnSale         *bool
-	Version        *int64
+	MerchantStatus  string
+	DeliveryFeeFen  int64
+	DishID          *int64
+	Name            *string
+	PriceFen        *int64
+	Stock           *int32
+	OnSale          *bool
+	Version         *int64
+	PackagingFeeFen *int64
+	OptionsVersion  *int64
+	Options         []byte
 }
 
 // A confirm's reads in one round trip and one snapshot: the merchant's
@@ -105,6 +121,9 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 			&i.Stock,
 			&i.OnSale,
 			&i.Version,
+			&i.PackagingFeeFen,
+			&i.OptionsVersion,
+			&i.Options,
 		); err != nil {
 			return nil, err
 		}
