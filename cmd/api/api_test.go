@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/takeout/takeout/internal/catalog"
+	shopdelivery "github.com/takeout/takeout/internal/delivery"
+	"github.com/takeout/takeout/internal/hours"
 )
 
 func TestHealthReadinessMetrics(t *testing.T) {
@@ -388,7 +390,9 @@ func createMerchant(t testing.TB, s *stack, api *instance, name string) string {
 		t.Fatalf("create merchant: %d %s", r.status, r.body)
 	}
 	r.json(t, &m)
-	if diff := cmp.Diff(catalog.Merchant{Name: name, Status: "open", DeliveryFeeFen: 500, Version: 1}, m,
+	want := catalog.Merchant{Name: name, Status: "open", DeliveryFeeFen: 500, DeliveryBands: []shopdelivery.Band{}, TimeZone: "Asia/Shanghai",
+		Hours: []hours.PeriodJSON{}, ClosedDates: []string{}, Version: 1}
+	if diff := cmp.Diff(want, m,
 		cmpIgnore("ID", "CreatedAt", "UpdatedAt")); diff != "" {
 		t.Errorf("created merchant (-want +got):\n%s", diff)
 	}

@@ -82,8 +82,8 @@ func TestRestockDuringAnOpenOrderDoesNotCountItTwice(t *testing.T) {
 	}
 }
 
-// A merchant that closes, or changes its delivery fee, after a confirm
-// does not get the order at the old terms.
+// A merchant that closes, or changes its delivery fee, minimum or hours,
+// after a confirm does not get the order at the old terms.
 func TestSubmitRechecksTheMerchant(t *testing.T) {
 	t.Parallel()
 	sh := newShop(t, 1, nil, 10)
@@ -103,9 +103,15 @@ func TestSubmitRechecksTheMerchant(t *testing.T) {
 		change   map[string]any
 		undo     map[string]any
 		wantType string
+		// restores: undoing the change makes the old quote good again (the
+		// closed flag); a change of the money rules or hours moves the
+		// merchant's quote version on for good.
+		restores bool
 	}{
-		{"closed", map[string]any{"status": "closed"}, map[string]any{"status": "open"}, "merchant-closed"},
-		{"fee raised", map[string]any{"delivery_fee_fen": 5000}, map[string]any{"delivery_fee_fen": 500}, "quote-changed"},
+		{"closed", map[string]any{"status": "closed"}, map[string]any{"status": "open"}, "merchant-closed", true},
+		{"fee raised", map[string]any{"delivery_fee_fen": 5000}, map[string]any{"delivery_fee_fen": 500}, "quote-changed", false},
+		{"minimum set", map[string]any{"min_order_fen": 100}, map[string]any{"min_order_fen": 0}, "quote-changed", false},
+		{"hours set", map[string]any{"hours": []map[string]string{{"day": "mon", "open": "10:00", "close": "11:00"}}}, map[string]any{"hours": []any{}}, "quote-changed", false},
 	}
 	for i, tc := range tests {
 		c := sh.confirm(t, api, user, sh.cart(1+int32(i))) //nolint:gosec // G115: small
@@ -119,6 +125,12 @@ func TestSubmitRechecksTheMerchant(t *testing.T) {
 			t.Errorf("%s: %d orders, stock %d; want none placed (%d) and %d", tc.name, n, sh.stock(t, 0), orders, stock)
 		}
 		patch(tc.undo)
+		if !tc.restores {
+			if r := sh.submit(t, api, user, "recheck-"+tc.name, c.ConfirmToken); r.status != 409 || r.problemType() != "quote-changed" {
+				t.Errorf("%s: after undoing, the old quote: submit %d %s, want quote-changed", tc.name, r.status, r.body)
+			}
+			c = sh.confirm(t, api, user, sh.cart(1+int32(i))) //nolint:gosec // G115: small
+		}
 		// Terms back as quoted: the same key now places it.
 		if r := sh.submit(t, api, user, "recheck-"+tc.name, c.ConfirmToken); r.status != 201 {
 			t.Errorf("%s: after undoing, submit %d %s", tc.name, r.status, r.body)

@@ -11,6 +11,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// Merchants' hours are in their own time zones: the zone database goes
+	// with the binary, so a host without tzdata still knows them.
+	_ "time/tzdata"
 
 	"github.com/redis/go-redis/v9"
 )

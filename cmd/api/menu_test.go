@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -336,4 +337,111 @@ func renamedOptions(t testing.TB, d catalog.Dish, from, to string) map[string]an
 	var out []any
 	_ = json.Unmarshal(b, &out)
 	return map[string]any{"version": d.Version, "groups": out}
+}
+
+// A shop's money rules over HTTP: delivery by distance bands (address
+// location required, out of range refused), a minimum order naming the
+// shortfall, closures and the closed flag on the menu and at confirm.
+func TestShopRules(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 50)
+	api := sh.apis[0]
+	user := sh.login(t, "rules")
+	var m catalog.Merchant
+	patch := func(body map[string]any) {
+		t.Helper()
+		var menu catalog.Menu
+		sh.do(t, api, "GET", "/v1/merchants/"+sh.merchantID+"/menu", "", nil).json(t, &menu)
+		body["version"] = menu.Merchant.Version
+		r := sh.do(t, api, "PATCH", "/admin/v1/merchants/"+sh.merchantID, sh.admin, body)
+		if r.status != 200 {
+			t.Fatalf("patch merchant %v: %d %s", body, r.status, r.body)
+		}
+		r.json(t, &m)
+	}
+	if r := sh.do(t, api, "PATCH", "/admin/v1/merchants/"+sh.merchantID, sh.admin, map[string]any{
+		"version": 1, "delivery_bands": []map[string]any{{"up_to_m": 3000, "fee_fen": 300}}}); r.status != 400 {
+		t.Errorf("bands without a location: %d %s, want 400", r.status, r.body)
+	}
+	// Shenzhen Bay: 0.01 degree of latitude is about 1.1 km.
+	patch(map[string]any{"location": map[string]float64{"lat": 22.5, "lng": 113.9}, "min_order_fen": 3000,
+		"delivery_bands": []map[string]any{{"up_to_m": 3000, "fee_fen": 300}, {"up_to_m": 5000, "fee_fen": 600}}})
+	at := func(lat float64, qty int32) map[string]any {
+		c := sh.cart(qty)
+		c["address"] = map[string]any{"name": "Han Meimei", "phone": "13900139000", "detail": "Unit 3", "location": map[string]float64{"lat": lat, "lng": 113.9}}
+		return c
+	}
+	for _, tt := range []struct {
+		name    string
+		cart    map[string]any
+		status  int
+		problem string
+		fee     int64
+		extra   map[string]any
+	}{
+		{"1 km away", at(22.509, 3), 200, "", 300, nil},
+		{"4 km away", at(22.536, 3), 200, "", 600, nil},
+		{"8 km away", at(22.572, 3), 409, "out-of-range", 0, map[string]any{"max_distance_m": 5000.0}},
+		{"no location", sh.cart(3), 400, "invalid-request", 0, map[string]any{"field": "address.location"}},
+		{"below the minimum", at(22.509, 2), 409, "below-minimum", 0, map[string]any{"shortfall_fen": 1000.0, "min_order_fen": 3000.0}},
+	} {
+		r := sh.do(t, api, "POST", "/v1/orders/confirm", user, tt.cart)
+		if r.status != tt.status || r.problemType() != tt.problem {
+			t.Errorf("%s: %d %s, want %d %s", tt.name, r.status, r.body, tt.status, tt.problem)
+			continue
+		}
+		var got map[string]any
+		r.json(t, &got)
+		for k, v := range tt.extra {
+			if got[k] != v {
+				t.Errorf("%s: %s = %v, want %v", tt.name, k, got[k], v)
+			}
+		}
+		if tt.status == 200 && got["delivery_fee_fen"] != float64(tt.fee) {
+			t.Errorf("%s: delivery fee %v, want %d", tt.name, got["delivery_fee_fen"], tt.fee)
+		}
+	}
+	// A quoted cart placed at its distance's fee.
+	c := sh.confirm(t, api, user, at(22.536, 3))
+	if r := sh.submit(t, api, user, "rules-4km", c.ConfirmToken); r.status != 201 || placedOrder(t, r).DeliveryFeeFen != 600 || placedOrder(t, r).TotalFen != 3600 {
+		t.Errorf("submit at 4 km: %d %s", r.status, r.body)
+	}
+
+	// Closed today in its time zone: the menu says so and when it opens;
+	// confirm answers merchant-closed with the same time.
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed today and the next two days (so that a midnight during the
+	// test changes nothing): it opens at midnight of the third.
+	now := time.Now().In(shanghai)
+	var closures []string
+	for d := range 3 {
+		closures = append(closures, time.Date(now.Year(), now.Month(), now.Day()+d, 12, 0, 0, 0, shanghai).Format(time.DateOnly))
+	}
+	reopens := time.Date(now.Year(), now.Month(), now.Day()+3, 0, 0, 0, 0, shanghai)
+	patch(map[string]any{"closed_dates": closures})
+	var menu catalog.Menu
+	sh.do(t, api, "GET", "/v1/merchants/"+sh.merchantID+"/menu", "", nil).json(t, &menu)
+	if menu.OpenNow || menu.NextOpenAt == nil || !menu.NextOpenAt.Equal(reopens) {
+		t.Errorf("menu on a closed day: open_now %v, next_open_at %v, want false and %v", menu.OpenNow, menu.NextOpenAt, reopens)
+	}
+	r := sh.do(t, api, "POST", "/v1/orders/confirm", user, at(22.509, 3))
+	var closed map[string]any
+	r.json(t, &closed)
+	if r.status != 409 || r.problemType() != "merchant-closed" || closed["next_open_at"] != reopens.UTC().Format(time.RFC3339) {
+		t.Errorf("confirm on a closed day: %d %s, want merchant-closed naming %s", r.status, r.body, reopens.UTC().Format(time.RFC3339))
+	}
+	patch(map[string]any{"closed_dates": []string{}})
+	sh.do(t, api, "GET", "/v1/merchants/"+sh.merchantID+"/menu", "", nil).json(t, &menu)
+	if !menu.OpenNow || menu.NextOpenAt != nil {
+		t.Errorf("menu with no closure: open_now %v, next_open_at %v", menu.OpenNow, menu.NextOpenAt)
+	}
+	// The closed flag wins over hours: closed, with no time to name.
+	patch(map[string]any{"status": "closed"})
+	sh.do(t, api, "GET", "/v1/merchants/"+sh.merchantID+"/menu", "", nil).json(t, &menu)
+	if menu.OpenNow || menu.NextOpenAt != nil {
+		t.Errorf("menu of a closed merchant: open_now %v, next_open_at %v", menu.OpenNow, menu.NextOpenAt)
+	}
 }

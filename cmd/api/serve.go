@@ -173,7 +173,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	cfg, logger, pool := a.cfg, a.logger, a.pool
 	var err error
 	if a.catalog, err = catalog.NewService(catalog.Options{
-		Pool: pool, Redis: a.rds, Logger: logger, Registerer: a.reg, CacheTTL: cfg.CatalogCacheTTL, CacheSize: cfg.CatalogCacheSize,
+		Pool: pool, Redis: a.rds, Logger: logger, Registerer: a.reg, CacheTTL: cfg.CatalogCacheTTL, CacheSize: cfg.CatalogCacheSize, Now: time.Now,
 	}); err != nil {
 		return err
 	}

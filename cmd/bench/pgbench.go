@@ -112,7 +112,7 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",
 			"expires_at": "now() + interval '72 hours'"}},
 		{"StockSavepoint", nil},
-		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "fee_fen": "300", "price_fen": "1000",
+		{"StockTakeFree", map[string]string{"qty": "1", "dish_id": ":dish", "merchant_id": strconv.FormatInt(merchantID, 10), "quote_version": "1", "price_fen": "1000",
 			"packaging_fee_fen": "0", "options_version": "1", "start": ":shard"}},
 	}
 	var b strings.Builder

@@ -3,7 +3,7 @@
 -- check the quote on the dish and merchant rows without locking them, so
 -- orders of one dish never queue on those rows: the dish still on sale
 -- at the quoted price, packaging fee and options, the merchant still open
--- at the quoted fee.)
+-- under the rules of the quote: fees, minimum, hours.)
 -- Takes qty units from one shard that has them and that no other
 -- transaction holds, looking from shard @start on (so that concurrent
 -- orders spread over the shards). No row: no such shard right now.
@@ -14,7 +14,7 @@ FROM (
     WHERE ds.dish_id = @dish_id AND ds.units >= @qty
       AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
       AND d.options_version = @options_version AND d.on_sale
-      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
+      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version)
     ORDER BY ds.shard < sqlc.arg(start)::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
@@ -30,7 +30,7 @@ JOIN dishes d ON d.id = ds.dish_id
 WHERE ds.dish_id = @dish_id AND ds.units >= @qty
   AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
       AND d.options_version = @options_version AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version)
 ORDER BY ds.shard;
 
 -- name: StockTakeShard :one
@@ -41,7 +41,7 @@ FROM dishes d
 WHERE s.dish_id = @dish_id AND s.shard = @shard AND s.units >= @qty
   AND d.id = s.dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
       AND d.options_version = @options_version AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen)
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version)
 RETURNING s.shard;
 
 -- name: StockLockShards :many
@@ -53,7 +53,7 @@ SELECT EXISTS (
     SELECT 1 FROM dishes d
     WHERE d.id = @dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
       AND d.options_version = @options_version AND d.on_sale
-) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.delivery_fee_fen = @fee_fen);
+) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version);
 
 -- name: StockTakeLocked :exec
 -- Takes units from a shard this transaction has locked.

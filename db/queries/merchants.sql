@@ -1,6 +1,9 @@
 -- name: MerchantInsert :one
-INSERT INTO merchants (name, status, delivery_fee_fen)
-VALUES (@name, @status, @delivery_fee_fen)
+INSERT INTO merchants (name, status, delivery_fee_fen, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates)
+-- What is left out (NULL) takes the column's default.
+VALUES (@name, @status, @delivery_fee_fen, @min_order_fen, sqlc.narg('latitude'), sqlc.narg('longitude'),
+        coalesce(sqlc.narg('delivery_bands')::jsonb, '[]'), coalesce(sqlc.narg('time_zone')::text, 'Asia/Shanghai'),
+        coalesce(sqlc.narg('weekly_hours')::jsonb, '[]'), coalesce(sqlc.narg('closed_dates')::text[], '{}'))
 RETURNING *;
 
 -- name: MerchantGetByID :one
@@ -15,6 +18,18 @@ UPDATE merchants SET
     name             = coalesce(sqlc.narg('name'), name),
     status           = coalesce(sqlc.narg('status'), status),
     delivery_fee_fen = coalesce(sqlc.narg('delivery_fee_fen'), delivery_fee_fen),
+    min_order_fen    = coalesce(sqlc.narg('min_order_fen'), min_order_fen),
+    -- NULL is a value of the location (none): the flag says whether to
+    -- set it.
+    latitude         = CASE WHEN @set_location::boolean THEN sqlc.narg('latitude') ELSE latitude END,
+    longitude        = CASE WHEN @set_location::boolean THEN sqlc.narg('longitude') ELSE longitude END,
+    delivery_bands   = coalesce(sqlc.narg('delivery_bands'), delivery_bands),
+    time_zone        = coalesce(sqlc.narg('time_zone'), time_zone),
+    weekly_hours     = coalesce(sqlc.narg('weekly_hours'), weekly_hours),
+    closed_dates     = coalesce(sqlc.narg('closed_dates')::text[], closed_dates),
+    -- A change of what an order costs or when it may be placed: quotes
+    -- made before it no longer take stock.
+    quote_version    = quote_version + CASE WHEN @quote_changed::boolean THEN 1 ELSE 0 END,
     version          = version + 1,
     updated_at       = now()
 WHERE id = @id AND version = @version

@@ -5,10 +5,13 @@
 package catalog
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/delivery"
+	"github.com/takeout/takeout/internal/hours"
 )
 
 // Merchant statuses.
@@ -17,15 +20,30 @@ const (
 	MerchantClosed = "closed"
 )
 
-// Merchant is a merchant as the API shows it.
+// Merchant is a merchant as the API shows it: its closed flag (status),
+// its money rules (a flat delivery fee, or distance bands from its
+// location; a minimum order of items and packaging) and its hours in its
+// time zone (none: around the clock), with closures on given dates.
 type Merchant struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	Status         string    `json:"status"`
-	DeliveryFeeFen int64     `json:"delivery_fee_fen"`
-	Version        int64     `json:"version"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	ID             string             `json:"id"`
+	Name           string             `json:"name"`
+	Status         string             `json:"status"`
+	DeliveryFeeFen int64              `json:"delivery_fee_fen"`
+	MinOrderFen    int64              `json:"min_order_fen"`
+	Location       *Location          `json:"location"`
+	DeliveryBands  []delivery.Band    `json:"delivery_bands"`
+	TimeZone       string             `json:"time_zone"`
+	Hours          []hours.PeriodJSON `json:"hours"`
+	ClosedDates    []string           `json:"closed_dates"`
+	Version        int64              `json:"version"`
+	CreatedAt      time.Time          `json:"created_at"`
+	UpdatedAt      time.Time          `json:"updated_at"`
+}
+
+// Location is a point in degrees.
+type Location struct {
+	Lat float64 `json:"lat"`
+	Lng float64 `json:"lng"`
 }
 
 // Dish is a dish as the API shows it. Stock is what is for sale; staff
@@ -86,8 +104,11 @@ type OptionChoice struct {
 }
 
 // Menu is a merchant with its categories and all its dishes (those off
-// sale included, so that clients can show them greyed out).
+// sale included, so that clients can show them greyed out). OpenNow and
+// NextOpenAt are of the moment of the request.
 type Menu struct {
+	OpenNow    bool       `json:"open_now"`
+	NextOpenAt *time.Time `json:"next_open_at"`
 	Merchant   Merchant   `json:"merchant"`
 	Categories []Category `json:"categories"`
 	Dishes     []Dish     `json:"dishes"`
@@ -99,15 +120,27 @@ type MerchantList struct {
 }
 
 func merchantFromRow(m dbsqlc.Merchant) Merchant {
-	return Merchant{
+	out := Merchant{
 		ID:             strconv.FormatInt(m.ID, 10),
 		Name:           m.Name,
 		Status:         m.Status,
 		DeliveryFeeFen: m.DeliveryFeeFen,
+		MinOrderFen:    m.MinOrderFen,
+		DeliveryBands:  []delivery.Band{},
+		TimeZone:       m.TimeZone,
+		Hours:          []hours.PeriodJSON{},
+		ClosedDates:    append([]string{}, m.ClosedDates...),
 		Version:        m.Version,
 		CreatedAt:      m.CreatedAt.UTC(),
 		UpdatedAt:      m.UpdatedAt.UTC(),
 	}
+	if m.Latitude != nil && m.Longitude != nil {
+		out.Location = &Location{Lat: *m.Latitude, Lng: *m.Longitude}
+	}
+	// Written by this package, validated: an unreadable value shows empty.
+	_ = json.Unmarshal(m.DeliveryBands, &out.DeliveryBands)
+	_ = json.Unmarshal(m.WeeklyHours, &out.Hours)
+	return out
 }
 
 func dishFromRow(d dbsqlc.DishesWithStock) Dish {

@@ -2,9 +2,14 @@ package catalog
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
+	"time"
 	"unicode/utf8"
+
+	"github.com/takeout/takeout/internal/delivery"
+	"github.com/takeout/takeout/internal/hours"
 
 	"github.com/takeout/takeout/internal/problem"
 )
@@ -20,11 +25,72 @@ const (
 	maxChoices   = 20 // choices per group
 )
 
+// MerchantRules are a merchant's money rules and hours, as create and
+// update take them; a field left out is not changed (on create: its
+// default).
+type MerchantRules struct {
+	DeliveryFeeFen *int64              `json:"delivery_fee_fen"`
+	MinOrderFen    *int64              `json:"min_order_fen"`
+	Location       *Location           `json:"location"`
+	DeliveryBands  *[]delivery.Band    `json:"delivery_bands"`
+	TimeZone       *string             `json:"time_zone"`
+	Hours          *[]hours.PeriodJSON `json:"hours"`
+	ClosedDates    *[]string           `json:"closed_dates"`
+}
+
+// changesQuote reports whether the rules change what an order costs or
+// when one may be placed.
+func (r MerchantRules) changesQuote() bool {
+	return r.DeliveryFeeFen != nil || r.MinOrderFen != nil || r.Location != nil || r.DeliveryBands != nil ||
+		r.TimeZone != nil || r.Hours != nil || r.ClosedDates != nil
+}
+
+func (r MerchantRules) validate() error {
+	if r.DeliveryFeeFen != nil && (*r.DeliveryFeeFen < 0 || *r.DeliveryFeeFen > maxPriceFen) {
+		return problem.Field("delivery_fee_fen", "must be between 0 and %d", maxPriceFen)
+	}
+	if r.MinOrderFen != nil && (*r.MinOrderFen < 0 || *r.MinOrderFen > maxPriceFen) {
+		return problem.Field("min_order_fen", "must be between 0 and %d", maxPriceFen)
+	}
+	if l := r.Location; l != nil && (math.IsNaN(l.Lat) || l.Lat < -90 || l.Lat > 90 || math.IsNaN(l.Lng) || l.Lng < -180 || l.Lng > 180) {
+		return problem.Field("location", "lat must be between -90 and 90 and lng between -180 and 180 (degrees)")
+	}
+	if r.DeliveryBands != nil {
+		if err := delivery.Check(*r.DeliveryBands); err != nil {
+			return problem.Field("delivery_bands", "%s", err.Error())
+		}
+	}
+	if r.TimeZone != nil {
+		if _, err := time.LoadLocation(*r.TimeZone); err != nil || *r.TimeZone == "" || *r.TimeZone == "Local" {
+			return problem.Field("time_zone", "must be an IANA time zone, e.g. Asia/Shanghai")
+		}
+	}
+	if r.Hours != nil {
+		if len(*r.Hours) > 70 {
+			return problem.Field("hours", "at most 70 periods")
+		}
+		if _, err := hours.ParsePeriods(*r.Hours); err != nil {
+			return problem.Field("hours", "%s", err.Error())
+		}
+	}
+	if r.ClosedDates != nil {
+		if len(*r.ClosedDates) > 366 {
+			return problem.Field("closed_dates", "at most 366 dates")
+		}
+		for i, d := range *r.ClosedDates {
+			if err := hours.ValidDate(d); err != nil {
+				return problem.Field(fmt.Sprintf("closed_dates[%d]", i), "%s", err.Error())
+			}
+		}
+	}
+	return nil
+}
+
 // CreateMerchantRequest is the body of POST /admin/v1/merchants.
 type CreateMerchantRequest struct {
-	Name           string  `json:"name"`
-	Status         *string `json:"status"`
-	DeliveryFeeFen *int64  `json:"delivery_fee_fen"`
+	Name   string  `json:"name"`
+	Status *string `json:"status"`
+	MerchantRules
 }
 
 // Validate checks the request's values.
@@ -32,16 +98,19 @@ func (r *CreateMerchantRequest) Validate() error {
 	if err := validName(r.Name, true); err != nil {
 		return err
 	}
-	return validMerchantFields(r.Status, r.DeliveryFeeFen)
+	if err := validMerchantFields(r.Status); err != nil {
+		return err
+	}
+	return r.validate()
 }
 
 // UpdateMerchantRequest is the body of PATCH /admin/v1/merchants/{id}:
 // the version read and the fields to change.
 type UpdateMerchantRequest struct {
-	Version        *int64  `json:"version"`
-	Name           *string `json:"name"`
-	Status         *string `json:"status"`
-	DeliveryFeeFen *int64  `json:"delivery_fee_fen"`
+	Version *int64  `json:"version"`
+	Name    *string `json:"name"`
+	Status  *string `json:"status"`
+	MerchantRules
 }
 
 // Validate checks the request's values.
@@ -54,10 +123,13 @@ func (r *UpdateMerchantRequest) Validate() error {
 			return err
 		}
 	}
-	if r.Name == nil && r.Status == nil && r.DeliveryFeeFen == nil {
-		return problem.New(problem.InvalidRequest, "nothing to change: send name, status or delivery_fee_fen")
+	if r.Name == nil && r.Status == nil && !r.changesQuote() {
+		return problem.New(problem.InvalidRequest, "nothing to change: send name, status, delivery_fee_fen, min_order_fen, location, delivery_bands, time_zone, hours or closed_dates")
 	}
-	return validMerchantFields(r.Status, r.DeliveryFeeFen)
+	if err := validMerchantFields(r.Status); err != nil {
+		return err
+	}
+	return r.validate()
 }
 
 // CreateDishRequest is the body of POST /admin/v1/merchants/{id}/dishes.
@@ -389,12 +461,9 @@ func validName(name string, required bool) error {
 	return nil
 }
 
-func validMerchantFields(status *string, fee *int64) error {
+func validMerchantFields(status *string) error {
 	if status != nil && *status != MerchantOpen && *status != MerchantClosed {
 		return problem.Field("status", "must be %q or %q", MerchantOpen, MerchantClosed)
-	}
-	if fee != nil && (*fee < 0 || *fee > maxPriceFen) {
-		return problem.Field("delivery_fee_fen", "must be between 0 and %d", maxPriceFen)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/hours"
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/redisconn"
@@ -52,7 +53,8 @@ type Service struct {
 	q       *dbsqlc.Queries
 	redis   *redisconn.Conn
 	logger  *slog.Logger
-	cache   *otter.Cache[string, []byte]
+	cache   *otter.Cache[string, cacheEntry]
+	now     func() time.Time
 	channel string
 	// origin tags this instance's invalidations, so that it skips its own
 	// echo (it invalidated locally already).
@@ -70,13 +72,16 @@ type Options struct {
 	Registerer prometheus.Registerer
 	CacheTTL   time.Duration
 	CacheSize  int
+	// Now is the clock the menu's open_now is read on (time.Now when
+	// nil).
+	Now func() time.Time
 }
 
 // NewService returns a catalog service.
 func NewService(opts Options) (*Service, error) {
-	cache, err := otter.New(&otter.Options[string, []byte]{
+	cache, err := otter.New(&otter.Options[string, cacheEntry]{
 		MaximumSize:      opts.CacheSize,
-		ExpiryCalculator: otter.ExpiryWriting[string, []byte](opts.CacheTTL),
+		ExpiryCalculator: otter.ExpiryWriting[string, cacheEntry](opts.CacheTTL),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("catalog cache: %w", err)
@@ -87,6 +92,7 @@ func NewService(opts Options) (*Service, error) {
 		redis:   opts.Redis,
 		logger:  opts.Logger,
 		cache:   cache,
+		now:     opts.Now,
 		channel: opts.Redis.Key(channelSuffix),
 		origin:  newOrigin(),
 		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -97,6 +103,9 @@ func NewService(opts Options) (*Service, error) {
 			Name: "takeout_catalog_invalidations_total",
 			Help: "Catalog cache invalidations by source (local, remote, resubscribe).",
 		}, []string{"source"}),
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if opts.Registerer != nil {
 		for _, c := range []prometheus.Collector{s.cacheLookups, s.invalidations} {
@@ -111,49 +120,99 @@ func NewService(opts Options) (*Service, error) {
 // Close stops the cache's background maintenance.
 func (s *Service) Close() { s.cache.StopAllGoroutines() }
 
+// cacheEntry is a cached public read: its encoding, and for a menu the
+// merchant's closed flag and hours, which say at each request whether it
+// is open now.
+type cacheEntry struct {
+	body     []byte
+	open     bool
+	schedule *hours.Schedule
+}
+
 // MerchantsJSON returns the encoded public merchant list.
 func (s *Service) MerchantsJSON(ctx context.Context) ([]byte, error) {
-	return s.cached(ctx, keyMerchants, func(ctx context.Context) (any, error) {
+	e, err := s.cached(ctx, keyMerchants, func(ctx context.Context) (cacheEntry, error) {
 		rows, err := s.q.MerchantList(ctx, s.pool)
 		if err != nil {
-			return nil, fmt.Errorf("list merchants: %w", err)
+			return cacheEntry{}, fmt.Errorf("list merchants: %w", err)
 		}
 		list := MerchantList{Merchants: make([]Merchant, len(rows))}
 		for i, r := range rows {
 			list.Merchants[i] = merchantFromRow(r)
 		}
-		return list, nil
+		b, err := json.Marshal(list)
+		return cacheEntry{body: b}, err
 	})
+	return e.body, err
 }
 
-// MenuJSON returns the encoded public menu of a merchant.
+// MenuJSON returns the encoded public menu of a merchant, saying whether
+// it is open now.
 func (s *Service) MenuJSON(ctx context.Context, merchantID int64) ([]byte, error) {
-	return s.cached(ctx, keyMenuPrefix+strconv.FormatInt(merchantID, 10), func(ctx context.Context) (any, error) {
+	e, err := s.cached(ctx, keyMenuPrefix+strconv.FormatInt(merchantID, 10), func(ctx context.Context) (cacheEntry, error) {
 		return s.menu(ctx, merchantID)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return withOpenNow(e, s.now()), nil
 }
 
-func (s *Service) menu(ctx context.Context, merchantID int64) (Menu, error) {
+// withOpenNow puts open_now and next_open_at in front of a cached menu's
+// other members.
+func withOpenNow(e cacheEntry, now time.Time) []byte {
+	var st hours.State
+	if e.open {
+		st = e.schedule.At(now)
+	}
+	out := make([]byte, 0, len(e.body)+64)
+	out = append(out, `{"open_now":`...)
+	out = strconv.AppendBool(out, st.Open)
+	out = append(out, `,"next_open_at":`...)
+	if st.Open || st.NextOpen.IsZero() {
+		out = append(out, "null"...)
+	} else {
+		out = append(out, '"')
+		out = st.NextOpen.UTC().AppendFormat(out, time.RFC3339)
+		out = append(out, '"')
+	}
+	out = append(out, ',')
+	return append(out, e.body[1:]...) // the body is an object: "{" ...
+}
+
+// menuBody is a menu as cached: all but what depends on the time.
+type menuBody struct {
+	Merchant   Merchant   `json:"merchant"`
+	Categories []Category `json:"categories"`
+	Dishes     []Dish     `json:"dishes"`
+}
+
+func (s *Service) menu(ctx context.Context, merchantID int64) (cacheEntry, error) {
 	m, err := s.q.MerchantGetByID(ctx, s.pool, merchantID)
 	if err != nil {
 		if errors.Is(err, db.ErrNotFound) {
-			return Menu{}, otter.ErrNotFound
+			return cacheEntry{}, otter.ErrNotFound
 		}
-		return Menu{}, fmt.Errorf("get merchant: %w", err)
+		return cacheEntry{}, fmt.Errorf("get merchant: %w", err)
+	}
+	schedule, err := hours.FromDB(m.TimeZone, m.WeeklyHours, m.ClosedDates)
+	if err != nil {
+		return cacheEntry{}, fmt.Errorf("merchant %d: %w", m.ID, err)
 	}
 	dishes, err := s.merchantDishes(ctx, merchantID, dishFromRow)
 	if err != nil {
-		return Menu{}, err
+		return cacheEntry{}, err
 	}
 	categories, err := s.q.CategoryListByMerchant(ctx, s.pool, merchantID)
 	if err != nil {
-		return Menu{}, fmt.Errorf("list categories: %w", err)
+		return cacheEntry{}, fmt.Errorf("list categories: %w", err)
 	}
-	menu := Menu{Merchant: merchantFromRow(m), Categories: make([]Category, len(categories)), Dishes: dishes}
+	menu := menuBody{Merchant: merchantFromRow(m), Categories: make([]Category, len(categories)), Dishes: dishes}
 	for i, c := range categories {
 		menu.Categories[i] = categoryFromRow(c)
 	}
-	return menu, nil
+	b, err := json.Marshal(menu)
+	return cacheEntry{body: b, open: m.Status == MerchantOpen, schedule: &schedule}, err
 }
 
 // merchantDishes reads a merchant's dishes, rendered by render, with
@@ -195,23 +254,19 @@ func (s *Service) staffDishOut(ctx context.Context, q dbsqlc.DBTX, row dbsqlc.Di
 // miss. Concurrent misses of one key load once, and an invalidation that
 // arrives during a load discards the loaded value (otter's guarantee), so
 // a stale read can never be cached after the change that made it stale.
-func (s *Service) cached(ctx context.Context, key string, load func(context.Context) (any, error)) ([]byte, error) {
-	if b, ok := s.cache.GetIfPresent(key); ok {
+func (s *Service) cached(ctx context.Context, key string, load func(context.Context) (cacheEntry, error)) (cacheEntry, error) {
+	if e, ok := s.cache.GetIfPresent(key); ok {
 		s.cacheLookups.WithLabelValues("hit").Inc()
-		return b, nil
+		return e, nil
 	}
 	s.cacheLookups.WithLabelValues("miss").Inc()
-	b, err := s.cache.Get(ctx, key, otter.LoaderFunc[string, []byte](func(ctx context.Context, _ string) ([]byte, error) {
-		v, err := load(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(v)
+	e, err := s.cache.Get(ctx, key, otter.LoaderFunc[string, cacheEntry](func(ctx context.Context, _ string) (cacheEntry, error) {
+		return load(ctx)
 	}))
 	if errors.Is(err, otter.ErrNotFound) {
-		return nil, ErrMerchantNotFound
+		return cacheEntry{}, ErrMerchantNotFound
 	}
-	return b, err
+	return e, err
 }
 
 // invalidate drops merchantID's cached entries here and tells every other
@@ -272,19 +327,49 @@ func (s *Service) RunInvalidations(ctx context.Context, ready chan<- struct{}) {
 // CreateMerchant creates a merchant (admins only) in tx. The caller
 // commits, then calls Changed with its id.
 func (s *Service) CreateMerchant(ctx context.Context, tx pgx.Tx, req CreateMerchantRequest) (Merchant, error) {
-	status := MerchantOpen
+	p := dbsqlc.MerchantInsertParams{Name: req.Name, Status: MerchantOpen, TimeZone: req.TimeZone} // nil: the default, Asia/Shanghai
 	if req.Status != nil {
-		status = *req.Status
+		p.Status = *req.Status
 	}
-	var fee int64
-	if req.DeliveryFeeFen != nil {
-		fee = *req.DeliveryFeeFen
+	r := req.MerchantRules
+	if r.DeliveryFeeFen != nil {
+		p.DeliveryFeeFen = *r.DeliveryFeeFen
 	}
-	row, err := s.q.MerchantInsert(ctx, tx, dbsqlc.MerchantInsertParams{Name: req.Name, Status: status, DeliveryFeeFen: fee})
+	if r.MinOrderFen != nil {
+		p.MinOrderFen = *r.MinOrderFen
+	}
+	if r.Location != nil {
+		p.Latitude, p.Longitude = &r.Location.Lat, &r.Location.Lng
+	}
+	if r.ClosedDates != nil {
+		p.ClosedDates = *r.ClosedDates
+	}
+	var err error
+	if r.DeliveryBands != nil {
+		if p.DeliveryBands, err = json.Marshal(*r.DeliveryBands); err != nil {
+			return Merchant{}, err
+		}
+	}
+	if r.Hours != nil {
+		if p.WeeklyHours, err = json.Marshal(*r.Hours); err != nil {
+			return Merchant{}, err
+		}
+	}
+	// A savepoint, so that a refused row leaves tx usable.
+	row, err := db.WithTxV(ctx, tx, func(tx pgx.Tx) (dbsqlc.Merchant, error) { return s.q.MerchantInsert(ctx, tx, p) })
 	if err != nil {
-		return Merchant{}, fmt.Errorf("insert merchant: %w", err)
+		return Merchant{}, merchantWriteError(err, "insert merchant")
 	}
 	return merchantFromRow(row), nil
+}
+
+// merchantWriteError maps the constraint violations of a merchant insert
+// or update to their problems.
+func merchantWriteError(err error, what string) error {
+	if c, ok := db.CheckViolation(err); ok && c == "merchants_bands_location_check" {
+		return problem.Field("delivery_bands", "distance bands need the merchant's location: send location too")
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // Changed drops the cached public catalog of a merchant whose change was
@@ -296,9 +381,11 @@ func (s *Service) UpdateMerchant(ctx context.Context, staff auth.Staff, id int64
 	if !staff.CanManage(id) {
 		return Merchant{}, auth.ErrOtherMerchant
 	}
-	row, err := s.q.MerchantUpdate(ctx, s.pool, dbsqlc.MerchantUpdateParams{
-		ID: id, Version: *req.Version, Name: req.Name, Status: req.Status, DeliveryFeeFen: req.DeliveryFeeFen,
-	})
+	p, err := merchantUpdateParams(id, req)
+	if err != nil {
+		return Merchant{}, err
+	}
+	row, err := s.q.MerchantUpdate(ctx, s.pool, p)
 	if errors.Is(err, db.ErrNotFound) {
 		cur, gerr := s.q.MerchantGetByID(ctx, s.pool, id)
 		if gerr != nil {
@@ -307,10 +394,34 @@ func (s *Service) UpdateMerchant(ctx context.Context, staff auth.Staff, id int64
 		return Merchant{}, versionConflict(cur.Version, *req.Version)
 	}
 	if err != nil {
-		return Merchant{}, fmt.Errorf("update merchant: %w", err)
+		return Merchant{}, merchantWriteError(err, "update merchant")
 	}
 	s.invalidate(ctx, id)
 	return merchantFromRow(row), nil
+}
+
+func merchantUpdateParams(id int64, req UpdateMerchantRequest) (dbsqlc.MerchantUpdateParams, error) {
+	r := req.MerchantRules
+	p := dbsqlc.MerchantUpdateParams{ID: id, Version: *req.Version, Name: req.Name, Status: req.Status,
+		DeliveryFeeFen: r.DeliveryFeeFen, MinOrderFen: r.MinOrderFen, TimeZone: r.TimeZone, QuoteChanged: r.changesQuote()}
+	if r.Location != nil {
+		p.SetLocation, p.Latitude, p.Longitude = true, &r.Location.Lat, &r.Location.Lng
+	}
+	if r.ClosedDates != nil {
+		p.ClosedDates = append([]string{}, *r.ClosedDates...) // [] clears: not NULL
+	}
+	var err error
+	if r.DeliveryBands != nil {
+		if p.DeliveryBands, err = json.Marshal(*r.DeliveryBands); err != nil {
+			return p, err
+		}
+	}
+	if r.Hours != nil {
+		if p.WeeklyHours, err = json.Marshal(*r.Hours); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // Dishes lists every dish of a merchant, fresh from the database, for its

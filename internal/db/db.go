@@ -99,7 +99,18 @@ func WithTxV[T any](ctx context.Context, b Beginner, fn func(tx pgx.Tx) (T, erro
 const (
 	codeUniqueViolation     = "23505"
 	codeForeignKeyViolation = "23503"
+	codeCheckViolation      = "23514"
 )
+
+// CheckViolation reports whether err violates a CHECK constraint, and
+// which.
+func CheckViolation(err error) (constraint string, ok bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == codeCheckViolation {
+		return pe.ConstraintName, true
+	}
+	return "", false
+}
 
 // UniqueViolation reports whether err is a unique violation, and of which
 // constraint.

@@ -22,10 +22,11 @@ import (
 )
 
 // Merchant is the merchant side of a quote: an order is taken only while
-// its merchant is open and still charges the quoted delivery fee.
+// its merchant is open and its rules (delivery fees, minimum order, hours)
+// are those of the quote, the version it was quoted at.
 type Merchant struct {
-	ID             int64
-	DeliveryFeeFen int64
+	ID           int64
+	QuoteVersion int64
 }
 
 // Line is one dish of an order (all its lines, whatever their options)
@@ -126,7 +127,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, m Merchant, l Line)
 	for range 3 {
 		ok, err := try(ctx, tx, pipe, func(p *db.Pipeline) error {
 			_, err := q.StockTakeFree(ctx, p, dbsqlc.StockTakeFreeParams{
-				Qty: l.Qty, DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen,
+				Qty: l.Qty, DishID: l.DishID, MerchantID: m.ID, QuoteVersion: m.QuoteVersion, PriceFen: l.UnitPriceFen,
 				PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion, Start: int16(rand.IntN(maxShards)), //nolint:gosec // G115: below maxShards; G404: spreads load, guards nothing
 			})
 			return err
@@ -135,7 +136,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, m Merchant, l Line)
 			return ok, err
 		}
 		shards, err := q.StockShardsWith(ctx, tx, dbsqlc.StockShardsWithParams{
-			DishID: l.DishID, Qty: l.Qty, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen,
+			DishID: l.DishID, Qty: l.Qty, MerchantID: m.ID, QuoteVersion: m.QuoteVersion, PriceFen: l.UnitPriceFen,
 			PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion,
 		})
 		if err != nil {
@@ -146,7 +147,7 @@ func take(ctx context.Context, tx pgx.Tx, pipe *db.Pipeline, m Merchant, l Line)
 		}
 		ok, err = try(ctx, tx, pipe, func(p *db.Pipeline) error {
 			_, err := q.StockTakeShard(ctx, p, dbsqlc.StockTakeShardParams{
-				Qty: l.Qty, DishID: l.DishID, Shard: shards[rand.IntN(len(shards))], MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen, //nolint:gosec // G404: spreads load, guards nothing
+				Qty: l.Qty, DishID: l.DishID, Shard: shards[rand.IntN(len(shards))], MerchantID: m.ID, QuoteVersion: m.QuoteVersion, PriceFen: l.UnitPriceFen, //nolint:gosec // G404: spreads load, guards nothing
 				PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion,
 			})
 			return err
@@ -183,7 +184,7 @@ func gather(ctx context.Context, tx pgx.Tx, m Merchant, l Line) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: m.ID, FeeFen: m.DeliveryFeeFen, PriceFen: l.UnitPriceFen,
+	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: m.ID, QuoteVersion: m.QuoteVersion, PriceFen: l.UnitPriceFen,
 		PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion})
 	if err != nil || holds == nil || !*holds {
 		return false, err
@@ -352,8 +353,8 @@ func sorted(lines []Line) []Line {
 }
 
 // explain tells why the failed lines could not be reserved: a closed
-// merchant first, then a changed quote (fee, price, packaging, options,
-// sale status), then
+// merchant first, then a changed quote (the merchant's rules, a price,
+// packaging, options, sale status), then
 // short stock, since confirming again is the fix for the last two.
 func explain(ctx context.Context, tx dbsqlc.DBTX, m Merchant, failed []Line) error {
 	merchant, err := dbsqlc.New().MerchantGetByID(ctx, tx, m.ID)
@@ -363,8 +364,8 @@ func explain(ctx context.Context, tx dbsqlc.DBTX, m Merchant, failed []Line) err
 	if merchant.Status != "open" {
 		return problem.New(problem.MerchantClosed, "the merchant closed since confirm")
 	}
-	if merchant.DeliveryFeeFen != m.DeliveryFeeFen {
-		return problem.New(problem.QuoteChanged, "the delivery fee changed since confirm (%d fen, now %d); confirm again", m.DeliveryFeeFen, merchant.DeliveryFeeFen).
+	if merchant.QuoteVersion != m.QuoteVersion {
+		return problem.New(problem.QuoteChanged, "the merchant's delivery fees, minimum order or hours changed since confirm; confirm again").
 			With("delivery_fee_fen", merchant.DeliveryFeeFen)
 	}
 	merchantID := m.ID

@@ -82,7 +82,7 @@ func (s shop) stock(t *testing.T, dish int64) int32 {
 // take runs Take for lines in a transaction of its own and commits.
 func (s shop) take(ctx context.Context, lines ...inventory.Line) error {
 	return db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant}, lines)
+		return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant, QuoteVersion: 1}, lines)
 	})
 }
 
@@ -231,7 +231,7 @@ func TestConcurrentTakesNeverOversell(t *testing.T) {
 						if err := inventory.Hold(ctx, tx, orderID, lines); err != nil {
 							return err
 						}
-						return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant}, lines)
+						return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant, QuoteVersion: 1}, lines)
 					})
 					if err == nil && giveBack {
 						err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {

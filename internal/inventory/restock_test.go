@@ -33,7 +33,7 @@ func (s shop) place(ctx context.Context, user, id int64, lines ...inventory.Line
 		if err := inventory.Hold(ctx, tx, id, lines); err != nil {
 			return err
 		}
-		return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant}, lines)
+		return inventory.Take(ctx, tx, nil, inventory.Merchant{ID: s.merchant, QuoteVersion: 1}, lines)
 	})
 }
 

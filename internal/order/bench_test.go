@@ -38,7 +38,10 @@ type benchEnv struct {
 // benchStock is each bench dish's stock: more than a bench sells.
 var benchStock int32 = 1_000_000
 
-func newBenchEnv(b testing.TB) benchEnv {
+func newBenchEnv(b testing.TB) benchEnv { b.Helper(); return newEnvAt(b, time.Now) }
+
+// newEnvAt is newBenchEnv with the order service on the clock now.
+func newEnvAt(b testing.TB, now func() time.Time) benchEnv {
 	b.Helper()
 	ctx := context.Background()
 	pool := testenv.NewDB(b)
@@ -81,12 +84,12 @@ func newBenchEnv(b testing.TB) benchEnv {
 	}
 	signer := order.NewSigner([]byte(strings.Repeat("b", 32)))
 	svc, err := order.NewService(order.Options{Pool: pool, IDs: ids, Signer: signer, Idempotency: idem, Jobs: jobs, Logger: logger,
-		Now: time.Now, TokenTTL: time.Hour, DedupWindow: 10 * time.Minute, PayWindow: 15 * time.Minute})
+		Now: now, TokenTTL: time.Hour, DedupWindow: 10 * time.Minute, PayWindow: 15 * time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
 	base := order.Token{UserID: user.ID, MerchantID: m.ID,
-		FeeFen: 300, Address: order.Address{Name: "Bench", Phone: "13800000000", Detail: "Lab"}, ExpiresAt: time.Now().Add(time.Hour).Unix()}
+		FeeFen: 300, QuoteVersion: 1, Address: order.Address{Name: "Bench", Phone: "13800000000", Detail: "Lab"}, ExpiresAt: time.Now().Add(time.Hour).Unix()}
 	return benchEnv{svc: svc, signer: signer, ids: ids, pool: pool, user: user.ID, merchant: m.ID, base: base, dishes: dishes}
 }
 

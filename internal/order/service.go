@@ -232,8 +232,17 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	if len(rows) == 0 {
 		return ConfirmResponse{}, ErrMerchantNotFound
 	}
-	if rows[0].MerchantStatus != "open" {
-		return ConfirmResponse{}, ErrMerchantClosed
+	rules, err := rulesFromRow(rows[0])
+	if err != nil {
+		return ConfirmResponse{}, err
+	}
+	openUntil, err := rules.takingOrders(s.now())
+	if err != nil {
+		return ConfirmResponse{}, err
+	}
+	fee, err := rules.deliveryFee(req.Address.Normalize())
+	if err != nil {
+		return ConfirmResponse{}, err
 	}
 	byID := make(map[int64]quotedDish, len(rows))
 	for _, r := range rows {
@@ -244,16 +253,24 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		}
 	}
 
-	in, tokItems, err := priceCart(req, ids, byID, Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: rows[0].DeliveryFeeFen, Address: *req.Address, Remark: req.Remark})
+	in, tokItems, err := priceCart(req, ids, byID, Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: fee, Address: *req.Address, Remark: req.Remark})
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
-	return s.quote(ctx, req, in, tokItems)
+	if err := rules.checkMinimum(in); err != nil {
+		return ConfirmResponse{}, err
+	}
+	tok := Token{QuoteVersion: rules.quoteVersion}
+	if !openUntil.IsZero() {
+		tok.OpenUntil = openUntil.Unix()
+		tok.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
+	}
+	return s.quote(ctx, req, in, tokItems, tok)
 }
 
 // quote assigns the priced cart its intent sequence and order id, and
-// signs its token.
-func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem) (ConfirmResponse, error) {
+// signs its token (whose merchant fields are set).
+func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token) (ConfirmResponse, error) {
 	// The intent sequence merges duplicates but not deliberate repeats.
 	now := s.now()
 	seq, orderID, duplicate := 1, int64(0), false
@@ -274,15 +291,14 @@ func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokI
 	}
 	digest := in.IntentDigest(seq)
 	exp := now.Add(s.opts.TokenTTL).Truncate(time.Second)
-	tok, err := s.opts.Signer.Sign(Token{
-		UserID: in.UserID, MerchantID: in.MerchantID, OrderID: orderID, Seq: seq, Digest: digest.String(),
-		ExpiresAt: exp.Unix(), Items: tokItems, FeeFen: in.DeliveryFeeFen, Address: in.Address, Remark: in.Remark,
-	})
+	tok.UserID, tok.MerchantID, tok.OrderID, tok.Seq, tok.Digest = in.UserID, in.MerchantID, orderID, seq, digest.String()
+	tok.ExpiresAt, tok.Items, tok.FeeFen, tok.Address, tok.Remark = exp.Unix(), tokItems, in.DeliveryFeeFen, in.Address, in.Remark
+	signed, err := s.opts.Signer.Sign(tok)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
 	resp := ConfirmResponse{
-		ConfirmToken: tok, OrderID: strconv.FormatInt(orderID, 10), Digest: digest.String(),
+		ConfirmToken: signed, OrderID: strconv.FormatInt(orderID, 10), Digest: digest.String(),
 		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 		ExpiresAt: exp, Duplicate: duplicate,
 	}
@@ -458,8 +474,18 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 		}
 		// A retry of a placed order gets its answer even after the token
 		// expired.
-		if tok.Expired(s.now()) {
+		now := s.now()
+		if tok.Expired(now) {
 			return idempotency.ReplayOnly(ErrTokenExpired)
+		}
+		// The opening the cart was quoted in has ended (the stock take
+		// checks the closed flag and the rules themselves).
+		if tok.OpenUntil != 0 && now.Unix() >= tok.OpenUntil {
+			var next time.Time
+			if tok.NextOpen > 0 {
+				next = time.Unix(tok.NextOpen, 0)
+			}
+			return idempotency.ReplayOnly(closedUntil(next))
 		}
 		return nil
 	}
@@ -602,7 +628,7 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	if err := beforeTake(pipe, Placed{Order: o}); err != nil {
 		return Order{}, err
 	}
-	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, DeliveryFeeFen: tok.FeeFen}, lines); err != nil {
+	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, QuoteVersion: tok.QuoteVersion}, lines); err != nil {
 		return Order{}, err
 	}
 	return o, nil

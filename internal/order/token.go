@@ -38,6 +38,14 @@ type Token struct {
 	FeeFen     int64       `json:"f"`
 	Address    Address     `json:"a"`
 	Remark     string      `json:"r"`
+	// QuoteVersion is the merchant's rules (fees, minimum, hours) the
+	// cart was quoted under; the stock take holds the merchant to it.
+	QuoteVersion int64 `json:"mv"`
+	// OpenUntil (unix seconds; 0 for no end in sight) is when the
+	// merchant's opening at confirm ends, and NextOpen when it opens
+	// after it: a submit after OpenUntil is merchant-closed.
+	OpenUntil int64 `json:"ou,omitempty"`
+	NextOpen  int64 `json:"no,omitempty"`
 }
 
 // TokenItem is a quoted line: dish, chosen options, quantity, unit price

@@ -44,6 +44,8 @@ var (
 	QuoteChanged           = Type{"quote-changed", http.StatusConflict, "The menu changed since confirm: confirm again"}
 	DishUnavailable        = Type{"dish-unavailable", http.StatusConflict, "A dish is not for sale"}
 	MerchantClosed         = Type{"merchant-closed", http.StatusConflict, "The merchant is closed"}
+	BelowMinimum           = Type{"below-minimum", http.StatusConflict, "The order is below the merchant's minimum"}
+	OutOfRange             = Type{"out-of-range", http.StatusConflict, "The address is beyond the merchant's delivery range"}
 	TokenInvalid           = Type{"confirm-token-invalid", http.StatusUnauthorized, "The confirm token is invalid"}
 	TokenExpired           = Type{"confirm-token-expired", http.StatusGone, "The confirm token expired: confirm again"}
 	TokenNotYours          = Type{"confirm-token-forbidden", http.StatusForbidden, "The confirm token belongs to another user"}
@@ -59,7 +61,7 @@ func All() []Type {
 		Forbidden, NotFound, MethodNotAllowed, VersionConflict, AlreadyExists,
 		UpstreamUnavailable, Unavailable, Internal,
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
-		DishUnavailable, MerchantClosed, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict,
+		DishUnavailable, MerchantClosed, BelowMinimum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict,
 		RateLimited,
 	}
 }

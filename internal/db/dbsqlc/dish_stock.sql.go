@@ -110,7 +110,7 @@ SELECT EXISTS (
     SELECT 1 FROM dishes d
     WHERE d.id = $1 AND d.merchant_id = $2 AND d.price_fen = $3 AND d.packaging_fee_fen = $4
       AND d.options_version = $5 AND d.on_sale
-) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $2 AND m.status = 'open' AND m.delivery_fee_fen = $6)
+) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $2 AND m.status = 'open' AND m.quote_version = $6)
 `
 
 type StockQuoteHoldsParams struct {
@@ -119,7 +119,7 @@ type StockQuoteHoldsParams struct {
 	PriceFen        int64
 	PackagingFeeFen int64
 	OptionsVersion  int64
-	FeeFen          int64
+	QuoteVersion    int64
 }
 
 func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHoldsParams) (*bool, error) {
@@ -129,7 +129,7 @@ func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHo
 		arg.PriceFen,
 		arg.PackagingFeeFen,
 		arg.OptionsVersion,
-		arg.FeeFen,
+		arg.QuoteVersion,
 	)
 	var column_1 *bool
 	err := row.Scan(&column_1)
@@ -201,7 +201,7 @@ JOIN dishes d ON d.id = ds.dish_id
 WHERE ds.dish_id = $1 AND ds.units >= $2
   AND d.merchant_id = $3 AND d.price_fen = $4 AND d.packaging_fee_fen = $5
       AND d.options_version = $6 AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $7)
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.quote_version = $7)
 ORDER BY ds.shard
 `
 
@@ -212,7 +212,7 @@ type StockShardsWithParams struct {
 	PriceFen        int64
 	PackagingFeeFen int64
 	OptionsVersion  int64
-	FeeFen          int64
+	QuoteVersion    int64
 }
 
 // The shards that had at least qty units at the statement's snapshot, if
@@ -225,7 +225,7 @@ func (q *Queries) StockShardsWith(ctx context.Context, db DBTX, arg StockShardsW
 		arg.PriceFen,
 		arg.PackagingFeeFen,
 		arg.OptionsVersion,
-		arg.FeeFen,
+		arg.QuoteVersion,
 	)
 	if err != nil {
 		return nil, err
@@ -272,7 +272,7 @@ FROM (
     WHERE ds.dish_id = $2 AND ds.units >= $1
       AND d.merchant_id = $3 AND d.price_fen = $4 AND d.packaging_fee_fen = $5
       AND d.options_version = $6 AND d.on_sale
-      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.delivery_fee_fen = $7)
+      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.quote_version = $7)
     ORDER BY ds.shard < $8::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
@@ -288,7 +288,7 @@ type StockTakeFreeParams struct {
 	PriceFen        int64
 	PackagingFeeFen int64
 	OptionsVersion  int64
-	FeeFen          int64
+	QuoteVersion    int64
 	Start           int16
 }
 
@@ -296,7 +296,7 @@ type StockTakeFreeParams struct {
 // check the quote on the dish and merchant rows without locking them, so
 // orders of one dish never queue on those rows: the dish still on sale
 // at the quoted price, packaging fee and options, the merchant still open
-// at the quoted fee.)
+// under the rules of the quote: fees, minimum, hours.)
 // Takes qty units from one shard that has them and that no other
 // transaction holds, looking from shard @start on (so that concurrent
 // orders spread over the shards). No row: no such shard right now.
@@ -308,7 +308,7 @@ func (q *Queries) StockTakeFree(ctx context.Context, db DBTX, arg StockTakeFreeP
 		arg.PriceFen,
 		arg.PackagingFeeFen,
 		arg.OptionsVersion,
-		arg.FeeFen,
+		arg.QuoteVersion,
 		arg.Start,
 	)
 	var shard int16
@@ -338,7 +338,7 @@ FROM dishes d
 WHERE s.dish_id = $2 AND s.shard = $3 AND s.units >= $1
   AND d.id = s.dish_id AND d.merchant_id = $4 AND d.price_fen = $5 AND d.packaging_fee_fen = $6
       AND d.options_version = $7 AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $4 AND m.status = 'open' AND m.delivery_fee_fen = $8)
+  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $4 AND m.status = 'open' AND m.quote_version = $8)
 RETURNING s.shard
 `
 
@@ -350,7 +350,7 @@ type StockTakeShardParams struct {
 	PriceFen        int64
 	PackagingFeeFen int64
 	OptionsVersion  int64
-	FeeFen          int64
+	QuoteVersion    int64
 }
 
 // Takes qty units from one given shard, waiting for its lock; no row if,
@@ -364,7 +364,7 @@ func (q *Queries) StockTakeShard(ctx context.Context, db DBTX, arg StockTakeShar
 		arg.PriceFen,
 		arg.PackagingFeeFen,
 		arg.OptionsVersion,
-		arg.FeeFen,
+		arg.QuoteVersion,
 	)
 	var shard int16
 	err := row.Scan(&shard)

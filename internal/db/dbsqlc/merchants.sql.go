@@ -10,7 +10,7 @@ import (
 )
 
 const merchantGetByID = `-- name: MerchantGetByID :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at FROM merchants WHERE id = $1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version FROM merchants WHERE id = $1
 `
 
 func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merchant, error) {
@@ -24,12 +24,20 @@ func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merch
 		&i.Version,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.MinOrderFen,
+		&i.Latitude,
+		&i.Longitude,
+		&i.DeliveryBands,
+		&i.TimeZone,
+		&i.WeeklyHours,
+		&i.ClosedDates,
+		&i.QuoteVersion,
 	)
 	return i, err
 }
 
 const merchantGetByName = `-- name: MerchantGetByName :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
 `
 
 func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (Merchant, error) {
@@ -43,24 +51,53 @@ func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (
 		&i.Version,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.MinOrderFen,
+		&i.Latitude,
+		&i.Longitude,
+		&i.DeliveryBands,
+		&i.TimeZone,
+		&i.WeeklyHours,
+		&i.ClosedDates,
+		&i.QuoteVersion,
 	)
 	return i, err
 }
 
 const merchantInsert = `-- name: MerchantInsert :one
-INSERT INTO merchants (name, status, delivery_fee_fen)
-VALUES ($1, $2, $3)
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at
+INSERT INTO merchants (name, status, delivery_fee_fen, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates)
+VALUES ($1, $2, $3, $4, $5, $6,
+        coalesce($7::jsonb, '[]'), coalesce($8::text, 'Asia/Shanghai'),
+        coalesce($9::jsonb, '[]'), coalesce($10::text[], '{}'))
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version
 `
 
 type MerchantInsertParams struct {
 	Name           string
 	Status         string
 	DeliveryFeeFen int64
+	MinOrderFen    int64
+	Latitude       *float64
+	Longitude      *float64
+	DeliveryBands  []byte
+	TimeZone       *string
+	WeeklyHours    []byte
+	ClosedDates    []string
 }
 
+// What is left out (NULL) takes the column's default.
 func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInsertParams) (Merchant, error) {
-	row := db.QueryRow(ctx, merchantInsert, arg.Name, arg.Status, arg.DeliveryFeeFen)
+	row := db.QueryRow(ctx, merchantInsert,
+		arg.Name,
+		arg.Status,
+		arg.DeliveryFeeFen,
+		arg.MinOrderFen,
+		arg.Latitude,
+		arg.Longitude,
+		arg.DeliveryBands,
+		arg.TimeZone,
+		arg.WeeklyHours,
+		arg.ClosedDates,
+	)
 	var i Merchant
 	err := row.Scan(
 		&i.ID,
@@ -70,12 +107,20 @@ func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInser
 		&i.Version,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.MinOrderFen,
+		&i.Latitude,
+		&i.Longitude,
+		&i.DeliveryBands,
+		&i.TimeZone,
+		&i.WeeklyHours,
+		&i.ClosedDates,
+		&i.QuoteVersion,
 	)
 	return i, err
 }
 
 const merchantList = `-- name: MerchantList :many
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at FROM merchants ORDER BY id
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version FROM merchants ORDER BY id
 `
 
 func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error) {
@@ -95,6 +140,14 @@ func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error)
 			&i.Version,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.MinOrderFen,
+			&i.Latitude,
+			&i.Longitude,
+			&i.DeliveryBands,
+			&i.TimeZone,
+			&i.WeeklyHours,
+			&i.ClosedDates,
+			&i.QuoteVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -111,16 +164,37 @@ UPDATE merchants SET
     name             = coalesce($1, name),
     status           = coalesce($2, status),
     delivery_fee_fen = coalesce($3, delivery_fee_fen),
+    min_order_fen    = coalesce($4, min_order_fen),
+    -- NULL is a value of the location (none): the flag says whether to
+    -- set it.
+    latitude         = CASE WHEN $5::boolean THEN $6 ELSE latitude END,
+    longitude        = CASE WHEN $5::boolean THEN $7 ELSE longitude END,
+    delivery_bands   = coalesce($8, delivery_bands),
+    time_zone        = coalesce($9, time_zone),
+    weekly_hours     = coalesce($10, weekly_hours),
+    closed_dates     = coalesce($11::text[], closed_dates),
+    -- A change of what an order costs or when it may be placed: quotes
+    -- made before it no longer take stock.
+    quote_version    = quote_version + CASE WHEN $12::boolean THEN 1 ELSE 0 END,
     version          = version + 1,
     updated_at       = now()
-WHERE id = $4 AND version = $5
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at
+WHERE id = $13 AND version = $14
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version
 `
 
 type MerchantUpdateParams struct {
 	Name           *string
 	Status         *string
 	DeliveryFeeFen *int64
+	MinOrderFen    *int64
+	SetLocation    bool
+	Latitude       *float64
+	Longitude      *float64
+	DeliveryBands  []byte
+	TimeZone       *string
+	WeeklyHours    []byte
+	ClosedDates    []string
+	QuoteChanged   bool
 	ID             int64
 	Version        int64
 }
@@ -131,6 +205,15 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		arg.Name,
 		arg.Status,
 		arg.DeliveryFeeFen,
+		arg.MinOrderFen,
+		arg.SetLocation,
+		arg.Latitude,
+		arg.Longitude,
+		arg.DeliveryBands,
+		arg.TimeZone,
+		arg.WeeklyHours,
+		arg.ClosedDates,
+		arg.QuoteChanged,
 		arg.ID,
 		arg.Version,
 	)
@@ -143,6 +226,14 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		&i.Version,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.MinOrderFen,
+		&i.Latitude,
+		&i.Longitude,
+		&i.DeliveryBands,
+		&i.TimeZone,
+		&i.WeeklyHours,
+		&i.ClosedDates,
+		&i.QuoteVersion,
 	)
 	return i, err
 }

@@ -133,6 +133,14 @@ type Merchant struct {
 	Version        int64
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	MinOrderFen    int64
+	Latitude       *float64
+	Longitude      *float64
+	DeliveryBands  []byte
+	TimeZone       string
+	WeeklyHours    []byte
+	ClosedDates    []string
+	QuoteVersion   int64
 }
 
 type OptionChoice struct {

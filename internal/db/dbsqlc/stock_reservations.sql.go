@@ -63,7 +63,8 @@ func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuot
 }
 
 const quoteCart = `-- name: QuoteCart :many
-SELECT m.status AS merchant_status, m.delivery_fee_fen,
+SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
+       m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version,
        d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
        d.packaging_fee_fen, d.options_version,
        -- The dish's option groups and choices, in menu order, one object
@@ -88,6 +89,14 @@ type QuoteCartParams struct {
 type QuoteCartRow struct {
 	MerchantStatus  string
 	DeliveryFeeFen  int64
+	MinOrderFen     int64
+	Latitude        *float64
+	Longitude       *float64
+	DeliveryBands   []byte
+	TimeZone        string
+	WeeklyHours     []byte
+	ClosedDates     []string
+	QuoteVersion    int64
 	DishID          *int64
 	Name            *string
 	PriceFen        *int64
@@ -115,6 +124,14 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 		if err := rows.Scan(
 			&i.MerchantStatus,
 			&i.DeliveryFeeFen,
+			&i.MinOrderFen,
+			&i.Latitude,
+			&i.Longitude,
+			&i.DeliveryBands,
+			&i.TimeZone,
+			&i.WeeklyHours,
+			&i.ClosedDates,
+			&i.QuoteVersion,
 			&i.DishID,
 			&i.Name,
 			&i.PriceFen,
