@@ -97,6 +97,8 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"PUT /admin/v1/dishes/{id}/options":        {"/admin/v1/dishes/" + dish.ID + "/options", `{"version":99,"groups":[]}`, nil, staffOnly(409, 403, 409)},
 		"POST /admin/v1/orders/{id}/ready":         {"/admin/v1/orders/" + orderA.ID + "/ready", "", nil, staffOnly(409, 404, 409)},
 		"POST /v1/orders/{id}/complete":            {"/v1/orders/" + orderA.ID + "/complete", "", nil, userOnly(409, 404)},
+		"POST /v1/orders/{id}/urge":                {"/v1/orders/" + orderA.ID + "/urge", "", nil, userOnly(409, 404)},
+		"POST /v1/orders/{id}/reorder":             {"/v1/orders/" + orderA.ID + "/reorder", "", nil, userOnly(200, 404)},
 		"GET /admin/v1/dishes/{id}":                {"/admin/v1/dishes/" + dish.ID, "", nil, staffOnly(200, 403, 200)},
 		"PATCH /admin/v1/dishes/{id}":              {"/admin/v1/dishes/" + dish.ID, `{"version":99,"price_fen":1}`, nil, staffOnly(409, 403, 409)},
 		"PUT /admin/v1/dishes/{id}/stock":          {"/admin/v1/dishes/" + dish.ID + "/stock", `{"on_hand":0,"if_on_hand":99}`, nil, staffOnly(409, 403, 409)},

@@ -208,7 +208,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	orders, err := order.NewService(order.Options{
 		Payments: orderPayments, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
-		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter,
+		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
 		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, JobMaxAttempts: cfg.JobMaxAttempts, Registerer: a.reg,
 	})
 	if err != nil {

@@ -70,3 +70,11 @@ SELECT * FROM order_status_history WHERE order_id = @order_id ORDER BY version;
 -- Reads an order's status and holds it: a transition of the order waits
 -- until this transaction ends (see payment.Service.Pay).
 SELECT status FROM orders WHERE id = @id FOR SHARE;
+
+-- name: OrderUrge :one
+-- An urge of the user's order in one of @statuses, if the last was at or
+-- before @not_after (or there was none): concurrent urges make one.
+UPDATE orders SET urged_at = @now, urge_count = urge_count + 1
+WHERE id = @id AND user_id = @user_id AND status = ANY(@statuses::text[])
+  AND (urged_at IS NULL OR urged_at <= @not_after)
+RETURNING *;

@@ -97,6 +97,7 @@ type Config struct {
 	MemoryLimit int64 `env:"TAKEOUT_MEMORY_LIMIT" envDefault:"0"`
 
 	AutoCompleteAfter  time.Duration `env:"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER" envDefault:"3h"`
+	UrgeInterval       time.Duration `env:"TAKEOUT_ORDER_URGE_INTERVAL" envDefault:"5m"`
 	JobWorkers         int           `env:"TAKEOUT_JOB_WORKERS" envDefault:"20"`
 	JobMaxAttempts     int           `env:"TAKEOUT_JOB_MAX_ATTEMPTS" envDefault:"25"`
 	JobPollInterval    time.Duration `env:"TAKEOUT_JOB_POLL_INTERVAL" envDefault:"1s"`
@@ -332,6 +333,7 @@ func (c Config) validateIdentity(k *checker) {
 func (c Config) validateWork(k *checker) {
 	check := k.check
 	check(c.AutoCompleteAfter >= time.Second, "TAKEOUT_ORDER_AUTO_COMPLETE_AFTER: want at least 1s")
+	check(c.UrgeInterval >= time.Second, "TAKEOUT_ORDER_URGE_INTERVAL: want at least 1s")
 	check(c.JobWorkers >= 1, "TAKEOUT_JOB_WORKERS: want at least 1")
 	check(c.JobMaxAttempts >= 1, "TAKEOUT_JOB_MAX_ATTEMPTS: want at least 1")
 	check(c.JobPollInterval >= 10*time.Millisecond, "TAKEOUT_JOB_POLL_INTERVAL: want at least 10ms")

@@ -52,6 +52,8 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 				r.Method(http.MethodGet, "/v1/orders/{id}", order.HandleGet(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders/{id}/cancel", order.HandleCancel(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders/{id}/complete", order.HandleConfirmReceipt(d.Orders))
+				r.Method(http.MethodPost, "/v1/orders/{id}/reorder", order.HandleReorder(d.Orders))
+				r.Method(http.MethodPost, "/v1/orders/{id}/urge", order.HandleUrge(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders/{id}/pay", payment.HandlePay(d.Payments))
 			})
 		})

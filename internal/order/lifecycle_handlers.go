@@ -1,6 +1,7 @@
 package order
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -61,6 +62,47 @@ func handleUserAction(s *Service, event statemachine.Event, reason string) http.
 			return
 		}
 		writeApplied(w, a)
+	})
+}
+
+// HandleReorder serves POST /v1/orders/{id}/reorder: a new quote of one's
+// past order, priced now, naming what changed.
+func HandleReorder(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userID, _ := auth.UserID(r.Context())
+		id, err := orderID(r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		out, err := s.Reorder(r.Context(), userID, id)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, out)
+	})
+}
+
+// HandleUrge serves POST /v1/orders/{id}/urge: a nudge to the merchant,
+// at most once per interval (429 with Retry-After sooner).
+func HandleUrge(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		userID, _ := auth.UserID(r.Context())
+		id, err := orderID(r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		out, err := s.Urge(r.Context(), userID, id)
+		if p, ok := problem.As(err); ok && p.Type == problem.RateLimited {
+			w.Header().Set("Retry-After", fmt.Sprint(p.Extra["retry_after_s"]))
+		}
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.JSON(w, http.StatusOK, out)
 	})
 }
 

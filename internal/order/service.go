@@ -66,6 +66,8 @@ type Options struct {
 	// AutoCompleteAfter is how long an order may be delivering before it
 	// is completed without the merchant.
 	AutoCompleteAfter time.Duration
+	// UrgeInterval is the least time between two urges of one order.
+	UrgeInterval time.Duration
 	// WebhookEnabled turns order events to the merchant webhook on;
 	// WebhookMaxAttempts bounds their delivery attempts.
 	WebhookEnabled     bool

@@ -180,6 +180,8 @@ type Order struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	PackagingFeeFen int64
+	UrgedAt         *time.Time
+	UrgeCount       int32
 }
 
 type OrderItem struct {

@@ -13,7 +13,7 @@ import (
 )
 
 const orderGetByID = `-- name: OrderGetByID :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders WHERE id = $1
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders WHERE id = $1
 `
 
 func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, error) {
@@ -38,12 +38,14 @@ func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, e
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PackagingFeeFen,
+		&i.UrgedAt,
+		&i.UrgeCount,
 	)
 	return i, err
 }
 
 const orderGetByUserDigest = `-- name: OrderGetByUserDigest :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders WHERE user_id = $1 AND intent_digest = $2
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders WHERE user_id = $1 AND intent_digest = $2
 `
 
 type OrderGetByUserDigestParams struct {
@@ -73,6 +75,8 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PackagingFeeFen,
+		&i.UrgedAt,
+		&i.UrgeCount,
 	)
 	return i, err
 }
@@ -142,7 +146,7 @@ INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, int
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
         $8, $9, $10, $11, $12, $13, $14, $15, $15)
 ON CONFLICT DO NOTHING
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count
 `
 
 type OrderInsertParams struct {
@@ -206,6 +210,8 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PackagingFeeFen,
+		&i.UrgedAt,
+		&i.UrgeCount,
 	)
 	return i, err
 }
@@ -343,7 +349,7 @@ func (q *Queries) OrderLatestByContent(ctx context.Context, db DBTX, arg OrderLa
 }
 
 const orderListByUser = `-- name: OrderListByUser :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders
 WHERE user_id = $1 AND ($2::bigint IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3
@@ -384,6 +390,8 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PackagingFeeFen,
+			&i.UrgedAt,
+			&i.UrgeCount,
 		); err != nil {
 			return nil, err
 		}
@@ -396,7 +404,7 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 }
 
 const orderSearch = `-- name: OrderSearch :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::bigint IS NULL OR merchant_id = $2)
   AND ($3::bigint IS NULL OR user_id = $3)
@@ -454,6 +462,8 @@ func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParam
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PackagingFeeFen,
+			&i.UrgedAt,
+			&i.UrgeCount,
 		); err != nil {
 			return nil, err
 		}
@@ -481,7 +491,7 @@ func (q *Queries) OrderStatusForShare(ctx context.Context, db DBTX, id int64) (s
 const orderTransition = `-- name: OrderTransition :one
 UPDATE orders SET status = $1, version = version + 1, updated_at = now()
 WHERE id = $2 AND status = $3 AND version = $4
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count
 `
 
 type OrderTransitionParams struct {
@@ -519,6 +529,59 @@ func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransit
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PackagingFeeFen,
+		&i.UrgedAt,
+		&i.UrgeCount,
+	)
+	return i, err
+}
+
+const orderUrge = `-- name: OrderUrge :one
+UPDATE orders SET urged_at = $1, urge_count = urge_count + 1
+WHERE id = $2 AND user_id = $3 AND status = ANY($4::text[])
+  AND (urged_at IS NULL OR urged_at <= $5)
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count
+`
+
+type OrderUrgeParams struct {
+	Now      *time.Time
+	ID       int64
+	UserID   int64
+	Statuses []string
+	NotAfter *time.Time
+}
+
+// An urge of the user's order in one of @statuses, if the last was at or
+// before @not_after (or there was none): concurrent urges make one.
+func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (Order, error) {
+	row := db.QueryRow(ctx, orderUrge,
+		arg.Now,
+		arg.ID,
+		arg.UserID,
+		arg.Statuses,
+		arg.NotAfter,
+	)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.MerchantID,
+		&i.IntentDigest,
+		&i.ContentDigest,
+		&i.IntentSeq,
+		&i.DigestAlg,
+		&i.Status,
+		&i.ItemsTotalFen,
+		&i.DeliveryFeeFen,
+		&i.TotalFen,
+		&i.Address,
+		&i.Remark,
+		&i.Version,
+		&i.PayDeadline,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PackagingFeeFen,
+		&i.UrgedAt,
+		&i.UrgeCount,
 	)
 	return i, err
 }
