@@ -73,7 +73,7 @@ func TestConfirmAnswers(t *testing.T) {
 		c := sh.confirm(t, api, user, cart(sh.merchantID, d1.ID, 2, d0.ID, 1))
 		want := []order.Item{
 			{DishID: d0.ID, Name: d0.Name, Options: []order.ItemOption{}, Qty: 1, UnitPriceFen: 1000, LineTotalFen: 1000},
-			{DishID: d1.ID, Name: d1.Name, Options: []order.ItemOption{}, Qty: 2, UnitPriceFen: 2000, LineTotalFen: 4000},
+			{Line: 1, DishID: d1.ID, Name: d1.Name, Options: []order.ItemOption{}, Qty: 2, UnitPriceFen: 2000, LineTotalFen: 4000},
 		}
 		if diff := cmp.Diff(want, c.Items); diff != "" {
 			t.Errorf("items (-want +got):\n%s", diff)

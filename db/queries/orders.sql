@@ -78,3 +78,18 @@ UPDATE orders SET urged_at = @now, urge_count = urge_count + 1
 WHERE id = @id AND user_id = @user_id AND status = ANY(@statuses::text[])
   AND (urged_at IS NULL OR urged_at <= @not_after)
 RETURNING *;
+
+-- name: OrderGetForUpdate :one
+-- The order, locked: refund requests of one order take turns.
+SELECT * FROM orders WHERE id = @id FOR UPDATE;
+
+-- name: OrderItemRefund :one
+-- Marks qty more units of a line refunded (and restocked, when they go
+-- back on sale); no row when the line has fewer units left to refund.
+UPDATE order_items SET refunded_qty = refunded_qty + @qty,
+    restocked_qty = restocked_qty + CASE WHEN @restock::boolean THEN @qty ELSE 0 END
+WHERE order_id = @order_id AND line = @line AND refunded_qty + @qty <= qty
+RETURNING *;
+
+-- name: OrderLockForRefund :one
+SELECT id FROM orders WHERE id = @id FOR UPDATE;

@@ -108,3 +108,21 @@ RETURNING *;
 
 -- name: RefundsOfPayment :one
 SELECT count(*) FROM refunds WHERE payment_id = @payment_id;
+
+-- name: RefundedOfPayment :one
+-- What the payment has given back or owes back: every refund of the
+-- order's own payment (not of an unexpected transaction) but those a
+-- retry replaced.
+SELECT coalesce(sum(amount_fen), 0)::bigint AS refunded_fen, count(*)::integer AS refunds FROM refunds
+WHERE payment_id = @payment_id AND transaction_id IS NULL AND status <> 'RETRIED';
+
+-- name: RefundedOfPaymentFinal :one
+-- What the payment has given back for good: refunds that succeeded, or
+-- that an operator settled outside WeChat.
+SELECT coalesce(sum(amount_fen), 0)::bigint FROM refunds
+WHERE payment_id = @payment_id AND transaction_id IS NULL AND status IN ('SUCCESS', 'SETTLED');
+
+-- name: RefundInsertPartial :one
+INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, lines, restock, partial)
+VALUES (@payment_id, @order_id, @out_refund_no, @amount_fen, @reason, @lines, @restock, true)
+RETURNING *;

@@ -40,3 +40,12 @@ RETURNING dish_id, qty;
 -- order, so they no longer count as on hand.
 UPDATE stock_reservations SET consumed_at = now()
 WHERE order_id = @order_id AND released_at IS NULL AND consumed_at IS NULL;
+
+-- name: ReservationShrink :one
+-- Gives qty units of an order's held reservation of a dish back (a
+-- refunded line whose stock goes back on sale); a reservation left with
+-- none is released. No row: nothing held to give back.
+UPDATE stock_reservations SET qty = CASE WHEN qty > @qty THEN qty - @qty ELSE qty END,
+    released_at = CASE WHEN qty = @qty THEN now() ELSE released_at END
+WHERE order_id = @order_id AND dish_id = @dish_id AND released_at IS NULL AND consumed_at IS NULL AND qty >= @qty
+RETURNING qty, released_at IS NOT NULL AS released;

@@ -81,6 +81,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 			r.Method(http.MethodPost, a+"/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
 			r.Method(http.MethodPost, a+"/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
 			r.Method(http.MethodPost, a+"/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
+			r.Method(http.MethodPost, a+"/orders/{id}/refunds", payment.HandlePartialRefund(d.Payments, d.Idempotency, d.Pool))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/tokens/revoke", auth.HandleRevoke(d.Tokens, d.Revocations))
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/refunds", payment.HandleRefunds(d.Payments))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/retry", payment.HandleRefundAction(d.Payments, true))

@@ -429,3 +429,30 @@ func Release(ctx context.Context, tx dbsqlc.DBTX, orderID int64) (int32, error) 
 	}
 	return units, nil
 }
+
+// ErrNothingHeld is a give-back of units an order no longer holds (they
+// left with it, or went back already).
+var ErrNothingHeld = problem.New(problem.OrderStatusConflict, "the order no longer holds these units: they left the kitchen with it, or went back already")
+
+// GiveBack returns qty of the units an order holds of a dish to sale, in
+// tx: a refunded line whose food was not made. The order's reservation
+// shrinks by them (and is released when none is left), so a later
+// release or dispatch counts only what it still holds.
+func GiveBack(ctx context.Context, tx dbsqlc.DBTX, orderID, dishID int64, qty int32) error {
+	q := dbsqlc.New()
+	if _, err := q.ReservationShrink(ctx, tx, dbsqlc.ReservationShrinkParams{OrderID: orderID, DishID: dishID, Qty: qty}); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return ErrNothingHeld
+		}
+		return fmt.Errorf("shrink reservation: %w", err)
+	}
+	pick := rand.Int32N(maxShards) //nolint:gosec // G404: spreads load, guards nothing
+	n, err := q.StockReturn(ctx, tx, dbsqlc.StockReturnParams{DishID: dishID, Qty: qty, Pick: pick})
+	if err == nil && n == 0 {
+		err = q.StockReturnFirst(ctx, tx, dbsqlc.StockReturnFirstParams{DishID: dishID, Qty: qty})
+	}
+	if err != nil {
+		return fmt.Errorf("return stock of dish %d: %w", dishID, err)
+	}
+	return nil
+}

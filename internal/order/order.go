@@ -43,6 +43,8 @@ type Order struct {
 // (names and prices at confirm). The unit price includes the options'
 // deltas; the packaging fee is per unit, outside the line total.
 type Item struct {
+	// Line numbers the order's lines from 0, for partial refunds.
+	Line            int16        `json:"line"`
 	DishID          string       `json:"dish_id"`
 	Name            string       `json:"name"`
 	Options         []ItemOption `json:"options"`
@@ -50,6 +52,8 @@ type Item struct {
 	UnitPriceFen    int64        `json:"unit_price_fen"`
 	LineTotalFen    int64        `json:"line_total_fen"`
 	PackagingFeeFen int64        `json:"packaging_fee_fen"`
+	// RefundedQty are the units given back by partial refunds.
+	RefundedQty int32 `json:"refunded_qty"`
 }
 
 // ItemOption is a chosen option choice of a line, as sold.
@@ -69,8 +73,8 @@ type Placed struct {
 
 func itemFromRow(r dbsqlc.OrderItem) Item {
 	it := Item{
-		DishID: strconv.FormatInt(r.DishID, 10), Name: r.Name, Options: []ItemOption{}, Qty: r.Qty,
-		UnitPriceFen: r.UnitPriceFen, LineTotalFen: r.LineTotalFen, PackagingFeeFen: r.PackagingFeeFen,
+		Line: r.Line, DishID: strconv.FormatInt(r.DishID, 10), Name: r.Name, Options: []ItemOption{}, Qty: r.Qty,
+		UnitPriceFen: r.UnitPriceFen, LineTotalFen: r.LineTotalFen, PackagingFeeFen: r.PackagingFeeFen, RefundedQty: r.RefundedQty,
 	}
 	// Written by this package (itemOptionsJSON); an unreadable value would
 	// show as no options rather than fail the read of the order.

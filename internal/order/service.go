@@ -304,8 +304,8 @@ func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokI
 		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 		ExpiresAt: exp, Duplicate: duplicate,
 	}
-	for _, it := range tokItems {
-		resp.Items = append(resp.Items, Item{DishID: strconv.FormatInt(it.DishID, 10), Name: it.Name, Options: itemOptions(it.Options), Qty: it.Qty,
+	for i, it := range tokItems {
+		resp.Items = append(resp.Items, Item{Line: int16(i), DishID: strconv.FormatInt(it.DishID, 10), Name: it.Name, Options: itemOptions(it.Options), Qty: it.Qty, //nolint:gosec // G115: at most maxItems
 			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty), PackagingFeeFen: it.PackagingFeeFen})
 	}
 	return resp, nil

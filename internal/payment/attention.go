@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -35,13 +36,19 @@ type Refund struct {
 	Reason        string          `json:"reason"`
 	Note          string          `json:"note"`
 	TransactionID *string         `json:"transaction_id"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
+	// Partial refunds give back lines (units of the order's lines) or an
+	// amount; Restock says whether the lines' stock went back on sale.
+	Partial   bool            `json:"partial"`
+	Lines     json.RawMessage `json:"lines"`
+	Restock   bool            `json:"restock"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 func refundFromRow(r dbsqlc.Refund) Refund {
 	return Refund{OutRefundNo: r.OutRefundNo, OrderID: strconv.FormatInt(r.OrderID, 10), AmountFen: r.AmountFen, Status: r.Status,
-		Reason: r.Reason, Note: r.Note, TransactionID: r.TransactionID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		Reason: r.Reason, Note: r.Note, TransactionID: r.TransactionID, Partial: r.Partial, Lines: json.RawMessage(r.Lines), Restock: r.Restock,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 }
 
 // RefundPage is a page of refunds, oldest first.
@@ -153,16 +160,7 @@ func (s *Service) SettleRefund(ctx context.Context, outRefundNo, note, by string
 		if err != nil {
 			return Refund{}, err
 		}
-		if r.TransactionID != nil {
-			return refundFromRow(r), nil // an unexpected transaction: the order's own payment stands
-		}
-		if err := s.q.PaymentMarkRefunded(ctx, tx, r.PaymentID); err != nil {
-			return Refund{}, err
-		}
-		_, err = s.o.Orders.ApplyTx(ctx, tx, r.OrderID, statemachine.RefundDone, order.Actor{Kind: statemachine.Admin, Name: by}, "refund settled outside WeChat: "+note)
-		if pe, ok := problem.As(err); ok && pe.Type == problem.OrderStatusConflict {
-			err = nil // a late payment of a cancelled order: the order stays cancelled
-		}
+		err = s.endIfRefunded(ctx, tx, r, order.Actor{Kind: statemachine.Admin, Name: by}, "refund settled outside WeChat: "+note)
 		return refundFromRow(r), err
 	})
 }

@@ -88,12 +88,23 @@ func (e *Effects) closeLaterTx(ctx context.Context, tx pgx.Tx, orderID int64, at
 // transactionID, it refunds that transaction of p's out_trade_no instead
 // (one we did not expect), once.
 func (e *Effects) refundTx(ctx context.Context, tx pgx.Tx, p dbsqlc.Payment, reason, transactionID string) error {
-	no := OutRefundNo(p.OutTradeNo)
+	no, amount := OutRefundNo(p.OutTradeNo), p.AmountFen
 	var txn *string
 	if transactionID != "" {
 		no, txn = "R"+transactionID, &transactionID
+	} else {
+		// What partial refunds gave back (or owe) is not refunded twice.
+		// The caller holds the order's row, on which refund requests of
+		// the order take turns.
+		got, err := e.q.RefundedOfPayment(ctx, tx, p.ID)
+		if err != nil {
+			return fmt.Errorf("read refunds: %w", err)
+		}
+		if amount -= got.RefundedFen; amount <= 0 {
+			return nil
+		}
 	}
-	r, err := e.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: p.ID, OrderID: p.OrderID, OutRefundNo: no, AmountFen: p.AmountFen, Reason: reason, TransactionID: txn})
+	r, err := e.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: p.ID, OrderID: p.OrderID, OutRefundNo: no, AmountFen: amount, Reason: reason, TransactionID: txn})
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // already refunding
 	}

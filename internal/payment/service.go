@@ -57,6 +57,7 @@ type Options struct {
 type Orders interface {
 	Get(ctx context.Context, userID, orderID int64) (order.Order, error)
 	ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event statemachine.Event, actor order.Actor, reason string) (order.Applied, error)
+	PrepareRefundTx(ctx context.Context, tx pgx.Tx, orderID int64, actor order.Actor, lines []order.RefundLine, restock bool) (int64, error)
 }
 
 // Service takes payments and refunds.
@@ -545,23 +546,58 @@ func (s *Service) HandleRefund(ctx context.Context, src Source, r RefundResult) 
 			}
 			return err
 		}
-		if ref.TransactionID != nil {
-			return nil // an unexpected transaction given back: the order's own payment stands
-		}
-		if err := s.q.PaymentMarkRefunded(ctx, tx, ref.PaymentID); err != nil {
-			return err
-		}
-		_, err = s.o.Orders.ApplyTx(ctx, tx, ref.OrderID, statemachine.RefundDone, order.Actor{Kind: statemachine.Payment, Name: src.Kind}, "refunded "+r.OutRefundNo)
-		if pe, ok := problem.As(err); ok && pe.Type == problem.OrderStatusConflict {
-			return nil // a late payment of a cancelled order: the order stays cancelled
-		}
-		return err
+		return s.endIfRefunded(ctx, tx, ref, order.Actor{Kind: statemachine.Payment, Name: src.Kind}, "refunded "+r.OutRefundNo)
 	})
 	s.callbacks.WithLabelValues(src.Kind+"-refund", outcome).Inc()
 	if err == nil && outcome == "anomaly" {
 		return outcome, ErrAnomaly // recorded, and refused
 	}
 	return outcome, err
+}
+
+// endIfRefunded runs after a refund of ref's payment succeeded or was
+// settled, in tx: when the payment's final refunds come to all that was
+// paid, the payment is refunded and its order moves to REFUNDED (from
+// REFUNDING, or from where partial refunds left it). The order's row is
+// locked first, so that two refunds ending at once cannot both find the
+// other unfinished.
+func (s *Service) endIfRefunded(ctx context.Context, tx pgx.Tx, ref dbsqlc.Refund, actor order.Actor, reason string) error {
+	if ref.TransactionID != nil {
+		return nil // an unexpected transaction given back: the order's own payment stands
+	}
+	if _, err := s.q.OrderLockForRefund(ctx, tx, ref.OrderID); err != nil {
+		return fmt.Errorf("lock order: %w", err)
+	}
+	p, err := s.q.PaymentGetByID(ctx, tx, ref.PaymentID)
+	if err != nil {
+		return fmt.Errorf("read payment: %w", err)
+	}
+	final, err := s.q.RefundedOfPaymentFinal(ctx, tx, p.ID)
+	if err != nil {
+		return fmt.Errorf("read refunds: %w", err)
+	}
+	if final < p.AmountFen {
+		return nil // a partial refund: the order goes on
+	}
+	if err := s.q.PaymentMarkRefunded(ctx, tx, p.ID); err != nil {
+		return err
+	}
+	// A second payment of an order given back: the payment it keeps
+	// stands, and so does the order.
+	pays, err := s.q.PaymentsByOrder(ctx, tx, ref.OrderID)
+	if err != nil {
+		return fmt.Errorf("read payments: %w", err)
+	}
+	for _, other := range pays {
+		if other.Status == paystate.Paid {
+			return nil
+		}
+	}
+	_, err = s.o.Orders.ApplyTx(ctx, tx, ref.OrderID, statemachine.RefundDone, actor, reason)
+	if pe, ok := problem.As(err); ok && pe.Type == problem.OrderStatusConflict {
+		return nil // a late payment of a cancelled order: the order stays cancelled
+	}
+	return err
 }
 
 // refundMismatch compares a reported refund with the refund we asked for:

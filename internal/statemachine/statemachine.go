@@ -104,6 +104,12 @@ func Table() []Transition {
 		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin}, []Effect{Notify}, "delivered, or the customer confirms receipt"},
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},
 		{Refunding, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "refund callback or query, or settled by an operator"},
+		// Partial refunds that come to all that was paid end the order too.
+		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
+		{Accepted, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
+		{Ready, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
+		{Delivering, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},
+		{Completed, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},
 	}
 }
 

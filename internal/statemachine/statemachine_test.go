@@ -32,6 +32,10 @@ func TestDecide(t *testing.T) {
 		{statemachine.Paid, statemachine.Timeout, statemachine.System, "", false, "conflict"},
 		{statemachine.Delivering, statemachine.AutoComplete, statemachine.System, statemachine.Completed, false, ""},
 		{statemachine.Completed, statemachine.AutoComplete, statemachine.System, "", true, ""},
+		{statemachine.Completed, statemachine.RefundDone, statemachine.Payment, statemachine.Refunded, false, ""},
+		{statemachine.Paid, statemachine.RefundDone, statemachine.Payment, statemachine.Refunded, false, ""},
+		{statemachine.Paid, statemachine.RefundDone, statemachine.User, "", false, "forbidden"},
+		{statemachine.PendingPayment, statemachine.RefundDone, statemachine.Payment, "", false, "conflict"},
 		{statemachine.Accepted, statemachine.MarkReady, statemachine.Merchant, statemachine.Ready, false, ""},
 		{statemachine.Ready, statemachine.MarkReady, statemachine.Merchant, "", true, ""},
 		{statemachine.Ready, statemachine.MarkReady, statemachine.User, "", false, "forbidden"},
@@ -85,9 +89,16 @@ func TestTableIsWellFormed(t *testing.T) {
 			t.Errorf("%s unreachable", s)
 		}
 	}
-	for _, s := range []statemachine.Status{statemachine.Completed, statemachine.Cancelled, statemachine.Refunded} {
+	for _, s := range []statemachine.Status{statemachine.Cancelled, statemachine.Refunded} {
 		if !statemachine.Terminal(s) {
 			t.Errorf("%s is not terminal", s)
+		}
+	}
+	// A completed order leaves only when partial refunds give all of it
+	// back.
+	for _, tr := range statemachine.Table() {
+		if tr.From == statemachine.Completed && (tr.Event != statemachine.RefundDone || tr.To != statemachine.Refunded) {
+			t.Errorf("COMPLETED --%s--> %s", tr.Event, tr.To)
 		}
 	}
 }

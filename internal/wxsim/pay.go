@@ -37,6 +37,9 @@ type simTxn struct {
 	AppID, MchID, OutTradeNo, NotifyURL, OpenID, Description string
 	Total                                                    int64
 	State, TransactionID, SuccessTime                        string
+	// Refunded is what the trade's refunds asked back, summed: as at the
+	// platform, never more than Total.
+	Refunded int64
 }
 
 type simRefund struct {
@@ -198,7 +201,12 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 		return 400, map[string]string{"code": "RESOURCE_NOT_EXISTS", "message": "not paid"}
 	}
 	rf, dup := p.refunds[in.OutRefundNo]
+	if !dup && (in.Amount.Refund <= 0 || in.Amount.Total != t.Total || t.Refunded+in.Amount.Refund > t.Total) {
+		p.mu.Unlock()
+		return 400, map[string]string{"code": "INVALID_REQUEST", "message": fmt.Sprintf("refund %d of total %d: %d refunded already, %d paid", in.Amount.Refund, in.Amount.Total, t.Refunded, t.Total)}
+	}
 	if !dup {
+		t.Refunded += in.Amount.Refund
 		p.seq++
 		rf = &simRefund{OutRefundNo: in.OutRefundNo, OutTradeNo: in.OutTradeNo, RefundID: fmt.Sprintf("5030%016d", p.seq),
 			Status: "PROCESSING", NotifyURL: in.NotifyURL, Refund: in.Amount.Refund, Total: in.Amount.Total}
@@ -226,6 +234,12 @@ func (p *payments) finishRefund(rf *simRefund, fails, drop bool) {
 	}
 	p.mu.Lock()
 	rf.Status = status
+	if fails {
+		// The money did not leave: it may be refunded again.
+		if t, ok := p.txns[rf.OutTradeNo]; ok {
+			t.Refunded -= rf.Refund
+		}
+	}
 	plain, _ := json.Marshal(map[string]any{"mchid": p.o.MchID, "out_trade_no": rf.OutTradeNo, "refund_id": rf.RefundID,
 		"out_refund_no": rf.OutRefundNo, "refund_status": status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total}})
 	url := rf.NotifyURL

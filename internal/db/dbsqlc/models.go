@@ -194,6 +194,8 @@ type OrderItem struct {
 	Line            int16
 	Options         []byte
 	PackagingFeeFen int64
+	RefundedQty     int32
+	RestockedQty    int32
 }
 
 type OrderStatusHistory struct {
@@ -260,6 +262,9 @@ type Refund struct {
 	UpdatedAt     time.Time
 	TransactionID *string
 	Note          string
+	Lines         []byte
+	Restock       bool
+	Partial       bool
 }
 
 type RequestRecord struct {

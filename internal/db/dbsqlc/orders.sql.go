@@ -81,6 +81,39 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 	return i, err
 }
 
+const orderGetForUpdate = `-- name: OrderGetForUpdate :one
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders WHERE id = $1 FOR UPDATE
+`
+
+// The order, locked: refund requests of one order take turns.
+func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id int64) (Order, error) {
+	row := db.QueryRow(ctx, orderGetForUpdate, id)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.MerchantID,
+		&i.IntentDigest,
+		&i.ContentDigest,
+		&i.IntentSeq,
+		&i.DigestAlg,
+		&i.Status,
+		&i.ItemsTotalFen,
+		&i.DeliveryFeeFen,
+		&i.TotalFen,
+		&i.Address,
+		&i.Remark,
+		&i.Version,
+		&i.PayDeadline,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PackagingFeeFen,
+		&i.UrgedAt,
+		&i.UrgeCount,
+	)
+	return i, err
+}
+
 const orderHistoryByOrder = `-- name: OrderHistoryByOrder :many
 SELECT id, order_id, from_status, to_status, version, actor, reason, created_at FROM order_status_history WHERE order_id = $1 ORDER BY version
 `
@@ -248,8 +281,48 @@ func (q *Queries) OrderItemInsert(ctx context.Context, db DBTX, arg OrderItemIns
 	return err
 }
 
+const orderItemRefund = `-- name: OrderItemRefund :one
+UPDATE order_items SET refunded_qty = refunded_qty + $1,
+    restocked_qty = restocked_qty + CASE WHEN $2::boolean THEN $1 ELSE 0 END
+WHERE order_id = $3 AND line = $4 AND refunded_qty + $1 <= qty
+RETURNING order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty
+`
+
+type OrderItemRefundParams struct {
+	Qty     int32
+	Restock bool
+	OrderID int64
+	Line    int16
+}
+
+// Marks qty more units of a line refunded (and restocked, when they go
+// back on sale); no row when the line has fewer units left to refund.
+func (q *Queries) OrderItemRefund(ctx context.Context, db DBTX, arg OrderItemRefundParams) (OrderItem, error) {
+	row := db.QueryRow(ctx, orderItemRefund,
+		arg.Qty,
+		arg.Restock,
+		arg.OrderID,
+		arg.Line,
+	)
+	var i OrderItem
+	err := row.Scan(
+		&i.OrderID,
+		&i.DishID,
+		&i.Name,
+		&i.Qty,
+		&i.UnitPriceFen,
+		&i.LineTotalFen,
+		&i.Line,
+		&i.Options,
+		&i.PackagingFeeFen,
+		&i.RefundedQty,
+		&i.RestockedQty,
+	)
+	return i, err
+}
+
 const orderItemsByOrder = `-- name: OrderItemsByOrder :many
-SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen FROM order_items WHERE order_id = $1 ORDER BY line
+SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty FROM order_items WHERE order_id = $1 ORDER BY line
 `
 
 func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64) ([]OrderItem, error) {
@@ -271,6 +344,8 @@ func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64)
 			&i.Line,
 			&i.Options,
 			&i.PackagingFeeFen,
+			&i.RefundedQty,
+			&i.RestockedQty,
 		); err != nil {
 			return nil, err
 		}
@@ -283,7 +358,7 @@ func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64)
 }
 
 const orderItemsByOrders = `-- name: OrderItemsByOrders :many
-SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY order_id, line
+SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY order_id, line
 `
 
 func (q *Queries) OrderItemsByOrders(ctx context.Context, db DBTX, orderIds []int64) ([]OrderItem, error) {
@@ -305,6 +380,8 @@ func (q *Queries) OrderItemsByOrders(ctx context.Context, db DBTX, orderIds []in
 			&i.Line,
 			&i.Options,
 			&i.PackagingFeeFen,
+			&i.RefundedQty,
+			&i.RestockedQty,
 		); err != nil {
 			return nil, err
 		}
@@ -401,6 +478,17 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 		return nil, err
 	}
 	return items, nil
+}
+
+const orderLockForRefund = `-- name: OrderLockForRefund :one
+SELECT id FROM orders WHERE id = $1 FOR UPDATE
+`
+
+func (q *Queries) OrderLockForRefund(ctx context.Context, db DBTX, id int64) (int64, error) {
+	row := db.QueryRow(ctx, orderLockForRefund, id)
+	var id_2 int64
+	err := row.Scan(&id_2)
+	return id_2, err
 }
 
 const orderSearch = `-- name: OrderSearch :many

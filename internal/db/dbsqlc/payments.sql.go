@@ -407,7 +407,7 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg Payments
 const refundClose = `-- name: RefundClose :one
 UPDATE refunds SET status = $1, note = $2, updated_at = now()
 WHERE out_refund_no = $3 AND status = 'FAILED'
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
 `
 
 type RefundCloseParams struct {
@@ -434,12 +434,15 @@ func (q *Queries) RefundClose(ctx context.Context, db DBTX, arg RefundCloseParam
 		&i.UpdatedAt,
 		&i.TransactionID,
 		&i.Note,
+		&i.Lines,
+		&i.Restock,
+		&i.Partial,
 	)
 	return i, err
 }
 
 const refundGetByOutRefundNo = `-- name: RefundGetByOutRefundNo :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds WHERE out_refund_no = $1
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds WHERE out_refund_no = $1
 `
 
 func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
@@ -458,12 +461,15 @@ func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefund
 		&i.UpdatedAt,
 		&i.TransactionID,
 		&i.Note,
+		&i.Lines,
+		&i.Restock,
+		&i.Partial,
 	)
 	return i, err
 }
 
 const refundGetForUpdate = `-- name: RefundGetForUpdate :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds WHERE out_refund_no = $1 FOR UPDATE
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds WHERE out_refund_no = $1 FOR UPDATE
 `
 
 func (q *Queries) RefundGetForUpdate(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
@@ -482,6 +488,9 @@ func (q *Queries) RefundGetForUpdate(ctx context.Context, db DBTX, outRefundNo s
 		&i.UpdatedAt,
 		&i.TransactionID,
 		&i.Note,
+		&i.Lines,
+		&i.Restock,
+		&i.Partial,
 	)
 	return i, err
 }
@@ -490,7 +499,7 @@ const refundInsert = `-- name: RefundInsert :one
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (out_refund_no) DO NOTHING
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
 `
 
 type RefundInsertParams struct {
@@ -525,6 +534,56 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 		&i.UpdatedAt,
 		&i.TransactionID,
 		&i.Note,
+		&i.Lines,
+		&i.Restock,
+		&i.Partial,
+	)
+	return i, err
+}
+
+const refundInsertPartial = `-- name: RefundInsertPartial :one
+INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, lines, restock, partial)
+VALUES ($1, $2, $3, $4, $5, $6, $7, true)
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
+`
+
+type RefundInsertPartialParams struct {
+	PaymentID   int64
+	OrderID     int64
+	OutRefundNo string
+	AmountFen   int64
+	Reason      string
+	Lines       []byte
+	Restock     bool
+}
+
+func (q *Queries) RefundInsertPartial(ctx context.Context, db DBTX, arg RefundInsertPartialParams) (Refund, error) {
+	row := db.QueryRow(ctx, refundInsertPartial,
+		arg.PaymentID,
+		arg.OrderID,
+		arg.OutRefundNo,
+		arg.AmountFen,
+		arg.Reason,
+		arg.Lines,
+		arg.Restock,
+	)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.PaymentID,
+		&i.OrderID,
+		&i.OutRefundNo,
+		&i.AmountFen,
+		&i.Reason,
+		&i.Status,
+		&i.RefundID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransactionID,
+		&i.Note,
+		&i.Lines,
+		&i.Restock,
+		&i.Partial,
 	)
 	return i, err
 }
@@ -532,7 +591,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 const refundSetStatus = `-- name: RefundSetStatus :one
 UPDATE refunds SET status = $1, refund_id = coalesce($2, refund_id), updated_at = now()
 WHERE out_refund_no = $3 AND status NOT IN ('SUCCESS', 'RETRIED', 'SETTLED')
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
 `
 
 type RefundSetStatusParams struct {
@@ -557,12 +616,49 @@ func (q *Queries) RefundSetStatus(ctx context.Context, db DBTX, arg RefundSetSta
 		&i.UpdatedAt,
 		&i.TransactionID,
 		&i.Note,
+		&i.Lines,
+		&i.Restock,
+		&i.Partial,
 	)
 	return i, err
 }
 
+const refundedOfPayment = `-- name: RefundedOfPayment :one
+SELECT coalesce(sum(amount_fen), 0)::bigint AS refunded_fen, count(*)::integer AS refunds FROM refunds
+WHERE payment_id = $1 AND transaction_id IS NULL AND status <> 'RETRIED'
+`
+
+type RefundedOfPaymentRow struct {
+	RefundedFen int64
+	Refunds     int32
+}
+
+// What the payment has given back or owes back: every refund of the
+// order's own payment (not of an unexpected transaction) but those a
+// retry replaced.
+func (q *Queries) RefundedOfPayment(ctx context.Context, db DBTX, paymentID int64) (RefundedOfPaymentRow, error) {
+	row := db.QueryRow(ctx, refundedOfPayment, paymentID)
+	var i RefundedOfPaymentRow
+	err := row.Scan(&i.RefundedFen, &i.Refunds)
+	return i, err
+}
+
+const refundedOfPaymentFinal = `-- name: RefundedOfPaymentFinal :one
+SELECT coalesce(sum(amount_fen), 0)::bigint FROM refunds
+WHERE payment_id = $1 AND transaction_id IS NULL AND status IN ('SUCCESS', 'SETTLED')
+`
+
+// What the payment has given back for good: refunds that succeeded, or
+// that an operator settled outside WeChat.
+func (q *Queries) RefundedOfPaymentFinal(ctx context.Context, db DBTX, paymentID int64) (int64, error) {
+	row := db.QueryRow(ctx, refundedOfPaymentFinal, paymentID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const refundsByStatus = `-- name: RefundsByStatus :many
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3
 `
 
 type RefundsByStatusParams struct {
@@ -594,6 +690,9 @@ func (q *Queries) RefundsByStatus(ctx context.Context, db DBTX, arg RefundsBySta
 			&i.UpdatedAt,
 			&i.TransactionID,
 			&i.Note,
+			&i.Lines,
+			&i.Restock,
+			&i.Partial,
 		); err != nil {
 			return nil, err
 		}
@@ -628,7 +727,7 @@ func (q *Queries) RefundsOfPayment(ctx context.Context, db DBTX, paymentID int64
 }
 
 const refundsToReconcile = `-- name: RefundsToReconcile :many
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note FROM refunds
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds
 WHERE status = 'PROCESSING' AND updated_at <= $1
 ORDER BY id
 LIMIT $2
@@ -662,6 +761,9 @@ func (q *Queries) RefundsToReconcile(ctx context.Context, db DBTX, arg RefundsTo
 			&i.UpdatedAt,
 			&i.TransactionID,
 			&i.Note,
+			&i.Lines,
+			&i.Restock,
+			&i.Partial,
 		); err != nil {
 			return nil, err
 		}

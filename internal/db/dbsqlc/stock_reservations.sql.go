@@ -211,3 +211,31 @@ func (q *Queries) ReservationRelease(ctx context.Context, db DBTX, orderID int64
 	}
 	return items, nil
 }
+
+const reservationShrink = `-- name: ReservationShrink :one
+UPDATE stock_reservations SET qty = CASE WHEN qty > $1 THEN qty - $1 ELSE qty END,
+    released_at = CASE WHEN qty = $1 THEN now() ELSE released_at END
+WHERE order_id = $2 AND dish_id = $3 AND released_at IS NULL AND consumed_at IS NULL AND qty >= $1
+RETURNING qty, released_at IS NOT NULL AS released
+`
+
+type ReservationShrinkParams struct {
+	Qty     int32
+	OrderID int64
+	DishID  int64
+}
+
+type ReservationShrinkRow struct {
+	Qty      int32
+	Released interface{}
+}
+
+// Gives qty units of an order's held reservation of a dish back (a
+// refunded line whose stock goes back on sale); a reservation left with
+// none is released. No row: nothing held to give back.
+func (q *Queries) ReservationShrink(ctx context.Context, db DBTX, arg ReservationShrinkParams) (ReservationShrinkRow, error) {
+	row := db.QueryRow(ctx, reservationShrink, arg.Qty, arg.OrderID, arg.DishID)
+	var i ReservationShrinkRow
+	err := row.Scan(&i.Qty, &i.Released)
+	return i, err
+}
