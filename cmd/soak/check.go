@@ -201,7 +201,10 @@ func checkStock(ctx context.Context, db querier, initial map[int64]int64, f *fin
 	// units may be sold than were ever put on hand.
 	rows, err := db.Query(ctx, `SELECT d.id, d.stock, (SELECT coalesce(min(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id),
 	    coalesce(sum(r.qty) FILTER (WHERE r.released_at IS NULL), 0),
-	    coalesce(sum(r.qty) FILTER (WHERE o.status NOT IN ('CANCELLED', 'REFUNDING', 'REFUNDED')), 0),
+	    -- Sold: units that left with their order, or that an order may
+	    -- still take (not given back, by its end or by a partial refund).
+	    coalesce(sum(r.qty) FILTER (WHERE r.consumed_at IS NOT NULL
+	      OR (r.released_at IS NULL AND o.status NOT IN ('CANCELLED', 'REFUNDING', 'REFUNDED'))), 0),
 	    (SELECT coalesce(sum(a.delta), 0) FROM stock_adjustments a WHERE a.dish_id = d.id),
 	    (SELECT coalesce(sum(greatest(a.delta, 0)), 0) FROM stock_adjustments a WHERE a.dish_id = d.id),
 	    (SELECT coalesce(sum(a.delta), -1) FROM stock_adjustments a WHERE a.dish_id = d.id AND a.kind = 'opening')
@@ -265,10 +268,17 @@ func checkRestocks(ctx context.Context, db querier, rs *restocks, f *findings) e
 // checkReservations: an order holds its stock exactly while it may still
 // be fulfilled, and every item has its reservation.
 func checkReservations(ctx context.Context, db querier, f *findings) error {
-	rows, err := db.Query(ctx, `SELECT o.id, o.status, r.released_at IS NOT NULL
-	  FROM stock_reservations r JOIN orders o ON o.id = r.order_id
-	  WHERE (r.released_at IS NOT NULL) <> (o.status IN ('CANCELLED', 'REFUNDING', 'REFUNDED'))
-	     OR (r.consumed_at IS NOT NULL) <> (o.status IN ('DELIVERING', 'COMPLETED'))
+	// An order holds what it has not given back while it may still be
+	// fulfilled (a partial refund may put units back on sale), its units
+	// leave with it when dispatched, and an ended order holds none.
+	rows, err := db.Query(ctx, `WITH given AS (
+	    SELECT order_id, dish_id, sum(qty) AS qty, sum(restocked_qty) AS restocked FROM order_items GROUP BY order_id, dish_id)
+	  SELECT o.id, o.status, r.released_at IS NOT NULL
+	  FROM stock_reservations r JOIN orders o ON o.id = r.order_id JOIN given g ON g.order_id = r.order_id AND g.dish_id = r.dish_id
+	  WHERE (r.consumed_at IS NOT NULL AND (r.released_at IS NOT NULL OR o.status NOT IN ('DELIVERING', 'COMPLETED', 'REFUNDED')))
+	     OR (r.consumed_at IS NULL AND r.released_at IS NULL AND o.status IN ('DELIVERING', 'COMPLETED', 'CANCELLED', 'REFUNDING', 'REFUNDED'))
+	     OR (o.status IN ('PENDING_PAYMENT', 'PAID', 'ACCEPTED', 'READY') AND r.released_at IS NULL AND r.qty <> g.qty - g.restocked)
+	     OR (o.status IN ('PENDING_PAYMENT', 'PAID', 'ACCEPTED', 'READY') AND r.released_at IS NOT NULL AND g.restocked <> g.qty)
 	  UNION ALL
 	  SELECT i.order_id, 'item without reservation', false
 	  FROM order_items i LEFT JOIN stock_reservations r ON r.order_id = i.order_id AND r.dish_id = i.dish_id
@@ -293,7 +303,9 @@ func checkReservations(ctx context.Context, db querier, f *findings) error {
 func checkPayments(ctx context.Context, db querier, f *findings) error {
 	rows, err := db.Query(ctx, `WITH paid AS (
 	    SELECT p.order_id, p.id,
-	           EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = p.id AND r.transaction_id IS NULL AND r.status IN ('SUCCESS', 'SETTLED')) AS refunded
+	           -- Given back for good: all of it, maybe over several partial refunds.
+	           (SELECT coalesce(sum(r.amount_fen), 0) FROM refunds r WHERE r.payment_id = p.id AND r.transaction_id IS NULL
+	              AND r.status IN ('SUCCESS', 'SETTLED')) >= p.amount_fen AS refunded
 	    FROM payments p WHERE p.transaction_id IS NOT NULL)
 	  SELECT o.id, o.status, count(paid.id) FILTER (WHERE NOT paid.refunded)
 	  FROM orders o LEFT JOIN paid ON paid.order_id = o.id GROUP BY o.id, o.status`)

@@ -474,7 +474,7 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 		var m struct {
 			ID string `json:"id"`
 		}
-		if err := post("/admin/v1/merchants", map[string]any{"name": fmt.Sprintf("Soak Kitchen %d", i), "delivery_fee_fen": 300 + 100*i}, &m); err != nil {
+		if err := post("/admin/v1/merchants", merchantRules(i, d.o.duration, time.Now().UTC()), &m); err != nil {
 			return err
 		}
 		id, _ := strconv.ParseInt(m.ID, 10, 64)
@@ -482,12 +482,17 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 		if err != nil {
 			return err
 		}
-		mer := merchant{ID: m.ID, Staff: staff}
+		mer := merchant{ID: m.ID, Staff: staff, ByDistance: i == 2, Lat: 22.5, Lng: 113.9}
 		for j := range 5 {
 			var di dish
 			if err := post("/admin/v1/merchants/"+m.ID+"/dishes",
-				map[string]any{"name": fmt.Sprintf("Dish %d-%d", i, j), "price_fen": 800 + 150*j, "stock": 1_000_000}, &di); err != nil {
+				map[string]any{"name": fmt.Sprintf("Dish %d-%d", i, j), "price_fen": 800 + 150*j, "stock": 1_000_000, "packaging_fee_fen": 50 * (j % 2)}, &di); err != nil {
 				return err
+			}
+			if i == 0 && j < 2 {
+				if err := d.giveOptions(ctx, admin, &di); err != nil {
+					return err
+				}
 			}
 			mer.Dishes = append(mer.Dishes, di)
 		}
@@ -496,10 +501,58 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 				map[string]any{"name": "The Hot Dish", "price_fen": 1999, "stock": d.o.hotStock}, &d.hot); err != nil {
 				return err
 			}
+			if err := d.giveOptions(ctx, admin, &d.hot); err != nil {
+				return err
+			}
 		}
 		d.merchants = append(d.merchants, mer)
 	}
 	return nil
+}
+
+// merchantRules are the soak's merchants' money rules and hours: the
+// first a flat fee; the second a minimum order and, for a sixth of the
+// run from a third of it on, closed by its hours (UTC); the third priced
+// by distance bands.
+func merchantRules(i int, run time.Duration, now time.Time) map[string]any {
+	m := map[string]any{"name": fmt.Sprintf("Soak Kitchen %d", i), "delivery_fee_fen": 300 + 100*i}
+	switch i {
+	case 1:
+		m["min_order_fen"] = 1500
+		closes := now.Add(run / 3).Truncate(time.Minute).Add(time.Minute)
+		opens := closes.Add(max(time.Minute, (run / 6).Truncate(time.Minute)))
+		m["time_zone"] = "UTC"
+		var hours []map[string]string
+		for day := range 7 {
+			name := []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}[day]
+			if time.Weekday(day) == closes.Weekday() && opens.Weekday() == closes.Weekday() {
+				hours = append(hours, map[string]string{"day": name, "open": "00:00", "close": closes.Format("15:04")},
+					map[string]string{"day": name, "open": opens.Format("15:04"), "close": "24:00"})
+				continue
+			}
+			hours = append(hours, map[string]string{"day": name, "open": "00:00", "close": "24:00"})
+		}
+		m["hours"] = hours
+	case 2:
+		m["location"] = map[string]float64{"lat": 22.5, "lng": 113.9}
+		m["delivery_bands"] = []map[string]int64{{"up_to_m": 2000, "fee_fen": 300}, {"up_to_m": 5000, "fee_fen": 700}}
+	}
+	return m
+}
+
+// giveOptions sets an option set on a dish: a required size, optional
+// extras (at most two).
+func (d *driver) giveOptions(ctx context.Context, admin string, di *dish) error {
+	body := map[string]any{"version": di.Version, "groups": []map[string]any{
+		{"name": "Size", "min_choices": 1, "max_choices": 1, "choices": []map[string]any{{"name": "Regular"}, {"name": "Large", "price_delta_fen": 300}}},
+		{"name": "Extras", "max_choices": 2, "choices": []map[string]any{
+			{"name": "Egg", "price_delta_fen": 150}, {"name": "Tofu", "price_delta_fen": 200}, {"name": "Chili oil"}}},
+	}}
+	r := d.call(ctx, entry{Op: "seed", Method: "PUT", Path: "/admin/v1/dishes/" + di.ID + "/options"}, admin, body, nil)
+	if r.status != http.StatusOK {
+		return fmt.Errorf("PUT options of dish %s: %d %s: %w", di.ID, r.status, r.body, r.err)
+	}
+	return json.Unmarshal(r.body, di)
 }
 
 func stockNow(ctx context.Context, db querier) (map[int64]int64, error) {

@@ -20,9 +20,32 @@ import (
 
 // dish is a seeded dish.
 type dish struct {
-	ID       string `json:"id"`
-	PriceFen int64  `json:"price_fen"`
-	Stock    int32  `json:"stock"`
+	ID       string        `json:"id"`
+	PriceFen int64         `json:"price_fen"`
+	Stock    int32         `json:"stock"`
+	Version  int64         `json:"version"`
+	Options  []optionGroup `json:"options"`
+}
+
+// optionGroup is a dish's option group as the API shows it.
+type optionGroup struct {
+	MinChoices int `json:"min_choices"`
+	MaxChoices int `json:"max_choices"`
+	Choices    []struct {
+		ID string `json:"id"`
+	} `json:"choices"`
+}
+
+// pickOptions chooses a valid set of the dish's choices at random.
+func (d dish) pickOptions() []string {
+	out := []string{}
+	for _, g := range d.Options {
+		n := g.MinChoices + rand.IntN(g.MaxChoices-g.MinChoices+1)
+		for _, i := range rand.Perm(len(g.Choices))[:n] {
+			out = append(out, g.Choices[i].ID)
+		}
+	}
+	return out
 }
 
 // merchant is a seeded merchant with its dishes and staff token.
@@ -30,6 +53,9 @@ type merchant struct {
 	ID     string
 	Dishes []dish
 	Staff  string
+	// ByDistance: the merchant prices delivery by distance from Lat, Lng.
+	ByDistance bool
+	Lat, Lng   float64
 }
 
 // driver plays the users, the merchants' staff and the payment platform's
@@ -164,15 +190,16 @@ func (d *driver) login(ctx context.Context, n int) string {
 }
 
 type confirmItem struct {
-	DishID string `json:"dish_id"`
-	Qty    int32  `json:"qty"`
+	DishID  string   `json:"dish_id"`
+	Options []string `json:"options"`
+	Qty     int32    `json:"qty"`
 }
 
 type confirmRequest struct {
-	MerchantID string            `json:"merchant_id"`
-	Items      []confirmItem     `json:"items"`
-	Address    map[string]string `json:"address"`
-	Remark     string            `json:"remark"`
+	MerchantID string         `json:"merchant_id"`
+	Items      []confirmItem  `json:"items"`
+	Address    map[string]any `json:"address"`
+	Remark     string         `json:"remark"`
 }
 
 type confirmed struct {
@@ -190,17 +217,21 @@ func (d *driver) purchase(ctx context.Context, user int, token *string) {
 	if rand.IntN(2) == 0 {
 		// The hot dish: everyone wants it.
 		m = d.merchants[0]
-		items = append(items, confirmItem{DishID: d.hot.ID, Qty: 1})
+		items = append(items, confirmItem{DishID: d.hot.ID, Qty: 1, Options: d.hot.pickOptions()})
 	}
 	for _, i := range rand.Perm(len(m.Dishes))[:1+rand.IntN(2)] {
 		if m.Dishes[i].ID != d.hot.ID {
-			items = append(items, confirmItem{DishID: m.Dishes[i].ID, Qty: int32(1 + rand.IntN(2))}) //nolint:gosec // G115: 1 or 2
+			items = append(items, confirmItem{DishID: m.Dishes[i].ID, Qty: int32(1 + rand.IntN(2)), Options: m.Dishes[i].pickOptions()}) //nolint:gosec // G115: 1 or 2
 		}
 	}
 	// The remark makes each purchase's content unique, so only retries of
 	// this purchase may merge into its order.
-	req := confirmRequest{MerchantID: m.ID, Items: items, Remark: fmt.Sprintf("soak purchase %d", pid),
-		Address: map[string]string{"name": fmt.Sprintf("User %d", user), "phone": "13800138000", "detail": "1 Soak Road"}}
+	addr := map[string]any{"name": fmt.Sprintf("User %d", user), "phone": "13800138000", "detail": "1 Soak Road"}
+	if m.ByDistance {
+		// Up to about 6.6 km north: some beyond its last band (5 km).
+		addr["location"] = map[string]float64{"lat": m.Lat + rand.Float64()*0.06, "lng": m.Lng}
+	}
+	req := confirmRequest{MerchantID: m.ID, Items: items, Remark: fmt.Sprintf("soak purchase %d", pid), Address: addr}
 	c, ok := d.confirm(ctx, user, pid, token, req)
 	if !ok {
 		return
@@ -435,6 +466,7 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 			return
 		case <-time.After(300 * time.Millisecond):
 		}
+		d.partialRefunds(ctx, m)
 		for _, s := range steps {
 			r := d.call(ctx, entry{Op: "staff_search", Method: "GET", Path: "/admin/v1/orders?limit=100&merchant_id=" + m.ID + "&status=" + s.status, Inst: d.randInst()},
 				m.Staff, nil, nil)
@@ -462,6 +494,52 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 				}
 				wg.Wait()
 			}
+		}
+	}
+}
+
+// partialRefunds gives back part of some paid orders of a merchant: a
+// unit of a line (its stock back on sale before dispatch) or an amount,
+// one request per order and status, its key fixed by them so that later
+// passes repeat it (and replay), sometimes twice at once. Requests beyond
+// what is left are refused (409), as they should be.
+func (d *driver) partialRefunds(ctx context.Context, m merchant) {
+	for _, status := range []string{"PAID", "DELIVERING", "COMPLETED"} {
+		r := d.call(ctx, entry{Op: "staff_search", Method: "GET", Path: "/admin/v1/orders?limit=50&merchant_id=" + m.ID + "&status=" + status, Inst: d.randInst()},
+			m.Staff, nil, nil)
+		if !r.ok() {
+			continue
+		}
+		var page struct {
+			Orders []struct {
+				ID    string `json:"id"`
+				Items []struct {
+					Line int `json:"line"`
+				} `json:"items"`
+			} `json:"orders"`
+		}
+		_ = json.Unmarshal(r.body, &page)
+		for _, o := range page.Orders {
+			h := fnv.New32a()
+			_, _ = h.Write([]byte(o.ID + "partial" + status))
+			pick := h.Sum32() % 100
+			if pick >= 12 || len(o.Items) == 0 {
+				continue
+			}
+			body := map[string]any{"reason": "soak: part of the order", "amount_fen": 100 + 20*pick}
+			if pick%2 == 0 {
+				body = map[string]any{"reason": "soak: a line short", "lines": []map[string]int{{"line": o.Items[0].Line, "qty": 1}},
+					"restock": status == "PAID"}
+			}
+			key := "partial-" + o.ID + "-" + status
+			var wg sync.WaitGroup
+			for range 1 + rand.IntN(2) {
+				wg.Go(func() {
+					d.retry(ctx, entry{Op: "staff_refund_part", Method: "POST", Path: "/admin/v1/orders/" + o.ID + "/refunds", Order: o.ID, Key: key},
+						m.Staff, body, map[string]string{"Idempotency-Key": key})
+				})
+			}
+			wg.Wait()
 		}
 	}
 }
