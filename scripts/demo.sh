@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole demo flow against `make run`: log in through wxsim, read the
-# menu, confirm and submit an order, pay it through wxsim's simulated
-# WeChat Pay, and let the merchant accept, dispatch and complete it.
+# menu, confirm and submit an order with options, pay it through wxsim's
+# simulated WeChat Pay, urge it, let the merchant accept it, mark it ready
+# and dispatch it, confirm receipt, refund part of it, and order it again.
 #   TAKEOUT_API (default http://127.0.0.1:8080), TAKEOUT_WXSIM (default http://127.0.0.1:8090)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,11 +27,15 @@ echo "session token: ${token:0:16}..."
 step "the menu"
 merchant=$(call GET /v1/merchants "" | field id)
 menu=$(call GET "/v1/merchants/$merchant/menu" "")
-dish=$(echo "$menu" | sed 's/},{/}\n{/g' | grep '"on_sale":true' | field id)
-echo "merchant $merchant, ordering dish $dish"
+# id_of NAME: the id of the menu's dish or option choice of that name.
+id_of() { echo "$menu" | sed 's/{"id":"/\n/g' | grep "\"name\":\"$1\"" | head -1 | cut -d'"' -f1; }
+chicken=$(id_of "Kung Pao Chicken") rice=$(id_of "Egg Fried Rice")
+large=$(id_of Large) fiery=$(id_of Fiery) peanuts=$(id_of Peanuts)
+echo "merchant $merchant (open now: $(echo "$menu" | sed -n 's/.*"open_now":\([a-z]*\).*/\1/p')): a large fiery Kung Pao Chicken with peanuts, and 2 egg fried rice"
 
-step "confirm (the server prices the cart)"
-confirm=$(call POST /v1/orders/confirm "$token" "{\"merchant_id\":\"$merchant\",\"items\":[{\"dish_id\":\"$dish\",\"qty\":2}],\"address\":{\"name\":\"Demo User\",\"phone\":\"13800138000\",\"detail\":\"1 Demo Road\"},\"repeat\":true}")
+step "confirm (the server prices the cart: options, packaging, delivery)"
+cart="{\"merchant_id\":\"$merchant\",\"items\":[{\"dish_id\":\"$chicken\",\"qty\":1,\"options\":[\"$large\",\"$fiery\",\"$peanuts\"]},{\"dish_id\":\"$rice\",\"qty\":2}],\"address\":{\"name\":\"Demo User\",\"phone\":\"13800138000\",\"detail\":\"1 Demo Road\"},\"repeat\":true}"
+confirm=$(call POST /v1/orders/confirm "$token" "$cart")
 echo "$confirm" | sed 's/"confirm_token":"[^"]*"/"confirm_token":"..."/'
 ctoken=$(echo "$confirm" | field confirm_token)
 
@@ -50,11 +55,26 @@ step "wxsim: the user pays; the callback is delivered 3 times at once"
 curl -sS -f -X POST "$SIM/sim/pay" -H 'Content-Type: application/json' \
 	--data-binary "{\"out_trade_no\":\"T$order-1\",\"copies\":3,\"concurrent\":true,\"retries\":10,\"retry_base_ms\":100}"
 
-for action in accept dispatch complete; do
+step "the customer urges the merchant (a second urge within the interval is 429)"
+call POST "/v1/orders/$order/urge" "$token"
+echo
+
+for action in accept ready dispatch; do
 	step "merchant: $action"
 	call POST "/admin/v1/orders/$order/$action" "$ADMIN" | field status
 done
 
+step "the customer confirms receipt"
+call POST "/v1/orders/$order/complete" "$token" | field status
+
+step "staff refund one egg fried rice (line 1), its packaging with it"
+call POST "/admin/v1/orders/$order/refunds" "$ADMIN" '{"lines":[{"line":1,"qty":1}],"reason":"one rice was missing"}' "Idempotency-Key: demo-refund-$order"
+echo
+
 step "the order"
 call GET "/v1/orders/$order" "$token"
+echo
+
+step "order it again (a new quote at today's prices)"
+call POST "/v1/orders/$order/reorder" "$token" | sed 's/"confirm_token":"[^"]*"/"confirm_token":"..."/'
 echo

@@ -77,35 +77,76 @@ func seedDemo(ctx context.Context, getenv func(string) string, stdout, stderr io
 		if !errors.Is(err, db.ErrNotFound) {
 			return 0, err
 		}
-		m, err = q.MerchantInsert(ctx, tx, dbsqlc.MerchantInsertParams{Name: demoMerchant, Status: "open", DeliveryFeeFen: 300})
+		m, err = q.MerchantInsert(ctx, tx, dbsqlc.MerchantInsertParams{Name: demoMerchant, Status: "open", DeliveryFeeFen: 300, MinOrderFen: 2000})
 		if err != nil {
 			return 0, err
 		}
-		for _, d := range []struct {
-			dbsqlc.DishInsertParams
-			stock int32
-		}{
-			{dbsqlc.DishInsertParams{Name: "Kung Pao Chicken", PriceFen: 3200, OnSale: true}, 100},
-			{dbsqlc.DishInsertParams{Name: "Mapo Tofu", PriceFen: 2200, OnSale: true}, 100},
-			{dbsqlc.DishInsertParams{Name: "Egg Fried Rice", PriceFen: 1500, OnSale: true}, 200},
-			{dbsqlc.DishInsertParams{Name: "Hot and Sour Soup", PriceFen: 1200, OnSale: true}, 50},
-			{dbsqlc.DishInsertParams{Name: "Peking Duck (half)", PriceFen: 8800, OnSale: false}, 10},
-		} {
-			d.MerchantID = m.ID
-			id, err := q.DishInsert(ctx, tx, d.DishInsertParams)
-			if err != nil {
-				return 0, err
-			}
-			if _, err := inventory.Restock(ctx, tx, id, inventory.Change{SetOnHand: &d.stock, Opening: true, Actor: "seed-demo"}); err != nil {
-				return 0, err
-			}
-		}
-		return m.ID, nil
+		return m.ID, seedDemoMenu(ctx, tx, q, m.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("seed demo: %w", err)
 	}
 	fmt.Fprintln(stdout, id)
+	return nil
+}
+
+// seedDemoMenu writes the demo merchant's menu: two categories, dishes
+// with packaging fees, and one dish with options (a required size and
+// spice, optional extras).
+func seedDemoMenu(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, merchantID int64) error {
+	var cats [2]int64
+	for i, name := range []string{"Mains", "Rice and Soup"} {
+		c, err := q.CategoryInsert(ctx, tx, dbsqlc.CategoryInsertParams{MerchantID: merchantID, Name: name, Position: int32(i + 1)}) //nolint:gosec // G115: two
+		if err != nil {
+			return err
+		}
+		cats[i] = c.ID
+	}
+	type choice struct {
+		name  string
+		delta int64
+	}
+	type group struct {
+		name     string
+		min, max int32
+		choices  []choice
+	}
+	for _, d := range []struct {
+		dbsqlc.DishInsertParams
+		category int
+		stock    int32
+		options  []group
+	}{
+		{dbsqlc.DishInsertParams{Name: "Kung Pao Chicken", PriceFen: 3200, OnSale: true, PackagingFeeFen: 100}, 0, 100, []group{
+			{"Size", 1, 1, []choice{{"Regular", 0}, {"Large", 600}}},
+			{"Spice", 1, 1, []choice{{"Mild", 0}, {"Medium", 0}, {"Fiery", 0}}},
+			{"Extras", 0, 2, []choice{{"Peanuts", 200}, {"Fried egg", 300}}},
+		}},
+		{dbsqlc.DishInsertParams{Name: "Mapo Tofu", PriceFen: 2200, OnSale: true, PackagingFeeFen: 100}, 0, 100, nil},
+		{dbsqlc.DishInsertParams{Name: "Egg Fried Rice", PriceFen: 1500, OnSale: true, PackagingFeeFen: 50}, 1, 200, nil},
+		{dbsqlc.DishInsertParams{Name: "Hot and Sour Soup", PriceFen: 1200, OnSale: true, PackagingFeeFen: 50}, 1, 50, nil},
+		{dbsqlc.DishInsertParams{Name: "Peking Duck (half)", PriceFen: 8800, OnSale: false, PackagingFeeFen: 200}, 0, 10, nil},
+	} {
+		d.MerchantID, d.CategoryID = merchantID, &cats[d.category]
+		id, err := q.DishInsert(ctx, tx, d.DishInsertParams)
+		if err != nil {
+			return err
+		}
+		if _, err := inventory.Restock(ctx, tx, id, inventory.Change{SetOnHand: &d.stock, Opening: true, Actor: "seed-demo"}); err != nil {
+			return err
+		}
+		for gi, g := range d.options {
+			gid, err := q.OptionGroupInsert(ctx, tx, dbsqlc.OptionGroupInsertParams{DishID: id, Name: g.name, Position: int32(gi), MinChoices: g.min, MaxChoices: g.max}) //nolint:gosec // G115: three
+			if err != nil {
+				return err
+			}
+			for ci, c := range g.choices {
+				if _, err := q.OptionChoiceInsert(ctx, tx, dbsqlc.OptionChoiceInsertParams{GroupID: gid, Name: c.name, Position: int32(ci), PriceDeltaFen: c.delta, Available: true}); err != nil { //nolint:gosec // G115: three
+					return err
+				}
+			}
+		}
+	}
 	return nil
 }
 

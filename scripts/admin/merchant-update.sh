@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# Update a merchant: name, status (open|closed) or delivery fee. VERSION is
-# the version you read; a stale one is refused (409) so no change is lost.
+# Update a merchant: name, status (open|closed), delivery fee, minimum
+# order, location, distance bands, hours and closed dates. VERSION is the
+# version you read; a stale one is refused (409) so no change is lost.
+#   --bands '[{"up_to_m":3000,"fee_fen":300},{"up_to_m":5000,"fee_fen":600}]'
+#   --hours '[{"day":"mon","open":"10:00","close":"14:00"},{"day":"fri","open":"18:00","close":"02:00"}]'
+#   --closed '["2026-12-25"]'
 # usage: merchant-update.sh MERCHANT_ID VERSION [--name NAME] [--status open|closed] [--fee FEN]
+#        [--min-order FEN] [--location LAT,LNG] [--bands JSON] [--time-zone ZONE] [--hours JSON] [--closed JSON]
 source "$(dirname "$0")/_lib.sh"
 [ $# -ge 2 ] || usage
 id=$1 version=$2; shift 2
 is_int "$version" || usage
-name="" status="" fee=""
+name="" status="" fee="" min="" location="" bands="" tz="" hours="" closed=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--name) name=$(json_str "$2"); shift 2 ;;
 	--status) status=$(json_str "$2"); shift 2 ;;
 	--fee) is_int "$2" || usage; fee=$2; shift 2 ;;
+	--min-order) is_int "$2" || usage; min=$2; shift 2 ;;
+	--location) location="{\"lat\":${2%%,*},\"lng\":${2#*,}}"; shift 2 ;;
+	--bands) bands=$2; shift 2 ;;
+	--time-zone) tz=$(json_str "$2"); shift 2 ;;
+	--hours) hours=$2; shift 2 ;;
+	--closed) closed=$2; shift 2 ;;
 	*) usage ;;
 	esac
 done
-api PATCH "/admin/v1/merchants/$id" "$(json_obj "version=$version" "name=$name" "status=$status" "delivery_fee_fen=$fee")"
+api PATCH "/admin/v1/merchants/$id" "$(json_obj "version=$version" "name=$name" "status=$status" "delivery_fee_fen=$fee" \
+	"min_order_fen=$min" "location=$location" "delivery_bands=$bands" "time_zone=$tz" "hours=$hours" "closed_dates=$closed")"
