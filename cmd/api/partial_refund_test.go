@@ -85,9 +85,24 @@ func TestPartialRefunds(t *testing.T) {
 			ps.count(t, "SELECT qty FROM stock_reservations WHERE order_id = $1 AND dish_id = $2", o.ID, ps.dishes[0].ID))
 	}
 
-	// Twenty requests of 1000 race for the 4500 left: four get it.
-	answers := make([]response, 20)
+	// One request sent ten times at once: one refund, one answer.
+	storm := make([]response, 10)
 	var wg sync.WaitGroup
+	for i := range storm {
+		wg.Go(func() { storm[i] = ps.refundPart(t, staff, o.ID, "storm", `{"amount_fen":100,"reason":"sorry"}`) })
+	}
+	wg.Wait()
+	for _, r := range storm {
+		if r.status != 201 || string(r.body) != string(storm[0].body) {
+			t.Errorf("a copy of one refund request: %d %s, want 201 %s", r.status, r.body, storm[0].body)
+		}
+	}
+	if n := ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND amount_fen = 100", o.ID); n != 1 {
+		t.Errorf("ten copies of one request made %d refunds", n)
+	}
+
+	// Twenty requests of 1000 race for the 4400 left: four get it.
+	answers := make([]response, 20)
 	for i := range answers {
 		wg.Go(func() {
 			answers[i] = ps.refundPart(t, staff, o.ID, fmt.Sprintf("race-%d", i), `{"amount_fen":1000,"reason":"goodwill"}`)
@@ -108,22 +123,22 @@ func TestPartialRefunds(t *testing.T) {
 	if got != 4 || refused != 16 {
 		t.Errorf("%d refunds made, %d refused; want 4 and 16", got, refused)
 	}
-	if n := ps.count(t, "SELECT sum(amount_fen) FROM refunds WHERE order_id = $1", o.ID); n != 5000 {
-		t.Errorf("refunds come to %d, want 5000", n)
+	if n := ps.count(t, "SELECT sum(amount_fen) FROM refunds WHERE order_id = $1", o.ID); n != 5100 {
+		t.Errorf("refunds come to %d, want 5100", n)
 	}
 	waitUntil(t, "the refunds to succeed", func() bool {
-		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", o.ID) == 5
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", o.ID) == 6
 	})
 	if n := ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", o.ID); n != 1 {
-		t.Error("the order left PAID with 500 fen still paid")
+		t.Error("the order left PAID with 400 fen still paid")
 	}
 	if r := ps.refundPart(t, staff, o.ID, "late-restock", fmt.Sprintf(`{"lines":[{"line":%d,"qty":1}],"reason":"r","restock":true}`, line(1))); r.status != 409 {
-		t.Errorf("a line worth 2000 with 500 left: %d %s", r.status, r.body)
+		t.Errorf("a line worth 2000 with 400 left: %d %s", r.status, r.body)
 	}
 
-	// The last 500: the order is refunded in full, once.
-	if r := ps.refundPart(t, staff, o.ID, "rest", `{"amount_fen":500,"reason":"the rest"}`); r.status != 201 {
-		t.Fatalf("the last 500: %d %s", r.status, r.body)
+	// The last 400: the order is refunded in full, once.
+	if r := ps.refundPart(t, staff, o.ID, "rest", `{"amount_fen":400,"reason":"the rest"}`); r.status != 201 {
+		t.Fatalf("the last 400: %d %s", r.status, r.body)
 	}
 	waitUntil(t, "the order to be refunded", func() bool {
 		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", o.ID) == 1
