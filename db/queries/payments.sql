@@ -126,3 +126,11 @@ WHERE payment_id = @payment_id AND transaction_id IS NULL AND status IN ('SUCCES
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, lines, restock, partial)
 VALUES (@payment_id, @order_id, @out_refund_no, @amount_fen, @reason, @lines, @restock, true)
 RETURNING *;
+
+-- name: RefundInsertRetry :one
+-- The retry of a FAILED refund: the same money of the same payment (its
+-- lines and kind too), under a new out_refund_no.
+INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id, lines, restock, partial)
+SELECT old.payment_id, old.order_id, sqlc.arg(new_out_refund_no)::text, old.amount_fen, sqlc.arg(reason)::text, old.transaction_id, old.lines, old.restock, old.partial
+FROM refunds old WHERE old.out_refund_no = @retry_of
+RETURNING *;

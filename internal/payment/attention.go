@@ -108,8 +108,7 @@ func (s *Service) RetryRefund(ctx context.Context, outRefundNo, note, by string)
 		if _, err := s.q.RefundClose(ctx, tx, dbsqlc.RefundCloseParams{OutRefundNo: outRefundNo, Status: paystate.Retried, Note: by + ": " + note}); err != nil {
 			return Refund{}, err
 		}
-		r, err := s.q.RefundInsert(ctx, tx, dbsqlc.RefundInsertParams{PaymentID: old.PaymentID, OrderID: old.OrderID, OutRefundNo: next,
-			AmountFen: old.AmountFen, Reason: "retry of " + outRefundNo + ": " + note, TransactionID: old.TransactionID})
+		r, err := s.q.RefundInsertRetry(ctx, tx, dbsqlc.RefundInsertRetryParams{NewOutRefundNo: next, Reason: "retry of " + outRefundNo + ": " + note, RetryOf: outRefundNo})
 		if err != nil {
 			return Refund{}, fmt.Errorf("insert the retry of %s: %w", outRefundNo, err)
 		}

@@ -588,6 +588,44 @@ func (q *Queries) RefundInsertPartial(ctx context.Context, db DBTX, arg RefundIn
 	return i, err
 }
 
+const refundInsertRetry = `-- name: RefundInsertRetry :one
+INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id, lines, restock, partial)
+SELECT old.payment_id, old.order_id, $1::text, old.amount_fen, $2::text, old.transaction_id, old.lines, old.restock, old.partial
+FROM refunds old WHERE old.out_refund_no = $3
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
+`
+
+type RefundInsertRetryParams struct {
+	NewOutRefundNo string
+	Reason         string
+	RetryOf        string
+}
+
+// The retry of a FAILED refund: the same money of the same payment (its
+// lines and kind too), under a new out_refund_no.
+func (q *Queries) RefundInsertRetry(ctx context.Context, db DBTX, arg RefundInsertRetryParams) (Refund, error) {
+	row := db.QueryRow(ctx, refundInsertRetry, arg.NewOutRefundNo, arg.Reason, arg.RetryOf)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.PaymentID,
+		&i.OrderID,
+		&i.OutRefundNo,
+		&i.AmountFen,
+		&i.Reason,
+		&i.Status,
+		&i.RefundID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransactionID,
+		&i.Note,
+		&i.Lines,
+		&i.Restock,
+		&i.Partial,
+	)
+	return i, err
+}
+
 const refundSetStatus = `-- name: RefundSetStatus :one
 UPDATE refunds SET status = $1, refund_id = coalesce($2, refund_id), updated_at = now()
 WHERE out_refund_no = $3 AND status NOT IN ('SUCCESS', 'RETRIED', 'SETTLED')
