@@ -1,9 +1,14 @@
 package main
 
 import (
+	"crypto/hmac"
+	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/emmansun/gmsm/sm3"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -448,5 +453,32 @@ func TestShopRules(t *testing.T) {
 	sh.do(t, api, "GET", "/v1/merchants/"+sh.merchantID+"/menu", "", nil).json(t, &menu)
 	if menu.OpenNow || menu.NextOpenAt != nil {
 		t.Errorf("menu of a closed merchant: open_now %v, next_open_at %v", menu.OpenNow, menu.NextOpenAt)
+	}
+}
+
+// A genuine confirm token of the form before options (v1) is answered
+// 410, as an expired one, and places nothing.
+func TestOutdatedTokenIsGone(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 10)
+	user := sh.login(t, "outdated")
+	c := sh.confirm(t, sh.apis[0], user, sh.cart(1))
+	parts := strings.Split(c.ConfirmToken, ".")
+	if len(parts) != 3 || parts[0] != "v2" {
+		t.Fatalf("token %q is not v2.<payload>.<mac>", c.ConfirmToken)
+	}
+	signed := "v1." + parts[1]
+	mac := hmac.New(sm3.New, []byte(sh.env["TAKEOUT_CONFIRM_SECRET"]))
+	mac.Write([]byte(signed))
+	old := signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	r := sh.submit(t, sh.apis[0], user, "outdated", old)
+	if r.status != 410 || r.problemType() != "confirm-token-expired" {
+		t.Errorf("submit of a v1 token: %d %s, want 410 confirm-token-expired", r.status, r.body)
+	}
+	if r := sh.submit(t, sh.apis[0], user, "forged", "v1."+parts[1]+"."+parts[2]); r.status != 401 {
+		t.Errorf("a v1 token under a v2 MAC: %d %s, want 401", r.status, r.body)
+	}
+	if n := sh.count(t, "SELECT count(*) FROM orders"); n != 0 {
+		t.Errorf("%d orders placed", n)
 	}
 }
