@@ -376,18 +376,7 @@ func (g *OptionGroupRequest) validate(field string, ids map[string]bool) error {
 	return nil
 }
 
-func validOptionName(field, name string) error {
-	n := utf8.RuneCountInString(name)
-	switch {
-	case n == 0:
-		return problem.Field(field+".name", "required")
-	case n > maxNameRunes:
-		return problem.Field(field+".name", "at most %d characters", maxNameRunes)
-	case !utf8.ValidString(name):
-		return problem.Field(field+".name", "must be valid UTF-8")
-	}
-	return nil
-}
+func validOptionName(field, name string) error { return validNameOf(field+".name", name, true) }
 
 // validOptionID checks an id the request keeps, and that it is kept once
 // (kind separates group ids from choice ids).
@@ -448,15 +437,18 @@ func (r *AdjustStockRequest) Validate() error {
 	return nil
 }
 
-func validName(name string, required bool) error {
+func validName(name string, required bool) error { return validNameOf("name", name, required) }
+
+// validNameOf checks a name sent in field.
+func validNameOf(field, name string, required bool) error {
 	n := utf8.RuneCountInString(name)
 	switch {
 	case n == 0 && required:
-		return problem.Field("name", "required")
+		return problem.Field(field, "required")
 	case n > maxNameRunes:
-		return problem.Field("name", "at most %d characters", maxNameRunes)
+		return problem.Field(field, "at most %d characters", maxNameRunes)
 	case !utf8.ValidString(name):
-		return problem.Field("name", "must be valid UTF-8")
+		return problem.Field(field, "must be valid UTF-8")
 	}
 	return nil
 }

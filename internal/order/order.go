@@ -84,11 +84,7 @@ func itemFromRow(r dbsqlc.OrderItem) Item {
 
 // itemOptionsJSON is a line's options as order_items.options keeps them.
 func itemOptionsJSON(opts []TokenOption) []byte {
-	out := make([]ItemOption, len(opts))
-	for i, o := range opts {
-		out[i] = ItemOption{ChoiceID: strconv.FormatInt(o.ID, 10), Group: o.Group, Name: o.Name, PriceDeltaFen: o.DeltaFen}
-	}
-	b, _ := json.Marshal(out) // strings and integers: cannot fail
+	b, _ := json.Marshal(itemOptions(opts)) // strings and integers: cannot fail
 	return b
 }
 
