@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SQLC  := go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
-.PHONY: run test build generate services stop-services fuzz soak soak-quick bench clean
+.PHONY: run test build generate services stop-services fuzz soak soak-quick soak-ha soak-ha-quick ha ha-packages run-ha bench clean
 
 ## run: start PostgreSQL/Redis if needed, migrate, seed the demo, run wxsim and the API
 run:
@@ -18,6 +18,7 @@ build:
 	go build -o bin/wxsim ./cmd/wxsim
 	go build -o bin/soak ./cmd/soak
 	go build -o bin/bench ./cmd/bench
+	go build -o bin/ha ./cmd/ha
 
 ## generate: regenerate the sqlc code after changing db/queries or db/migrations
 generate:
@@ -62,6 +63,34 @@ soak-quick: build
 	rm -rf .dev/soak/quick
 	TAKEOUT_SOAK_COMMAND="make soak-quick" bin/soak -duration 60s -settle 60s -users 24 -dup 4 -fault-every 6s \
 		-pay-window 20s -hot-stock 150 -work-dir .dev/soak/quick -report-name soak-quick
+
+# The HA stack (internal/lab/ha): a 3-master Redis Cluster with a replica
+# each, 3 PostgreSQL members under Patroni with synchronous replication,
+# 3 etcd members. Its engines are installed from Debian's packages first.
+ha-packages:
+	@scripts/dev/services.sh ha-packages
+
+## ha: run the HA stack under .dev/ha in the foreground (Ctrl-C stops it); its URLs go to .dev/ha/env
+ha: ha-packages build
+	bin/ha
+
+## run-ha: make run against the stack of a running `make ha`
+run-ha:
+	@test -s .dev/ha/env || { echo "no .dev/ha/env: start \`make ha\` in another terminal first" >&2; exit 1; }
+	@. .dev/ha/env && scripts/dev/run.sh
+
+## soak-ha: the soak on the HA stack, with its faults (master and primary killed, slots migrated, switchover, etcd restart); report in docs/soak/
+HA_FAULT_EVERY ?= 40s
+soak-ha: ha-packages build
+	TAKEOUT_SOAK_COMMAND="make soak-ha DURATION=$(DURATION) USERS=$(USERS) DUP=$(DUP) INSTANCES=$(INSTANCES) HA_FAULT_EVERY=$(HA_FAULT_EVERY)" \
+		bin/soak -ha -duration $(DURATION) -users $(USERS) -dup $(DUP) -instances $(INSTANCES) -fault-every $(HA_FAULT_EVERY) \
+		-report-dir docs/soak -report-name soak-ha-$$(date -u +%F)-$(DURATION)
+
+## soak-ha-quick: the quick HA check (part of make test): one Redis master failover and one Patroni switchover under a small storm
+soak-ha-quick: ha-packages build
+	rm -rf .dev/soak/ha-quick
+	TAKEOUT_SOAK_COMMAND="make soak-ha-quick" bin/soak -ha -duration 50s -settle 60s -users 16 -dup 4 -fault-every 25s \
+		-faults redis-master-kill,pg-switchover -pay-window 20s -hot-stock 150 -work-dir .dev/soak/ha-quick -report-name soak-ha-quick
 
 ## bench: measure throughput and latency against this machine's floors (hello, pgbench); results in docs/bench/ (BENCH_FLAGS)
 bench:

@@ -8,12 +8,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/takeout/takeout/internal/lab/ha"
 )
 
 // The fault kinds, in the order the schedule cycles through them.
 var allFaults = []string{
 	"redis-kill", "pg-latency", "api-kill", "redis-flushall", "pg-reset", "redis-latency",
 	"pg-restart", "redis-timeout", "pg-timeout", "redis-reset",
+}
+
+// The fault kinds of the HA stack (-ha): hosts of the Redis Cluster,
+// the Patroni cluster and etcd killed or reshaped under load.
+var haFaults = []string{
+	"redis-master-kill", "pg-primary-kill", "redis-slot-migrate", "pg-switchover", "etcd-restart", "api-kill",
 }
 
 // faultEvent is one injected fault, for the report's timeline.
@@ -23,6 +31,14 @@ type faultEvent struct {
 	LastedS float64 `json:"lasted_s"`
 	Detail  string  `json:"detail,omitempty"`
 	Error   string  `json:"error,omitempty"`
+	// OutageS is how long the fault's engine had no one to serve it
+	// (slots without a master, no writable primary), where it says.
+	OutageS *float64 `json:"outage_s,omitempty"`
+	// RecoveryS is the seconds from the fault's start until orders were
+	// placed again after the longest pause in placement that followed
+	// it; PauseS is that pause (see recoveries).
+	RecoveryS *float64 `json:"recovery_s,omitempty"`
+	PauseS    *float64 `json:"pause_s,omitempty"`
 }
 
 // injector breaks things on a schedule.
@@ -31,9 +47,13 @@ type injector struct {
 	pg    *postgres
 	redis *redisServer
 	px    *proxies
-	insts []*instance
-	start time.Time
-	logf  func(string, ...any)
+	rc    *ha.RedisCluster
+	pat   *ha.Patroni
+	// direct reaches the primary past the instances (-ha).
+	direct querier
+	insts  []*instance
+	start  time.Time
+	logf   func(string, ...any)
 
 	mu       sync.Mutex
 	counts   map[string]int
@@ -54,8 +74,15 @@ func (f *injector) run(ctx context.Context) {
 		}
 		kind := f.o.faults[i%len(f.o.faults)]
 		at := time.Now()
-		detail, err := f.inject(ctx, kind)
+		detail, outage, err := f.injectHA(ctx, kind)
+		if outage < 0 {
+			detail, err = f.inject(ctx, kind)
+		}
 		ev := faultEvent{Kind: kind, AtS: at.Sub(f.start).Seconds(), LastedS: time.Since(at).Seconds(), Detail: detail}
+		if outage > 0 {
+			s := outage.Seconds()
+			ev.OutageS = &s
+		}
 		if err != nil {
 			ev.Error = err.Error()
 			f.logf("fault %s failed: %v", kind, err)
@@ -114,6 +141,54 @@ func (f *injector) inject(ctx context.Context, kind string) (string, error) {
 		return fmt.Sprintf("SIGKILL instance %d, restart", in.n), in.start(heal)
 	}
 	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// injectHA injects the HA stack's faults; outage is negative for a kind
+// it does not know, 0 when the fault has no outage of its own.
+func (f *injector) injectHA(ctx context.Context, kind string) (string, time.Duration, error) {
+	switch kind {
+	case "redis-master-kill":
+		addr, gap, err := f.rc.KillMaster(ctx)
+		return fmt.Sprintf("SIGKILL master %s; its replica took over after %.1fs; restarted as a replica", addr, gap.Seconds()), gap, err
+	case "redis-slot-migrate":
+		desc, err := f.rc.MigrateSlots(ctx, 200)
+		return "resharded " + desc, 0, err
+	case "pg-primary-kill":
+		at := time.Now()
+		name, gap, err := f.pat.KillPrimary(ctx)
+		detail := fmt.Sprintf("SIGKILL primary %s (Patroni and PostgreSQL); writable again after %.1fs; rejoined as a replica", name, gap.Seconds())
+		return f.riverBack(ctx, at, detail, gap, err)
+	case "pg-switchover":
+		at := time.Now()
+		desc, gap, err := f.pat.Switchover(ctx)
+		return f.riverBack(ctx, at, fmt.Sprintf("switchover %s; writable again after %.1fs", desc, gap.Seconds()), gap, err)
+	case "etcd-restart":
+		name, err := f.pat.RestartEtcd(ctx)
+		return "SIGKILL and restart " + name, 0, err
+	}
+	return "", -1, nil
+}
+
+// riverBack waits, after a PostgreSQL failover, until River has an
+// elected leader again and every instance's notifier listens on the new
+// primary, and says when in detail; an instance that never comes back
+// fails the fault.
+func (f *injector) riverBack(ctx context.Context, at time.Time, detail string, gap time.Duration, err error) (string, time.Duration, error) {
+	if err != nil {
+		return detail, gap, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var leaders, listeners int
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		qerr := f.direct.QueryRow(ctx, `SELECT
+		    (SELECT count(*) FROM river_leader WHERE expires_at > now()),
+		    (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%')`).Scan(&leaders, &listeners)
+		if qerr == nil && leaders == 1 && listeners >= len(f.insts) {
+			return fmt.Sprintf("%s; River leader and %d listeners back after %.1fs", detail, listeners, time.Since(at).Seconds()), gap, nil
+		}
+		sleep(ctx, 250*time.Millisecond)
+	}
+	return detail, gap, fmt.Errorf("after the failover River has %d leaders and %d listeners (want 1 and %d) within 60s", leaders, listeners, len(f.insts))
 }
 
 func (f *injector) results() (map[string]int, []faultEvent) {

@@ -51,6 +51,9 @@ type options struct {
 	apiBin     string
 	wxsimBin   string
 	pgBin      string
+	// ha runs on a Redis Cluster and a Patroni cluster instead of one
+	// server of each behind toxiproxy.
+	ha bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -63,7 +66,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.instances, "instances", 3, "api processes")
 	fs.IntVar(&o.users, "users", 48, "simulated users, each placing orders one after another")
 	fs.IntVar(&o.dup, "dup", 4, "duplicate factor: copies of each submit sent at once")
-	fs.StringVar(&faults, "faults", strings.Join(allFaults, ","), "fault kinds to inject, comma-separated ('none' for none)")
+	fs.StringVar(&faults, "faults", "all", "fault kinds to inject, comma-separated ('all' for every kind of the mode, 'none' for none)")
+	fs.BoolVar(&o.ha, "ha", false, "run on a 3-master Redis Cluster with a replica each and a 3-member Patroni cluster (synchronous replication) on etcd")
 	fs.DurationVar(&o.faultEvery, "fault-every", 20*time.Second, "time between the starts of two faults")
 	fs.IntVar(&o.hotStock, "hot-stock", 400, "stock of the hot dish that every other order wants")
 	fs.DurationVar(&o.payWindow, "pay-window", 40*time.Second, "TAKEOUT_ORDER_PAY_WINDOW of the instances")
@@ -82,15 +86,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.instances < 1 || o.users < 1 || o.dup < 1 || o.hotStock < 1 {
 		return o, errors.New("-instances, -users, -dup and -hot-stock must be at least 1")
 	}
+	kinds := allFaults
+	if o.ha {
+		kinds = haFaults
+	}
+	if faults == "all" {
+		faults = strings.Join(kinds, ",")
+	}
 	if faults != "none" && faults != "" {
 		known := map[string]bool{}
-		for _, f := range allFaults {
+		for _, f := range kinds {
 			known[f] = true
 		}
 		for _, f := range strings.Split(faults, ",") {
 			f = strings.TrimSpace(f)
 			if !known[f] {
-				return o, fmt.Errorf("-faults: unknown fault %q (known: %s)", f, strings.Join(allFaults, ", "))
+				return o, fmt.Errorf("-faults: unknown fault %q (known with -ha=%v: %s)", f, o.ha, strings.Join(kinds, ", "))
 			}
 			o.faults = append(o.faults, f)
 		}

@@ -22,6 +22,16 @@ type report struct {
 	DurationS       float64        `json:"duration_s"`
 	Faults          map[string]int `json:"faults"`
 	Command         string         `json:"command"`
+	// RedisMode is standalone (one server behind toxiproxy) or cluster;
+	// PGMode is single or patroni.
+	RedisMode string `json:"redis_mode"`
+	PGMode    string `json:"pg_mode"`
+	// Recovery per fault kind: seconds from a fault's start until orders
+	// were placed again after the longest pause in placement it caused.
+	Recovery map[string]recoveryStat `json:"recovery_s"`
+	// Outage per fault kind: seconds its engine had no one serving
+	// (slots without a master, no writable primary), where it says.
+	Outage map[string]recoveryStat `json:"outage_s,omitempty"`
 
 	Started        time.Time                 `json:"started"`
 	SettleS        float64                   `json:"settle_s"`
@@ -38,6 +48,31 @@ type report struct {
 	Machine        map[string]string         `json:"machine"`
 	ClientLog      string                    `json:"client_log"`
 }
+
+// recoveryStat summarizes one fault kind's figures.
+type recoveryStat struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+}
+
+// faultStats gathers the figures pick reads off each event, by kind.
+func faultStats(timeline []faultEvent, pick func(faultEvent) *float64) map[string]recoveryStat {
+	by := map[string][]float64{}
+	for _, ev := range timeline {
+		if v := pick(ev); v != nil {
+			by[ev.Kind] = append(by[ev.Kind], *v)
+		}
+	}
+	out := map[string]recoveryStat{}
+	for k, vs := range by {
+		sort.Float64s(vs)
+		out[k] = recoveryStat{N: len(vs), Median: round2(vs[len(vs)/2]), Max: round2(vs[len(vs)-1])}
+	}
+	return out
+}
+
+func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 
 func (r *report) write(dir, name string) (string, string, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -94,9 +129,17 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s |\n", op, strings.Join(s, ", "))
 	}
-	b.WriteString("\n## Faults injected\n\n| fault | times |\n|---|---:|\n")
+	fmt.Fprintf(&b, "\n## Faults injected\n\nRedis %s, PostgreSQL %s. Recovery: seconds from a fault's start until orders were placed again after the longest pause in placement that followed it (orders' created_at); outage: seconds the engine had no master for some slots or no writable primary (median / max).\n\n", r.RedisMode, r.PGMode)
+	b.WriteString("| fault | times | recovery | outage |\n|---|---:|---:|---:|\n")
 	for _, k := range sortedKeys(r.Faults) {
-		fmt.Fprintf(&b, "| %s | %d |\n", k, r.Faults[k])
+		rec, out := "-", "-"
+		if s, ok := r.Recovery[k]; ok {
+			rec = fmt.Sprintf("%.2f / %.2f", s.Median, s.Max)
+		}
+		if s, ok := r.Outage[k]; ok {
+			out = fmt.Sprintf("%.2f / %.2f", s.Median, s.Max)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", k, r.Faults[k], rec, out)
 	}
 	b.WriteString("\n## Invariants\n\n| invariant | violations |\n|---|---:|\n")
 	for _, inv := range invariantOrder {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/lab"
+	"github.com/takeout/takeout/internal/lab/ha"
 	"github.com/takeout/takeout/internal/wxsim"
 )
 
@@ -68,6 +70,9 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
+	if err := recoveries(ctx, st.direct, run.inj.start, run.inj.timeline); err != nil {
+		return nil, fmt.Errorf("recoveries: %w", err)
+	}
 	rep := st.report(o, d, run, f, acks)
 	rep.Started, rep.SettleS = started, settled.Seconds()
 	st.keepPG = rep.ViolationsTotal > 0
@@ -88,6 +93,8 @@ type stack struct {
 	pg             *postgres
 	rs             *redisServer
 	px             *proxies
+	rc             *ha.RedisCluster // -ha
+	pat            *ha.Patroni      // -ha
 	wxsimURL       string
 	webhooks       atomic.Int64
 	insts          []*instance
@@ -139,7 +146,11 @@ func startStack(ctx context.Context, o *options, logf func(string, ...any)) (*st
 			return st, fmt.Errorf("%s: %w (build it: make build)", *bin, err)
 		}
 	}
-	if err := st.startData(ctx, o.pgBin, logf); err != nil {
+	start := st.startData
+	if o.ha {
+		start = st.startHA
+	}
+	if err := start(ctx, o.pgBin, logf); err != nil {
 		return st, err
 	}
 	wxsimURL, wxEnv, stopWxsim, err := startWxsim(ctx, o.wxsimBin, st.workDir, st.appSecret)
@@ -156,7 +167,7 @@ func startStack(ctx context.Context, o *options, logf func(string, ...any)) (*st
 		return st, err
 	}
 	st.onClose(func() { _ = st.clog.close() })
-	if st.direct, err = pgxpool.New(ctx, st.pg.url("takeout")); err != nil {
+	if st.direct, err = pgxpool.New(ctx, st.dbURL("takeout")); err != nil {
 		return st, err
 	}
 	st.onClose(st.direct.Close)
@@ -180,7 +191,7 @@ func (st *stack) startData(ctx context.Context, pgBinGiven string, logf func(str
 		st.pg.stop()
 		copyFile(st.pg.logFile, filepath.Join(st.workDir, "postgres.log"))
 	})
-	if err := createDatabase(ctx, st.pg.url("postgres"), "takeout"); err != nil {
+	if err := createDatabase(ctx, st.dbURL("postgres"), "takeout"); err != nil {
 		return err
 	}
 	if st.rs, err = startRedis(ctx, st.workDir); err != nil {
@@ -193,6 +204,63 @@ func (st *stack) startData(ctx context.Context, pgBinGiven string, logf func(str
 	st.onClose(func() { st.px.pg.Stop(); st.px.redis.Stop() })
 	logf("PostgreSQL :%d (proxy %s), Redis %s (proxy %s), work directory %s", st.pg.port, st.px.pgAddr, st.rs.addr(), st.px.redisAddr, st.workDir)
 	return nil
+}
+
+// startHA starts the HA stack instead: a Redis Cluster of three masters
+// with a replica each, and three PostgreSQL members under Patroni with
+// synchronous replication, on three etcd members. The instances reach
+// them directly (the faults are the servers' own deaths, not a proxy's).
+func (st *stack) startHA(ctx context.Context, pgBin string, logf func(string, ...any)) error {
+	var err error
+	if st.pgDir, err = os.MkdirTemp("", "takeout-soak-ha-"); err != nil {
+		return err
+	}
+	if st.rc, err = ha.StartRedisCluster(ctx, filepath.Join(st.workDir, "redis"), 3, 1); st.rc != nil {
+		st.onClose(st.rc.Stop)
+	}
+	if err != nil {
+		return err
+	}
+	st.pat, err = ha.StartPatroni(ctx, ha.PatroniOptions{Dir: st.pgDir, PGBin: pgBin, Members: 3, MaxConnections: 300})
+	if st.pat != nil {
+		st.onClose(func() {
+			st.pat.Stop()
+			for _, log := range []string{"pg1", "pg2", "pg3", "etcd1", "etcd2", "etcd3"} {
+				copyFile(filepath.Join(st.pgDir, log+".log"), filepath.Join(st.workDir, log+".log"))
+			}
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if err := createDatabase(ctx, st.dbURL("postgres"), "takeout"); err != nil {
+		return err
+	}
+	logf("Redis Cluster %s; Patroni %s; work directory %s", st.rc.URL(), st.pat.URL("takeout"), st.workDir)
+	return nil
+}
+
+// dbURL is the checker's URL of database db: the primary, whichever
+// member it is.
+func (st *stack) dbURL(db string) string {
+	if st.pat != nil {
+		return st.pat.URL(db)
+	}
+	return st.pg.url(db)
+}
+
+func (st *stack) apiDatabaseURL() string {
+	if st.pat != nil {
+		return st.pat.URL("takeout")
+	}
+	return fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&connect_timeout=5", st.px.pgAddr)
+}
+
+func (st *stack) apiRedisURL() string {
+	if st.rc != nil {
+		return st.rc.URL()
+	}
+	return "redis://" + st.px.redisAddr + "/0"
 }
 
 // startInstances starts the webhook receiver, the gateway and the api
@@ -240,9 +308,9 @@ func (st *stack) startInstances(ctx context.Context, o options, wxEnv map[string
 // apiEnv is the instances' common configuration.
 func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 	return map[string]string{
-		"TAKEOUT_DATABASE_URL":               fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&connect_timeout=5", st.px.pgAddr),
+		"TAKEOUT_DATABASE_URL":               st.apiDatabaseURL(),
 		"TAKEOUT_DATABASE_MAX_CONNS":         "16",
-		"TAKEOUT_REDIS_URL":                  "redis://" + st.px.redisAddr + "/0",
+		"TAKEOUT_REDIS_URL":                  st.apiRedisURL(),
 		"TAKEOUT_REDIS_PREFIX":               "soak:",
 		"TAKEOUT_SESSION_SECRET":             st.sessionSecret,
 		"TAKEOUT_STAFF_SECRET":               st.staffSecret,
@@ -286,7 +354,7 @@ type workloadRun struct {
 func (st *stack) runWorkload(ctx context.Context, o options, d *driver, logf func(string, ...any)) workloadRun {
 	logf("workload: %d users, duplicate factor %d, %s; faults every %s: %v", o.users, o.dup, o.duration, o.faultEvery, o.faults)
 	runStart := time.Now()
-	inj := &injector{o: o, pg: st.pg, redis: st.rs, px: st.px, insts: st.insts, start: runStart, logf: logf, counts: map[string]int{}}
+	inj := &injector{o: o, pg: st.pg, redis: st.rs, px: st.px, rc: st.rc, pat: st.pat, direct: st.direct, insts: st.insts, start: runStart, logf: logf, counts: map[string]int{}}
 	stop := make(chan struct{})
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	var faultsDone sync.WaitGroup
@@ -359,9 +427,19 @@ func (st *stack) stopInstances(since time.Time) time.Duration {
 func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks []ack) *report {
 	counts := st.clog.snapshot()
 	faults, timeline := run.inj.results()
+	redisMode, pgMode := "standalone", "single"
+	if st.rc != nil {
+		redisMode = "cluster"
+	}
+	if st.pat != nil {
+		pgMode = "patroni"
+	}
 	rs := run.restocked
 	rep := &report{
 		Violations: f.violations, Instances: o.instances, DurationS: run.length.Seconds(), Faults: faults,
+		RedisMode: redisMode, PGMode: pgMode,
+		Recovery:       faultStats(timeline, func(e faultEvent) *float64 { return e.RecoveryS }),
+		Outage:         faultStats(timeline, func(e faultEvent) *float64 { return e.OutageS }),
 		SubmitAttempts: total(counts, "submit", nil), CallbacksSent: d.callbacks.Load(),
 		Users: o.users, DupFactor: o.dup, HotStock: o.hotStock,
 		Requests: counts, Examples: f.examples, DeadJobs: f.deadJobs, JobsRetrying: f.retrying, FaultTimeline: timeline,
@@ -569,6 +647,36 @@ func stockNow(ctx context.Context, db querier) (map[int64]int64, error) {
 		out[id] = stock
 	}
 	return out, rows.Err()
+}
+
+// recoveries sets each fault's RecoveryS and PauseS from the orders'
+// created_at (their transaction's start on the server): the longest
+// pause in order placement that ended after the fault began and within
+// 30 s of its end, and the seconds from the fault's start until orders
+// flowed again after it. A planned switchover keeps serving for a moment
+// after it is asked for, so the pause, not the first order after the
+// request, is what it cost.
+func recoveries(ctx context.Context, db querier, runStart time.Time, timeline []faultEvent) error {
+	for i := range timeline {
+		ev := &timeline[i]
+		from := runStart.Add(time.Duration(ev.AtS * float64(time.Second)))
+		to := from.Add(time.Duration(ev.LastedS*float64(time.Second)) + 30*time.Second)
+		var end *time.Time
+		var pause *float64
+		err := db.QueryRow(ctx, `SELECT created_at, extract(epoch FROM gap)::float8 FROM (
+		        SELECT created_at, created_at - lag(created_at) OVER (ORDER BY created_at) AS gap
+		        FROM orders WHERE created_at BETWEEN $1::timestamptz - interval '5 seconds' AND $2) g
+		    WHERE created_at > $1 AND gap IS NOT NULL ORDER BY gap DESC LIMIT 1`, from, to).Scan(&end, &pause)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s := end.Sub(from).Seconds()
+		ev.RecoveryS, ev.PauseS = &s, pause
+	}
+	return nil
 }
 
 // openWork counts what the system still has to finish on its own.

@@ -64,10 +64,8 @@ func (r *Revocations) Revoke(ctx context.Context, rev Revocation) error {
 		return fmt.Errorf("revoke token: %w", err)
 	}
 	r.add(rev.TokenID)
-	if r.redis.Client != nil {
-		if err := r.redis.Client.Publish(context.WithoutCancel(ctx), r.channel, rev.TokenID).Err(); err != nil {
-			r.logger.WarnContext(ctx, "publish token revocation failed; other instances catch up at their next reload", "err", err)
-		}
+	if err := r.redis.Publish(context.WithoutCancel(ctx), r.channel, rev.TokenID); err != nil {
+		r.logger.WarnContext(ctx, "publish token revocation failed; other instances catch up at their next reload", "err", err)
 	}
 	return nil
 }

@@ -276,10 +276,7 @@ func (s *Service) invalidate(ctx context.Context, merchantID int64) {
 	id := strconv.FormatInt(merchantID, 10)
 	s.invalidateLocal(id)
 	s.invalidations.WithLabelValues("local").Inc()
-	if s.redis.Client == nil {
-		return
-	}
-	if err := s.redis.Client.Publish(context.WithoutCancel(ctx), s.channel, s.origin+" "+id).Err(); err != nil {
+	if err := s.redis.Publish(context.WithoutCancel(ctx), s.channel, s.origin+" "+id); err != nil {
 		s.logger.WarnContext(ctx, "publish catalog invalidation failed; other instances catch up on cache expiry", "merchant_id", id, "err", err)
 	}
 }

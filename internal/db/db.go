@@ -152,3 +152,24 @@ func Unavailable(err error) bool {
 	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// ServerName asks the server pool writes to for its address and port
+// (inet_server_addr, inet_server_port): with a multi-host URL and
+// target_session_attrs=read-write, the current primary. A server reached
+// over a Unix socket names itself "local:port".
+func ServerName(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var addr *string
+	var port *int32
+	if err := pool.QueryRow(ctx, "SELECT host(inet_server_addr()), inet_server_port()").Scan(&addr, &port); err != nil {
+		return "", fmt.Errorf("ask the server its name: %w", err)
+	}
+	if addr == nil {
+		local := "local"
+		addr = &local
+	}
+	p := int32(0)
+	if port != nil {
+		p = *port
+	}
+	return net.JoinHostPort(*addr, strconv.Itoa(int(p))), nil
+}

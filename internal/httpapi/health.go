@@ -17,14 +17,23 @@ func handleHealthz() http.HandlerFunc {
 
 // Readiness is the body of /readyz.
 type Readiness struct {
-	Ready      bool            `json:"ready"`
-	Postgres   string          `json:"postgres"`
+	Ready    bool   `json:"ready"`
+	Postgres string `json:"postgres"`
+	// PostgresServer is the server this instance writes to, as it names
+	// itself (address:port): with a multi-host URL, the current primary.
+	PostgresServer string          `json:"postgres_server,omitempty"`
 	Migrations MigrationStatus `json:"migrations"`
 	// Constraints lists the problems with the required unique constraints;
 	// empty when all are present and valid.
 	Constraints []string `json:"constraints"`
-	// Redis is up, down or disabled; takeout is ready without it.
+	// Redis is up, partial (a cluster with masters missing), down or
+	// disabled; takeout is ready without it.
 	Redis string `json:"redis"`
+	// RedisMode is standalone, cluster, sentinel or disabled.
+	RedisMode string `json:"redis_mode"`
+	// RedisMastersDown counts the cluster masters that missed the last
+	// health check.
+	RedisMastersDown int `json:"redis_masters_down"`
 	// RedisBreaker is the idempotency layer's circuit breaker: closed
 	// (using Redis), open (PostgreSQL alone) or half-open (probing).
 	RedisBreaker string `json:"redis_breaker"`
@@ -43,10 +52,15 @@ func handleReadyz(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		res := Readiness{Postgres: "up", Redis: string(d.Redis.State()), RedisBreaker: d.Idempotency.BreakerState(), Constraints: []string{}}
+		res := Readiness{
+			Postgres: "up", Redis: string(d.Redis.State()), RedisMode: string(d.Redis.Mode()), RedisMastersDown: d.Redis.MastersDown(),
+			RedisBreaker: d.Idempotency.BreakerState(), Constraints: []string{},
+		}
 		ready := true
-		if err := d.Pool.Ping(ctx); err != nil {
+		if server, err := db.ServerName(ctx, d.Pool); err != nil {
 			res.Postgres, ready = "down", false
+		} else {
+			res.PostgresServer = server
 		}
 		if ready {
 			cur, target, err := d.Migrator.Versions(ctx)

@@ -38,8 +38,8 @@ var ErrNoRecord = problem.New(problem.NotFound, "no idempotency record for this 
 func (s *Store) Inspect(ctx context.Context, userID int64, key string) (Inspection, error) {
 	in := Inspection{UserID: strconv.FormatInt(userID, 10), Key: key, DigestAlg: DigestAlg}
 	var redisState, redisFP string
-	if s.redisUsable() {
-		vals, err := s.opts.Redis.Client.HMGet(ctx, s.redisKey(UserScope(userID), key), "state", "fp").Result()
+	if rk := s.redisKey(UserScope(userID), key); s.redisUsable(ctx, rk) {
+		vals, err := s.opts.Redis.Client.HMGet(ctx, rk, "state", "fp").Result()
 		if err == nil && vals[0] != nil {
 			in.InRedis = true
 			redisState, _ = vals[0].(string)
@@ -84,7 +84,7 @@ func (s *Store) Purge(ctx context.Context, userID int64, key string) error {
 		if err != nil {
 			return fmt.Errorf("delete idempotency record from redis: %w", err)
 		}
-		if err := s.opts.Redis.Client.Publish(ctx, s.channel(), rk).Err(); err != nil {
+		if err := s.opts.Redis.Publish(ctx, s.channel(), rk); err != nil {
 			return fmt.Errorf("publish idempotency purge: %w", err)
 		}
 	}

@@ -64,8 +64,8 @@ func (s *Store) redisKey(scope Scope, key string) string {
 }
 
 func (s *Store) claimRedis(ctx context.Context, c *claim) (claimResult, error) {
-	v, err := s.breaker.Execute(func() (any, error) {
-		return claimScript.Run(ctx, s.opts.Redis.Client, []string{s.redisKey(c.scope, c.key)},
+	v, err := s.breakers.forKey(ctx, c.rk).Execute(func() (any, error) {
+		return claimScript.Run(ctx, s.opts.Redis.Client, []string{c.rk},
 			c.fp, c.owner, s.opts.InflightTTL.Milliseconds()).Slice()
 	})
 	if err != nil {
@@ -90,7 +90,7 @@ func (s *Store) claimRedis(ctx context.Context, c *claim) (claimResult, error) {
 func (c *claim) finalize(ctx context.Context, rec Record) {
 	s := c.s
 	s.l1.set(c.scope.l1Key(c.key), rec)
-	if !c.inRedis && !s.redisUsable() {
+	if !c.inRedis && !s.redisUsable(ctx, c.rk) {
 		return
 	}
 	raw, err := json.Marshal(rec)
@@ -98,8 +98,8 @@ func (c *claim) finalize(ctx context.Context, rec Record) {
 		s.logger.ErrorContext(ctx, "encode idempotency record", "err", err)
 		return
 	}
-	_, err = s.breaker.Execute(func() (any, error) {
-		return finalizeScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.scope, c.key)},
+	_, err = s.breakers.forKey(ctx, c.rk).Execute(func() (any, error) {
+		return finalizeScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{c.rk},
 			c.owner, rec.Fingerprint, raw, s.opts.Retention.Milliseconds()).Result()
 	})
 	if err != nil {
@@ -114,8 +114,8 @@ func (c *claim) release(ctx context.Context) {
 		return
 	}
 	s := c.s
-	_, err := s.breaker.Execute(func() (any, error) {
-		return releaseScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{s.redisKey(c.scope, c.key)}, c.owner).Result()
+	_, err := s.breakers.forKey(ctx, c.rk).Execute(func() (any, error) {
+		return releaseScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{c.rk}, c.owner).Result()
 	})
 	if err != nil {
 		s.logger.WarnContext(ctx, "release idempotency claim", "err", err)

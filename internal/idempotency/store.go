@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
@@ -123,14 +121,14 @@ type Options struct {
 
 // Store is the idempotency layers of one instance.
 type Store struct {
-	opts    Options
-	l1      *l1Cache
-	q       *dbsqlc.Queries
-	breaker *gobreaker.CircuitBreaker[any]
-	logger  *slog.Logger
+	opts Options
+	l1   *l1Cache
+	q    *dbsqlc.Queries
+	// breakers hold the idempotency layer off failing Redis shards.
+	breakers *breakers
+	logger   *slog.Logger
 
 	outcomes *prometheus.CounterVec
-	breakerG prometheus.Gauge
 }
 
 // NewStore returns a Store.
@@ -147,34 +145,10 @@ func NewStore(opts Options) (*Store, error) {
 			Name: "takeout_idempotency_outcomes_total",
 			Help: "Idempotency lookups by layer (l1, redis, postgres) and outcome (hit, miss, inflight, mismatch, replay, claimed, backstop).",
 		}, []string{"layer", "outcome"}),
-		breakerG: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "takeout_idempotency_redis_breaker_open",
-			Help: "1 while the circuit breaker keeps the idempotency layer off Redis, else 0.",
-		}),
+		breakers: newBreakers(opts.Redis, opts.Logger),
 	}
-	s.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
-		Name:        "redis-idempotency",
-		MaxRequests: 1,
-		Interval:    10 * time.Second,
-		Timeout:     2 * time.Second,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			s.logger.Warn("idempotency redis circuit breaker", "from", from.String(), "to", to.String())
-			if to == gobreaker.StateOpen {
-				s.breakerG.Set(1)
-			} else {
-				s.breakerG.Set(0)
-			}
-		},
-		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, redis.Nil) },
-		// A caller that went away says nothing of Redis. Counted as
-		// failures, a few client disconnects in a row would send every
-		// request to PostgreSQL for the breaker's timeout, and leave the
-		// disconnected requests' claims unreleased.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
-	})
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.outcomes, s.breakerG, newL1Collector(s)} {
+		for _, c := range []prometheus.Collector{s.outcomes, s.breakers.open, newL1Collector(s)} {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register idempotency metrics: %w", err)
 			}
@@ -216,6 +190,7 @@ type claim struct {
 	key     string
 	fp      []byte
 	owner   string
+	rk      string // the Redis key
 	inRedis bool
 }
 
@@ -269,8 +244,8 @@ func (s *Store) cached(scope Scope, key, request string, fingerprint func() []by
 // asked, then InProgress. Without a usable Redis the claim is local and
 // PostgreSQL alone decides.
 func (s *Store) begin(ctx context.Context, scope Scope, key string, fp []byte) (outcome, error) {
-	c := &claim{s: s, scope: scope, key: key, fp: fp, owner: newOwner()}
-	if !s.redisUsable() {
+	c := &claim{s: s, scope: scope, key: key, fp: fp, owner: newOwner(), rk: s.redisKey(scope, key)}
+	if !s.redisUsable(ctx, c.rk) {
 		s.count("redis", "skipped")
 		return outcome{claim: c}, nil
 	}
@@ -339,14 +314,14 @@ func newOwner() string {
 	return hex.EncodeToString(b[:])
 }
 
-// BreakerState reports the Redis circuit breaker: closed, open or
-// half-open.
-func (s *Store) BreakerState() string { return s.breaker.State().String() }
+// BreakerState reports the Redis circuit breakers: closed, open or
+// half-open (on a cluster, the worst of its shards').
+func (s *Store) BreakerState() string { return s.breakers.state().String() }
 
-// redisUsable reports whether Redis is configured, answering, and not
-// held off by the circuit breaker.
-func (s *Store) redisUsable() bool {
-	return s.opts.Redis.Client != nil && s.opts.Redis.Available() && s.breaker.State() != gobreaker.StateOpen
+// redisUsable reports whether Redis is configured, answering, and the
+// shard of key is not held off by its circuit breaker.
+func (s *Store) redisUsable(ctx context.Context, key string) bool {
+	return s.opts.Redis.Client != nil && s.opts.Redis.Available() && s.breakers.forKey(ctx, key).State() != gobreaker.StateOpen
 }
 
 // l1Collector reports L1's two gauges from counters the cache keeps as

@@ -20,6 +20,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/idempotency"
+	"github.com/takeout/takeout/internal/lab/ha"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/redisconn"
 	"github.com/takeout/takeout/internal/testenv"
@@ -616,5 +617,67 @@ func TestEvictedRecordReplaysFromRedis(t *testing.T) {
 	}
 	if _, err := s.Begin(ctx, 1, "first", []byte("other")); slug(err) != "idempotency-key-mismatch" {
 		t.Errorf("another request with the key: %v, want a mismatch", err)
+	}
+}
+
+// TestBreakerPerShard: on a Redis Cluster a dead master opens only its
+// own shard's breaker; keys of the other masters keep their Redis claim.
+func TestBreakerPerShard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rc, err := ha.StartRedisCluster(ctx, t.TempDir(), 3, 0)
+	if rc != nil {
+		t.Cleanup(rc.Stop)
+	}
+	if err != nil {
+		t.Fatalf("start a redis cluster (make ha-packages installs redis-server): %v", err)
+	}
+	rds, err := redisconn.New(redisconn.Options{URL: rc.URL(), Prefix: "t:", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rds.Close() })
+	rds.Check(ctx)
+	s := newStore(t, rds, nil)
+	redisKey := func(key string) string { return rds.Key("idem:{1:" + key + "}") }
+	// Keys of two different masters.
+	byShard := map[string][]string{}
+	for i := 0; len(byShard) < 2 || len(byShard[rds.Shard(ctx, redisKey("k-0"))]) < 5; i++ {
+		k := fmt.Sprintf("k-%d", i)
+		sh := rds.Shard(ctx, redisKey(k))
+		byShard[sh] = append(byShard[sh], k)
+	}
+	dead := rds.Shard(ctx, redisKey("k-0"))
+	var alive string
+	for sh := range byShard {
+		if sh != dead {
+			alive = sh
+		}
+	}
+	if err := rc.KillNode(dead); err != nil {
+		t.Fatal(err)
+	}
+	rds.Check(ctx)
+	if rds.State() != redisconn.StatePartial {
+		t.Fatalf("redis %s with one master down, want partial", rds.State())
+	}
+	for _, k := range byShard[dead][:5] {
+		out, err := s.Begin(ctx, 1, k, []byte("fp"))
+		if err != nil || out.Claim == nil {
+			t.Fatalf("Begin %s on the dead shard: %+v, %v; want a claim (PostgreSQL decides)", k, out, err)
+		}
+		out.Claim.Release(ctx)
+	}
+	if got := s.BreakerState(); got != "open" {
+		t.Fatalf("breaker %s after the dead shard failed five times, want open", got)
+	}
+	k := byShard[alive][0]
+	out, err := s.Begin(ctx, 1, k, []byte("fp"))
+	if err != nil || out.Claim == nil {
+		t.Fatalf("Begin %s on a live shard: %+v, %v", k, out, err)
+	}
+	n, err := rds.Client.Exists(ctx, redisKey(k)).Result()
+	if err != nil || n != 1 {
+		t.Errorf("the live shard's key is not claimed in Redis (exists %d, %v): one dead master sent every key to PostgreSQL", n, err)
 	}
 }

@@ -41,12 +41,26 @@ type Process struct {
 // Start runs bin with args and env (KEY=value), appending its output to
 // logPath (a restarted server keeps one log).
 func Start(ctx context.Context, logPath, bin string, env []string, args ...string) (*Process, error) {
+	return start(ctx, false, logPath, bin, env, args)
+}
+
+// StartGroup is Start with the process leading a process group of its
+// own, so that KillGroup takes its children with it: a server that
+// forks (Patroni and its PostgreSQL) dies as a whole host would.
+func StartGroup(ctx context.Context, logPath, bin string, env []string, args ...string) (*Process, error) {
+	return start(ctx, true, logPath, bin, env, args)
+}
+
+func start(ctx context.Context, group bool, logPath, bin string, env, args []string) (*Process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600) //nolint:gosec // G304: the tool's work directory
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binaries the tool was given
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+	if group {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
@@ -78,6 +92,13 @@ func (p *Process) Stop(grace time.Duration) {
 // requests and transactions are cut.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// KillGroup SIGKILLs the process and every process of its group (see
+// StartGroup), and waits for the leader to exit.
+func (p *Process) KillGroup() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.exited
 }
 

@@ -16,9 +16,11 @@ type Subscription struct {
 }
 
 // Subscribe delivers channel's messages to sub until ctx ends, and
-// resubscribes after connection failures with a backoff. ready, if not
-// nil, is closed after the first subscription (at once when Redis is
-// disabled).
+// resubscribes after connection failures with a backoff. On a cluster it
+// uses sharded pub/sub (SSUBSCRIBE), which Publish matches, and
+// resubscribes when the channel's slot moves to another master (Redis
+// then unsubscribes its clients). ready, if not nil, is closed after the
+// first subscription (at once when Redis is disabled).
 func (c *Conn) Subscribe(ctx context.Context, channel string, sub Subscription, ready chan<- struct{}) {
 	if c.Client == nil {
 		if ready != nil {
@@ -26,39 +28,56 @@ func (c *Conn) Subscribe(ctx context.Context, channel string, sub Subscription, 
 		}
 		return
 	}
-	ps := c.Client.Subscribe(ctx, channel)
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		moved := c.receive(ctx, channel, sub, &ready, &backoff)
+		if !moved && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+		}
+	}
+}
+
+// receive runs one PubSub until it fails (false) or the server
+// unsubscribed it because the slot moved (true).
+func (c *Conn) receive(ctx context.Context, channel string, sub Subscription, ready *chan<- struct{}, backoff *time.Duration) bool {
+	var ps *redis.PubSub
+	if c.mode == ModeCluster {
+		ps = c.Client.SSubscribe(ctx, channel)
+	} else {
+		ps = c.Client.Subscribe(ctx, channel)
+	}
 	// Receive blocks in a read that ignores ctx; closing ends it.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
 	defer func() {
 		stop()
 		_ = ps.Close()
 	}()
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
-	backoff := minBackoff
 	for {
 		msg, err := ps.Receive(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
+			if ctx.Err() == nil {
+				c.logger.Debug("subscription interrupted", "channel", channel, "err", err)
 			}
-			c.logger.Debug("subscription interrupted", "channel", channel, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, maxBackoff)
-			continue
+			return false
 		}
-		backoff = minBackoff
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
+				*backoff = 100 * time.Millisecond
 				sub.OnSubscribe()
-				if ready != nil {
-					close(ready)
-					ready = nil
+				if *ready != nil {
+					close(*ready)
+					*ready = nil
 				}
+			case "sunsubscribe":
+				c.logger.Info("sharded channel moved to another master: resubscribing", "channel", channel)
+				return true
 			}
 		case *redis.Message:
 			sub.OnMessage(m.Payload)

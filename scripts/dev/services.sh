@@ -8,6 +8,7 @@
 #    started here, installed from Debian's packages first if missing.
 #
 # Usage: env=$(scripts/dev/services.sh) && eval "$env"   (stop: scripts/dev/services.sh stop)
+#        scripts/dev/services.sh ha-packages   (installs what the HA stack runs on)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -121,6 +122,22 @@ ensure_redis() {
 	die "Redis did not start; see $dev/redis/redis.log"
 }
 
+# The HA stack's engines (make ha, make soak-ha, the quick HA check):
+# Redis in cluster mode, Patroni and etcd, PostgreSQL's server programs.
+ensure_ha_packages() {
+	local missing=()
+	command -v redis-server >/dev/null || missing+=(redis-server)
+	command -v redis-cli >/dev/null || missing+=(redis-tools)
+	command -v patroni >/dev/null || missing+=(patroni)
+	command -v etcd >/dev/null || missing+=(etcd-server)
+	pg_bin >/dev/null || missing+=(postgresql)
+	if [ ${#missing[@]} -gt 0 ]; then
+		install_packages "${missing[@]}"
+	fi
+	# Debian's PostgreSQL package starts a cluster of its own; the HA stack
+	# runs its members on free ports and leaves it alone.
+}
+
 stop() {
 	local bin
 	if [ -s "$dev/pg/postmaster.pid" ] && bin=$(pg_bin); then
@@ -140,5 +157,6 @@ env)
 	echo "export TAKEOUT_TEST_REDIS_URL='$redis_url'"
 	;;
 stop) stop ;;
-*) die "usage: $0 [env|stop]" ;;
+ha-packages) ensure_ha_packages ;;
+*) die "usage: $0 [env|stop|ha-packages]" ;;
 esac

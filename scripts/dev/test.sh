@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make test: ensure PostgreSQL and Redis, then build, vet, check formatting
-# and generated code, run every test with the race detector, every fuzz
-# target briefly, and the quick soak (make soak-quick). The test runner's
+# make test: ensure PostgreSQL and Redis (and the HA stack's engines), then
+# build, vet, check formatting and generated code, run every test with the
+# race detector, every fuzz target briefly, the quick soak (make
+# soak-quick) and the quick HA check (make soak-ha-quick). The test runner's
 # summary is printed again last.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -14,6 +15,7 @@ services_env=$(scripts/dev/services.sh)
 eval "$services_env"
 echo "PostgreSQL: $TAKEOUT_TEST_DATABASE_URL"
 echo "Redis:      $TAKEOUT_TEST_REDIS_URL"
+scripts/dev/services.sh ha-packages
 
 step "build"
 go build ./...
@@ -59,6 +61,13 @@ if ! make --no-print-directory soak-quick >.dev/soak-quick.log 2>&1; then
 	exit 1
 fi
 grep -E '^(PASS|FAIL)|submit attempts|orders created' .dev/soak-quick.log
+
+step "soak-ha-quick: one Redis master failover and one Patroni switchover under a small storm, then the invariant checker"
+if ! make --no-print-directory soak-ha-quick >.dev/soak-ha-quick.log 2>&1; then
+	cat .dev/soak-ha-quick.log
+	exit 1
+fi
+grep -E '^(PASS|FAIL)|submit attempts|orders created|^\| (redis-master-kill|pg-switchover) ' .dev/soak-ha-quick.log
 
 step "summary"
 tail -n 1 .dev/test-summary.log
