@@ -86,11 +86,11 @@ soak-ha: ha-packages build
 		bin/soak -ha -duration $(DURATION) -users $(USERS) -dup $(DUP) -instances $(INSTANCES) -fault-every $(HA_FAULT_EVERY) \
 		-report-dir docs/soak -report-name soak-ha-$$(date -u +%F)-$(DURATION)
 
-## soak-ha-quick: the quick HA check (part of make test): one Redis master failover and one Patroni switchover under a small storm
+## soak-ha-quick: the quick HA check (part of make test): a Redis master failover, a PostgreSQL primary killed, a Patroni switchover, under a small storm
 soak-ha-quick: ha-packages build
 	rm -rf .dev/soak/ha-quick
-	TAKEOUT_SOAK_COMMAND="make soak-ha-quick" bin/soak -ha -duration 50s -settle 60s -users 16 -dup 4 -fault-every 25s \
-		-faults redis-master-kill,pg-switchover -pay-window 20s -hot-stock 150 -work-dir .dev/soak/ha-quick -report-name soak-ha-quick
+	TAKEOUT_SOAK_COMMAND="make soak-ha-quick" bin/soak -ha -duration 110s -settle 60s -users 16 -dup 4 -fault-every 30s \
+		-faults redis-master-kill,pg-primary-kill,pg-switchover -pay-window 20s -hot-stock 150 -work-dir .dev/soak/ha-quick -report-name soak-ha-quick
 
 ## bench: measure throughput and latency against this machine's floors (hello, pgbench); results in docs/bench/ (BENCH_FLAGS)
 bench:

@@ -184,7 +184,7 @@ func (f *injector) riverBack(ctx context.Context, at time.Time, detail string, g
 		var leaders int
 		qerr := f.direct.QueryRow(ctx, `SELECT count(*) FROM river_leader WHERE expires_at > now()`).Scan(&leaders)
 		if qerr == nil && leaders == 1 {
-			return fmt.Sprintf("%s; River leader in place after %.1fs", detail, time.Since(at).Seconds()), gap, nil
+			return fmt.Sprintf("%s; River had a leader %.1fs after the fault (checked once the cluster was whole)", detail, time.Since(at).Seconds()), gap, nil
 		}
 		sleep(ctx, 250*time.Millisecond)
 	}

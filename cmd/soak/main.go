@@ -150,6 +150,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "FAIL: %d invariant violations\n", rep.ViolationsTotal)
 		return 1
 	}
+	// A fault that did not heal in time means the stack was not whole
+	// for what followed: the run proves less than it says.
+	for _, ev := range rep.FaultTimeline {
+		if ev.Error != "" {
+			fmt.Fprintf(stdout, "FAIL: fault %s at %.0f s did not heal: %s\n", ev.Kind, ev.AtS, ev.Error)
+			return 1
+		}
+	}
 	fmt.Fprintln(stdout, "PASS: every invariant holds")
 	return 0
 }

@@ -130,7 +130,13 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %s |\n", op, strings.Join(s, ", "))
 	}
 	fmt.Fprintf(&b, "\n## Faults injected\n\nRedis %s, PostgreSQL %s. Recovery: seconds from a fault's start until orders were placed again after the longest pause in placement that followed it (orders' created_at); outage: seconds the engine had no master for some slots or no writable primary (median / max).\n\n", r.RedisMode, r.PGMode)
-	b.WriteString("| fault | times | recovery | outage |\n|---|---:|---:|---:|\n")
+	failed := map[string]int{}
+	for _, ev := range r.FaultTimeline {
+		if ev.Error != "" {
+			failed[ev.Kind]++
+		}
+	}
+	b.WriteString("| fault | times | recovery | outage | did not heal in time |\n|---|---:|---:|---:|---:|\n")
 	for _, k := range sortedKeys(r.Faults) {
 		rec, out := "-", "-"
 		if s, ok := r.Recovery[k]; ok {
@@ -139,7 +145,15 @@ func (r *report) markdown() string {
 		if s, ok := r.Outage[k]; ok {
 			out = fmt.Sprintf("%.2f / %.2f", s.Median, s.Max)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", k, r.Faults[k], rec, out)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d |\n", k, r.Faults[k], rec, out, failed[k])
+	}
+	for _, ev := range r.FaultTimeline {
+		if ev.Error != "" {
+			fmt.Fprintf(&b, "\n- %s at %.0f s: %s", ev.Kind, ev.AtS, ev.Error)
+		}
+	}
+	if len(failed) > 0 {
+		b.WriteString("\n")
 	}
 	b.WriteString("\n## Invariants\n\n| invariant | violations |\n|---|---:|\n")
 	for _, inv := range invariantOrder {

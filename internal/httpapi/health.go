@@ -22,7 +22,7 @@ type Readiness struct {
 	// PostgresServer is the server this instance writes to, as it names
 	// itself (address:port): with a multi-host URL, the current primary.
 	PostgresServer string          `json:"postgres_server,omitempty"`
-	Migrations MigrationStatus `json:"migrations"`
+	Migrations     MigrationStatus `json:"migrations"`
 	// Constraints lists the problems with the required unique constraints;
 	// empty when all are present and valid.
 	Constraints []string `json:"constraints"`

@@ -62,12 +62,12 @@ if ! make --no-print-directory soak-quick >.dev/soak-quick.log 2>&1; then
 fi
 grep -E '^(PASS|FAIL)|submit attempts|orders created' .dev/soak-quick.log
 
-step "soak-ha-quick: one Redis master failover and one Patroni switchover under a small storm, then the invariant checker"
+step "soak-ha-quick: a Redis master failover, a PostgreSQL primary killed and a Patroni switchover under a small storm, then the invariant checker"
 if ! make --no-print-directory soak-ha-quick >.dev/soak-ha-quick.log 2>&1; then
 	cat .dev/soak-ha-quick.log
 	exit 1
 fi
-grep -E '^(PASS|FAIL)|submit attempts|orders created|^\| (redis-master-kill|pg-switchover) ' .dev/soak-ha-quick.log
+grep -E '^(PASS|FAIL)|submit attempts|orders created|^\| (redis-master-kill|pg-primary-kill|pg-switchover) ' .dev/soak-ha-quick.log
 
 step "summary"
 tail -n 1 .dev/test-summary.log

@@ -247,7 +247,11 @@ bootstrap:
         wal_log_hints: "on"
         max_wal_senders: 10
         max_replication_slots: 10
-        wal_keep_size: 256MB
+        # A killed primary rejoins by pg_rewind from its last checkpoint
+        # before the fork: frequent checkpoints and WAL kept long enough
+        # that the new primary still has what the rewound member replays.
+        wal_keep_size: 2GB
+        checkpoint_timeout: 60s
         # fsync off is safe here: faults kill processes, never the machine,
         # and the WAL reaches the kernel on every commit.
         fsync: "off"
@@ -293,10 +297,12 @@ func (m *pgMember) start(ctx context.Context, runAs []string, dir string) error 
 	return nil
 }
 
-// kill SIGKILLs the member's Patroni and its PostgreSQL. Patroni starts
-// the postmaster in a session of its own (so that PostgreSQL outlives a
-// Patroni crash), so the postmaster's group is killed too: every backend
-// dies at once, as on a host that lost power.
+// kill SIGKILLs the member's Patroni and its PostgreSQL, every backend
+// included, at once, as on a host that lost power. Patroni starts the
+// postmaster in a session of its own (so that PostgreSQL outlives a
+// Patroni crash) and each backend calls setsid too, so neither process
+// group holds them all: the postmaster's children are found by their
+// parent.
 func (m *pgMember) kill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -309,10 +315,43 @@ func (m *pgMember) kill() {
 		return
 	}
 	first, _, _ := strings.Cut(string(raw), "\n")
-	if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 1 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	pm, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pm <= 1 {
+		return
 	}
+	children := childrenOf(pm)
+	_ = syscall.Kill(pm, syscall.SIGKILL)
+	for _, c := range children {
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")) //nolint:gosec // G304: /proc
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces, so read after ')'.
+		_, rest, ok := strings.Cut(string(stat), ") ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) > 1 {
+			if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // URL is the multi-host TAKEOUT_DATABASE_URL of the cluster: libpq's (and
