@@ -147,6 +147,9 @@ func (f *injector) inject(ctx context.Context, kind string) (string, error) {
 // injectHA injects the HA stack's faults; outage is negative for a kind
 // it does not know, 0 when the fault has no outage of its own.
 func (f *injector) injectHA(ctx context.Context, kind string) (string, time.Duration, error) {
+	// A fault, once started, always completes its healing, even when the
+	// run ends meanwhile.
+	ctx = context.WithoutCancel(ctx)
 	switch kind {
 	case "redis-master-kill":
 		addr, gap, err := f.rc.KillMaster(ctx)
