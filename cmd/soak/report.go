@@ -129,32 +129,7 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s |\n", op, strings.Join(s, ", "))
 	}
-	fmt.Fprintf(&b, "\n## Faults injected\n\nRedis %s, PostgreSQL %s. Recovery: seconds from a fault's start until orders were placed again after the longest pause in placement that followed it (orders' created_at); outage: seconds the engine had no master for some slots or no writable primary (median / max).\n\n", r.RedisMode, r.PGMode)
-	failed := map[string]int{}
-	for _, ev := range r.FaultTimeline {
-		if ev.Error != "" {
-			failed[ev.Kind]++
-		}
-	}
-	b.WriteString("| fault | times | recovery | outage | did not heal in time |\n|---|---:|---:|---:|---:|\n")
-	for _, k := range sortedKeys(r.Faults) {
-		rec, out := "-", "-"
-		if s, ok := r.Recovery[k]; ok {
-			rec = fmt.Sprintf("%.2f / %.2f", s.Median, s.Max)
-		}
-		if s, ok := r.Outage[k]; ok {
-			out = fmt.Sprintf("%.2f / %.2f", s.Median, s.Max)
-		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d |\n", k, r.Faults[k], rec, out, failed[k])
-	}
-	for _, ev := range r.FaultTimeline {
-		if ev.Error != "" {
-			fmt.Fprintf(&b, "\n- %s at %.0f s: %s", ev.Kind, ev.AtS, ev.Error)
-		}
-	}
-	if len(failed) > 0 {
-		b.WriteString("\n")
-	}
+	r.faultsMarkdown(&b)
 	b.WriteString("\n## Invariants\n\n| invariant | violations |\n|---|---:|\n")
 	for _, inv := range invariantOrder {
 		fmt.Fprintf(&b, "| %s | %d |\n", strings.ReplaceAll(inv, "_", " "), r.Violations[inv])
@@ -182,4 +157,35 @@ func (r *report) markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// faultsMarkdown writes the faults section: each kind's count, recovery,
+// outage and failures to heal, then each failure.
+func (r *report) faultsMarkdown(b *strings.Builder) {
+	fmt.Fprintf(b, "\n## Faults injected\n\nRedis %s, PostgreSQL %s. Recovery: seconds from a fault's start until orders were placed again after the longest pause in placement that followed it (orders' created_at); outage: seconds the engine had no master for some slots or no writable primary (median / max).\n\n", r.RedisMode, r.PGMode)
+	failed := map[string]int{}
+	for _, ev := range r.FaultTimeline {
+		if ev.Error != "" {
+			failed[ev.Kind]++
+		}
+	}
+	b.WriteString("| fault | times | recovery | outage | did not heal in time |\n|---|---:|---:|---:|---:|\n")
+	for _, k := range sortedKeys(r.Faults) {
+		rec, out := "-", "-"
+		if s, ok := r.Recovery[k]; ok {
+			rec = fmt.Sprintf("%.2f / %.2f", s.Median, s.Max)
+		}
+		if s, ok := r.Outage[k]; ok {
+			out = fmt.Sprintf("%.2f / %.2f", s.Median, s.Max)
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %d |\n", k, r.Faults[k], rec, out, failed[k])
+	}
+	for _, ev := range r.FaultTimeline {
+		if ev.Error != "" {
+			fmt.Fprintf(b, "\n- %s at %.0f s: %s", ev.Kind, ev.AtS, ev.Error)
+		}
+	}
+	if len(failed) > 0 {
+		b.WriteString("\n")
+	}
 }

@@ -81,11 +81,11 @@ func (b *breakers) state() gobreaker.State {
 	defer b.mu.Unlock()
 	worst := gobreaker.StateClosed
 	for _, cb := range b.m {
-		switch st := cb.State(); {
-		case st == gobreaker.StateOpen:
-			return st
-		case st == gobreaker.StateHalfOpen:
-			worst = st
+		switch cb.State() {
+		case gobreaker.StateOpen:
+			return gobreaker.StateOpen
+		case gobreaker.StateHalfOpen:
+			worst = gobreaker.StateHalfOpen
 		}
 	}
 	return worst
