@@ -283,7 +283,7 @@ func (a *app) run(ctx context.Context) error {
 	defer func() { stopWork(); background.Wait() }()
 	background.Go(func() { a.rds.Run(workCtx, time.Second) })
 	background.Go(func() { a.catalog.RunInvalidations(workCtx, nil) })
-	background.Go(func() { a.lease.Run(workCtx, a.ids.NextFloor) })
+	background.Go(func() { a.lease.Run(workCtx, a.ids) })
 	background.Go(func() { a.revocations.Run(workCtx, cfg.RevocationReload) })
 	background.Go(func() { a.idem.RunPurges(workCtx, nil) })
 	background.Go(func() { a.jobMetrics.Run(workCtx, a.jobs) })

@@ -2,24 +2,29 @@ package orderid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 )
 
 // Lease is this instance's hold on a worker id in PostgreSQL. It is renewed
 // well before it expires; if renewal fails until expiry, ValidUntil passes
-// and the generator refuses ids rather than risk sharing a worker id.
+// and the generator refuses ids rather than risk sharing a worker id. Once
+// the database answers again, a lease found expired is taken anew (maybe
+// another worker id) and the generator moves onto it.
 type Lease struct {
 	now    func() time.Time
 	db     dbsqlc.DBTX
 	q      *dbsqlc.Queries
 	holder string
 	ttl    time.Duration
-	worker int32
+	worker atomic.Int32
 	floor  time.Time    // ids of this worker id stay at or above it
 	until  atomic.Int64 // unix nanoseconds, with a safety margin
 	logger *slog.Logger
@@ -33,19 +38,31 @@ const margin = 2 * time.Second
 // on the clock now (the one the generator uses).
 func AcquireLease(ctx context.Context, db dbsqlc.DBTX, holder string, ttl time.Duration, now func() time.Time, logger *slog.Logger) (*Lease, error) {
 	l := &Lease{now: now, db: db, q: dbsqlc.New(), holder: holder, ttl: ttl, logger: logger}
-	start := now()
-	row, err := l.q.WorkerLeaseAcquire(ctx, db, dbsqlc.WorkerLeaseAcquireParams{Holder: holder, TtlSeconds: ttl.Seconds(), LocalEndMs: start.Add(ttl).UnixMilli()})
-	if err != nil {
-		return nil, fmt.Errorf("acquire worker id (all 1024 leased?): %w", err)
+	if err := l.acquire(ctx, nil); err != nil {
+		return nil, err
 	}
-	l.worker = row.WorkerID
-	l.floor = time.UnixMilli(row.FloorMs)
-	l.until.Store(start.Add(ttl - margin).UnixNano())
 	return l, nil
 }
 
+// acquire takes a free worker id and moves g (when there is one) onto
+// it. The lease is valid only once until is stored, last.
+func (l *Lease) acquire(ctx context.Context, g *Generator) error {
+	start := l.now()
+	row, err := l.q.WorkerLeaseAcquire(ctx, l.db, dbsqlc.WorkerLeaseAcquireParams{Holder: l.holder, TtlSeconds: l.ttl.Seconds(), LocalEndMs: start.Add(l.ttl).UnixMilli()})
+	if err != nil {
+		return fmt.Errorf("acquire worker id (all 1024 leased?): %w", err)
+	}
+	l.worker.Store(row.WorkerID)
+	l.floor = time.UnixMilli(row.FloorMs)
+	if g != nil {
+		g.rebase(int(row.WorkerID), l.floor)
+	}
+	l.until.Store(start.Add(l.ttl - margin).UnixNano())
+	return nil
+}
+
 // Worker is the leased worker id.
-func (l *Lease) Worker() int { return int(l.worker) }
+func (l *Lease) Worker() int { return int(l.worker.Load()) }
 
 // Floor is the earliest time an id of this worker id may carry: past
 // every id its earlier holders issued (or could have, before their lease
@@ -56,34 +73,55 @@ func (l *Lease) Floor() time.Time { return l.floor }
 func (l *Lease) ValidUntil() time.Time { return time.Unix(0, l.until.Load()) }
 
 // Run renews the lease every ttl/3 until ctx ends, then releases it,
-// recording next (the generator's NextFloor) as the floor of the worker
-// id's next holder.
-func (l *Lease) Run(ctx context.Context, next func() time.Time) {
-	t := time.NewTicker(l.ttl / 3)
+// recording g's next floor as the floor of the worker id's next holder.
+// A renewal that fails is tried again every second, so a database outage
+// shorter than the lease costs nothing; a lease that expired meanwhile
+// is taken anew and g moved onto it.
+func (l *Lease) Run(ctx context.Context, g *Generator) {
+	t := time.NewTimer(l.ttl / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
-			if err := l.q.WorkerLeaseRelease(rctx, l.db, dbsqlc.WorkerLeaseReleaseParams{WorkerID: l.worker, Holder: l.holder, FloorMs: next().UnixMilli()}); err != nil {
-				l.logger.Warn("release worker id", "worker", l.worker, "err", err)
+			if err := l.q.WorkerLeaseRelease(rctx, l.db, dbsqlc.WorkerLeaseReleaseParams{WorkerID: l.worker.Load(), Holder: l.holder, FloorMs: g.NextFloor().UnixMilli()}); err != nil {
+				l.logger.Warn("release worker id", "worker", l.Worker(), "err", err)
 			}
 			return
 		case <-t.C:
-			if err := l.Renew(ctx); err != nil && ctx.Err() == nil {
-				l.logger.Error("renew worker id lease", "worker", l.worker, "err", err)
+			next := l.ttl / 3
+			if err := l.keep(ctx, g); err != nil && ctx.Err() == nil {
+				l.logger.Error("renew worker id lease", "worker", l.Worker(), "err", err)
+				next = min(next, time.Second)
 			}
+			t.Reset(next)
 		}
 	}
+}
+
+// keep renews the lease, or takes a new one when it expired (the
+// database says it is no longer ours) and moves g onto it.
+func (l *Lease) keep(ctx context.Context, g *Generator) error {
+	err := l.Renew(ctx)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	old := l.Worker()
+	l.until.Store(0) // ours no more: refuse ids until the new lease is in place
+	if err := l.acquire(ctx, g); err != nil {
+		return fmt.Errorf("worker lease %d expired: %w", old, err)
+	}
+	l.logger.Warn("worker id lease had expired; leased another", "old_worker", old, "worker", l.Worker())
+	return nil
 }
 
 // Renew extends the lease once.
 func (l *Lease) Renew(ctx context.Context) error {
 	start := l.now()
-	_, err := l.q.WorkerLeaseRenew(ctx, l.db, dbsqlc.WorkerLeaseRenewParams{WorkerID: l.worker, Holder: l.holder, TtlSeconds: l.ttl.Seconds(), LocalEndMs: start.Add(l.ttl).UnixMilli()})
+	_, err := l.q.WorkerLeaseRenew(ctx, l.db, dbsqlc.WorkerLeaseRenewParams{WorkerID: l.worker.Load(), Holder: l.holder, TtlSeconds: l.ttl.Seconds(), LocalEndMs: start.Add(l.ttl).UnixMilli()})
 	if err != nil {
-		return fmt.Errorf("renew worker lease %d: %w", l.worker, err)
+		return fmt.Errorf("renew worker lease %d: %w", l.Worker(), err)
 	}
 	l.until.Store(start.Add(l.ttl - margin).UnixNano())
 	return nil

@@ -113,7 +113,22 @@ func New(opts Options) (*Generator, error) {
 }
 
 // Worker returns the generator's worker id.
-func (g *Generator) Worker() int { return int(g.worker) }
+func (g *Generator) Worker() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return int(g.worker)
+}
+
+// rebase moves the generator onto a newly leased worker id whose ids must
+// stay at or above floor. Its ids keep rising across the move.
+func (g *Generator) rebase(worker int, floor time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.worker = int64(worker)
+	if ms := floor.UnixMilli() - epoch - 1; ms > g.lastMS {
+		g.lastMS, g.seq = ms, maxSequence
+	}
+}
 
 // NextFloor is the earliest time the worker id's next holder may use:
 // just past the last id issued.

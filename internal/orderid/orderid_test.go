@@ -228,7 +228,7 @@ func TestHandoverOntoAClockSteppedBackNeverReissues(t *testing.T) {
 			if tc.graceful {
 				runCtx, stop := context.WithCancel(ctx)
 				done := make(chan struct{})
-				go func() { a.Run(runCtx, ga.NextFloor); close(done) }()
+				go func() { a.Run(runCtx, ga); close(done) }()
 				stop()
 				<-done
 			} else if _, err := pool.Exec(ctx, "UPDATE worker_leases SET expires_at = now() - interval '1s'"); err != nil {
@@ -261,5 +261,73 @@ func TestHandoverOntoAClockSteppedBackNeverReissues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An instance cut off from the database for longer than its lease finds
+// the lease expired, and another holder on its worker id, when the
+// database comes back: it leases another worker id and issues ids again,
+// none of them on the worker id it lost.
+func TestLostLeaseIsTakenAgain(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testenv.NewDB(t)
+	logger := slog.New(slog.DiscardHandler)
+	const ttl = 3 * time.Second
+	a, err := orderid.AcquireLease(ctx, pool, "a", ttl, time.Now, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := a.Worker()
+	ga, err := orderid.New(orderid.Options{Worker: lost, Floor: a.Floor(), LeaseValidUntil: a.ValidUntil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := ga.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No renewals (the database is unreachable) until the lease expired
+	// there and b took its worker id.
+	time.Sleep(ttl + 500*time.Millisecond)
+	if _, err := ga.Next(ctx); !errors.Is(err, orderid.ErrLeaseLost) {
+		t.Fatalf("next id on an expired lease: %v, want ErrLeaseLost", err)
+	}
+	b, err := orderid.AcquireLease(ctx, pool, "b", time.Minute, time.Now, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Worker() != lost {
+		t.Fatalf("b leased worker %d, want the expired %d", b.Worker(), lost)
+	}
+
+	// The database is back: a's renewals resume.
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { a.Run(runCtx, ga); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	var after int64
+	for {
+		if after, err = ga.Next(ctx); err == nil {
+			break
+		}
+		if !errors.Is(err, orderid.ErrLeaseLost) || time.Now().After(deadline) {
+			t.Fatalf("no id after the database came back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a.Worker() == lost || ga.Worker() != a.Worker() {
+		t.Fatalf("a holds worker %d and its generator %d; b holds %d", a.Worker(), ga.Worker(), lost)
+	}
+	if w := int(after >> 12 & 1023); w != a.Worker() {
+		t.Fatalf("id %d carries worker %d, want %d", after, w, a.Worker())
+	}
+	if after <= before {
+		t.Fatalf("id %d after the move is not above %d before it", after, before)
+	}
+	var holder string
+	if err := pool.QueryRow(ctx, "SELECT holder FROM worker_leases WHERE worker_id = $1 AND expires_at > now()", a.Worker()).Scan(&holder); err != nil || holder != "a" {
+		t.Fatalf("worker %d's live lease is held by %q (%v), want a", a.Worker(), holder, err)
 	}
 }
