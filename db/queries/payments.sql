@@ -51,13 +51,19 @@ WHERE out_refund_no = @out_refund_no AND status NOT IN ('SUCCESS', 'RETRIED', 'S
 RETURNING *;
 
 -- name: PaymentsToReconcile :many
--- Prepaid payments of orders still waiting for payment, old enough that
--- their callback is late.
-SELECT p.* FROM payments p JOIN orders o ON o.id = p.order_id
-WHERE p.status = 'CREATED' AND p.prepay_id IS NOT NULL AND o.status = 'PENDING_PAYMENT'
-  AND p.created_at <= @older_than
-ORDER BY p.id
-LIMIT @max_rows;
+-- Takes prepaid payments of orders still waiting for payment, old enough
+-- that their callback is late, least recently checked first, and stamps
+-- them checked; rows another sweep or a callback holds are skipped.
+WITH due AS (
+    SELECT p.id FROM payments p JOIN orders o ON o.id = p.order_id
+    WHERE p.status = 'CREATED' AND p.prepay_id IS NOT NULL AND o.status = 'PENDING_PAYMENT'
+      AND p.created_at <= @older_than
+    ORDER BY p.checked_at NULLS FIRST, p.id
+    LIMIT @max_rows
+    FOR UPDATE OF p SKIP LOCKED
+)
+UPDATE payments p SET checked_at = now() FROM due WHERE p.id = due.id
+RETURNING p.*;
 
 -- name: PaymentMarkClosed :exec
 UPDATE payments SET status = 'CLOSED', updated_at = now() WHERE id = @id AND status = 'CREATED';
@@ -66,11 +72,18 @@ UPDATE payments SET status = 'CLOSED', updated_at = now() WHERE id = @id AND sta
 SELECT * FROM payments WHERE id = @id;
 
 -- name: RefundsToReconcile :many
--- Refunds the platform accepted whose result notification is late.
-SELECT * FROM refunds
-WHERE status = 'PROCESSING' AND updated_at <= @older_than
-ORDER BY id
-LIMIT @max_rows;
+-- Takes refunds the platform accepted whose result notification is late,
+-- least recently checked first, and stamps them checked; rows another
+-- sweep or a notification holds are skipped.
+WITH due AS (
+    SELECT f.id FROM refunds f
+    WHERE f.status = 'PROCESSING' AND f.updated_at <= @older_than
+    ORDER BY f.checked_at NULLS FIRST, f.id
+    LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE refunds r SET checked_at = now() FROM due WHERE r.id = due.id
+RETURNING r.*;
 
 -- name: PaymentRecordSuccess :one
 -- Records a SUCCESS notification and marks its payment paid, in one

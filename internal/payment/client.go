@@ -48,6 +48,15 @@ func NewClient(o ClientOptions) *Client {
 	return &Client{base: o.Base, mch: o.Merchant, keys: o.Platform, http: o.HTTP, now: o.Now, appID: o.AppID, notify: o.NotifyURL}
 }
 
+// callTimeout is the longest one call may take (its HTTP client's
+// timeout, or a default when it has none).
+func (c *Client) callTimeout() time.Duration {
+	if c == nil || c.http == nil || c.http.Timeout <= 0 {
+		return 10 * time.Second
+	}
+	return c.http.Timeout
+}
+
 // APIError is a non-2xx answer of the platform.
 type APIError struct {
 	Status  int

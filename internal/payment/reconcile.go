@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -25,30 +26,80 @@ type reconcileWorker struct {
 	after time.Duration
 }
 
-// Work queries each late payment and applies what the platform says
-// through the same exactly-once core as callbacks.
+// Sweep bounds: how many late payments and refunds one sweep takes, and
+// how many it asks the platform about at once.
+const (
+	sweepRows    = 100
+	sweepWorkers = 4
+)
+
+// Work asks the platform about late payments and refunds, least recently
+// checked first, a few at a time, and applies what it says through the
+// same exactly-once core as callbacks. A check the platform could not
+// answer is logged and counted, not returned: the next sweep asks again,
+// while a failed sweep would only be retried beside the next ones and end
+// up a dead job. It stops starting checks when one would outlive the job.
 func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
 	s := w.s
-	pays, err := s.q.PaymentsToReconcile(ctx, s.o.Pool, dbsqlc.PaymentsToReconcileParams{OlderThan: s.o.Now().Add(-w.after), MaxRows: 200})
+	olderThan := s.o.Now().Add(-w.after)
+	pays, err := s.q.PaymentsToReconcile(ctx, s.o.Pool, dbsqlc.PaymentsToReconcileParams{OlderThan: olderThan, MaxRows: sweepRows})
 	if err != nil {
 		return fmt.Errorf("payments to reconcile: %w", err)
 	}
-	var errs []error
-	for _, p := range pays {
-		if err := s.reconcile(ctx, p); err != nil && !errors.Is(err, ErrInFlight) { // in flight: being applied
-			errs = append(errs, fmt.Errorf("%s: %w", p.OutTradeNo, err))
-		}
-	}
-	refunds, err := s.q.RefundsToReconcile(ctx, s.o.Pool, dbsqlc.RefundsToReconcileParams{OlderThan: s.o.Now().Add(-w.after), MaxRows: 200})
+	refunds, err := s.q.RefundsToReconcile(ctx, s.o.Pool, dbsqlc.RefundsToReconcileParams{OlderThan: olderThan, MaxRows: sweepRows})
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("refunds to reconcile: %w", err))...)
+		return fmt.Errorf("refunds to reconcile: %w", err)
+	}
+	checks := make([]sweepCheck, 0, len(pays)+len(refunds))
+	for _, p := range pays {
+		checks = append(checks, sweepCheck{kind: "payment", name: p.OutTradeNo, run: func(ctx context.Context) error {
+			if err := s.reconcile(ctx, p); !errors.Is(err, ErrInFlight) { // in flight: being applied
+				return err
+			}
+			return nil
+		}})
 	}
 	for _, r := range refunds {
-		if err := s.reconcileRefund(ctx, r); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.OutRefundNo, err))
-		}
+		checks = append(checks, sweepCheck{kind: "refund", name: r.OutRefundNo, run: func(ctx context.Context) error { return s.reconcileRefund(ctx, r) }})
 	}
-	return errors.Join(errs...)
+	s.sweep(ctx, checks)
+	return nil
+}
+
+// sweepCheck is one question to the platform.
+type sweepCheck struct {
+	kind, name string
+	run        func(context.Context) error
+}
+
+// sweep runs the checks, sweepWorkers at a time, and records each
+// outcome; checks that would start too late to finish before ctx's
+// deadline are skipped (their rows wait for the next sweep).
+func (s *Service) sweep(ctx context.Context, checks []sweepCheck) {
+	stopAt := time.Time{}
+	if deadline, ok := ctx.Deadline(); ok {
+		stopAt = deadline.Add(-s.o.Client.callTimeout())
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, sweepWorkers)
+	for _, c := range checks {
+		slots <- struct{}{}
+		if ctx.Err() != nil || !stopAt.IsZero() && time.Now().After(stopAt) {
+			<-slots
+			s.sweeps.WithLabelValues(c.kind, "skipped").Inc()
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := c.run(ctx); err != nil {
+				s.sweeps.WithLabelValues(c.kind, "failed").Inc()
+				s.o.Logger.WarnContext(ctx, "reconcile: the platform could not be asked; the next sweep asks again", "kind", c.kind, "no", c.name, "err", err)
+				return
+			}
+			s.sweeps.WithLabelValues(c.kind, "checked").Inc()
+		})
+	}
+	wg.Wait()
 }
 
 // reconcileRefund asks the platform how a refund ended and applies a

@@ -67,6 +67,8 @@ type Service struct {
 
 	callbacks *prometheus.CounterVec
 	anomalies *prometheus.CounterVec
+	// sweeps counts the reconciliation sweep's checks by kind and outcome.
+	sweeps *prometheus.CounterVec
 	// delivered remembers the exact notifications (headers and body) that
 	// were verified and answered with success, so a redelivery of the same
 	// bytes answers at once, without the RSA verification. Entries live as
@@ -133,11 +135,18 @@ func NewService(o Options) (*Service, error) {
 			Name: "takeout_payment_anomalies_total",
 			Help: "Payment callbacks that did not match their payment, by kind.",
 		}, []string{"kind"}),
+		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_payment_reconcile_checks_total",
+			Help: "Late payments and refunds the reconciliation sweep asked the platform about, by kind (payment, refund) and outcome (checked, failed: the platform could not be asked; skipped: no time left in the sweep).",
+		}, []string{"kind", "outcome"}),
+	}
+	if o.Logger == nil {
+		s.o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Registerer != nil {
 		attention := &refundsCollector{s: s, desc: prometheus.NewDesc("takeout_refunds_needing_attention",
 			"Refunds that failed at the platform (ABNORMAL, CLOSED) and wait for an operator to retry or settle them: money owed to customers.", nil, nil)}
-		for _, c := range []prometheus.Collector{s.callbacks, s.anomalies, attention} {
+		for _, c := range []prometheus.Collector{s.callbacks, s.anomalies, s.sweeps, attention} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register payment metrics: %w", err)
 			}

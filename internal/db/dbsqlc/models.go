@@ -225,6 +225,7 @@ type Payment struct {
 	PaidAt          *time.Time
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	CheckedAt       *time.Time
 }
 
 type PaymentAnomaly struct {
@@ -265,6 +266,7 @@ type Refund struct {
 	Lines         []byte
 	Restock       bool
 	Partial       bool
+	CheckedAt     *time.Time
 }
 
 type RequestRecord struct {

@@ -72,7 +72,7 @@ func (q *Queries) NotificationInsert(ctx context.Context, db DBTX, arg Notificat
 }
 
 const paymentGetByID = `-- name: PaymentGetByID :one
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at FROM payments WHERE id = $1
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE id = $1
 `
 
 func (q *Queries) PaymentGetByID(ctx context.Context, db DBTX, id int64) (Payment, error) {
@@ -94,12 +94,13 @@ func (q *Queries) PaymentGetByID(ctx context.Context, db DBTX, id int64) (Paymen
 		&i.PaidAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CheckedAt,
 	)
 	return i, err
 }
 
 const paymentGetByOutTradeNo = `-- name: PaymentGetByOutTradeNo :one
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3
 `
 
 type PaymentGetByOutTradeNoParams struct {
@@ -127,12 +128,13 @@ func (q *Queries) PaymentGetByOutTradeNo(ctx context.Context, db DBTX, arg Payme
 		&i.PaidAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CheckedAt,
 	)
 	return i, err
 }
 
 const paymentGetByOutTradeNoForUpdate = `-- name: PaymentGetByOutTradeNoForUpdate :one
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3 FOR UPDATE
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3 FOR UPDATE
 `
 
 type PaymentGetByOutTradeNoForUpdateParams struct {
@@ -160,6 +162,7 @@ func (q *Queries) PaymentGetByOutTradeNoForUpdate(ctx context.Context, db DBTX, 
 		&i.PaidAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CheckedAt,
 	)
 	return i, err
 }
@@ -168,7 +171,7 @@ const paymentInsert = `-- name: PaymentInsert :one
 INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, currency)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (channel, mchid, out_trade_no) DO UPDATE SET updated_at = payments.updated_at
-RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at
+RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at
 `
 
 type PaymentInsertParams struct {
@@ -208,6 +211,7 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg PaymentInsertP
 		&i.PaidAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CheckedAt,
 	)
 	return i, err
 }
@@ -279,7 +283,7 @@ func (q *Queries) PaymentRecordSuccess(ctx context.Context, db DBTX, arg Payment
 const paymentSetPrepay = `-- name: PaymentSetPrepay :one
 UPDATE payments SET prepay_id = $1, prepay_expires_at = $2, updated_at = now()
 WHERE id = $3 AND status = 'CREATED'
-RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at
+RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at
 `
 
 type PaymentSetPrepayParams struct {
@@ -309,12 +313,13 @@ func (q *Queries) PaymentSetPrepay(ctx context.Context, db DBTX, arg PaymentSetP
 		&i.PaidAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CheckedAt,
 	)
 	return i, err
 }
 
 const paymentsByOrder = `-- name: PaymentsByOrder :many
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at FROM payments WHERE order_id = $1 ORDER BY id
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE order_id = $1 ORDER BY id
 `
 
 func (q *Queries) PaymentsByOrder(ctx context.Context, db DBTX, orderID int64) ([]Payment, error) {
@@ -342,6 +347,7 @@ func (q *Queries) PaymentsByOrder(ctx context.Context, db DBTX, orderID int64) (
 			&i.PaidAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.CheckedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -354,11 +360,16 @@ func (q *Queries) PaymentsByOrder(ctx context.Context, db DBTX, orderID int64) (
 }
 
 const paymentsToReconcile = `-- name: PaymentsToReconcile :many
-SELECT p.id, p.order_id, p.channel, p.mchid, p.appid, p.out_trade_no, p.amount_fen, p.currency, p.prepay_id, p.prepay_expires_at, p.status, p.transaction_id, p.paid_at, p.created_at, p.updated_at FROM payments p JOIN orders o ON o.id = p.order_id
-WHERE p.status = 'CREATED' AND p.prepay_id IS NOT NULL AND o.status = 'PENDING_PAYMENT'
-  AND p.created_at <= $1
-ORDER BY p.id
-LIMIT $2
+WITH due AS (
+    SELECT p.id FROM payments p JOIN orders o ON o.id = p.order_id
+    WHERE p.status = 'CREATED' AND p.prepay_id IS NOT NULL AND o.status = 'PENDING_PAYMENT'
+      AND p.created_at <= $1
+    ORDER BY p.checked_at NULLS FIRST, p.id
+    LIMIT $2
+    FOR UPDATE OF p SKIP LOCKED
+)
+UPDATE payments p SET checked_at = now() FROM due WHERE p.id = due.id
+RETURNING p.id, p.order_id, p.channel, p.mchid, p.appid, p.out_trade_no, p.amount_fen, p.currency, p.prepay_id, p.prepay_expires_at, p.status, p.transaction_id, p.paid_at, p.created_at, p.updated_at, p.checked_at
 `
 
 type PaymentsToReconcileParams struct {
@@ -366,8 +377,9 @@ type PaymentsToReconcileParams struct {
 	MaxRows   int32
 }
 
-// Prepaid payments of orders still waiting for payment, old enough that
-// their callback is late.
+// Takes prepaid payments of orders still waiting for payment, old enough
+// that their callback is late, least recently checked first, and stamps
+// them checked; rows another sweep or a callback holds are skipped.
 func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg PaymentsToReconcileParams) ([]Payment, error) {
 	rows, err := db.Query(ctx, paymentsToReconcile, arg.OlderThan, arg.MaxRows)
 	if err != nil {
@@ -393,6 +405,7 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg Payments
 			&i.PaidAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.CheckedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -407,7 +420,7 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg Payments
 const refundClose = `-- name: RefundClose :one
 UPDATE refunds SET status = $1, note = $2, updated_at = now()
 WHERE out_refund_no = $3 AND status = 'FAILED'
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
 `
 
 type RefundCloseParams struct {
@@ -437,12 +450,13 @@ func (q *Queries) RefundClose(ctx context.Context, db DBTX, arg RefundCloseParam
 		&i.Lines,
 		&i.Restock,
 		&i.Partial,
+		&i.CheckedAt,
 	)
 	return i, err
 }
 
 const refundGetByOutRefundNo = `-- name: RefundGetByOutRefundNo :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds WHERE out_refund_no = $1
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at FROM refunds WHERE out_refund_no = $1
 `
 
 func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
@@ -464,12 +478,13 @@ func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefund
 		&i.Lines,
 		&i.Restock,
 		&i.Partial,
+		&i.CheckedAt,
 	)
 	return i, err
 }
 
 const refundGetForUpdate = `-- name: RefundGetForUpdate :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds WHERE out_refund_no = $1 FOR UPDATE
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at FROM refunds WHERE out_refund_no = $1 FOR UPDATE
 `
 
 func (q *Queries) RefundGetForUpdate(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
@@ -491,6 +506,7 @@ func (q *Queries) RefundGetForUpdate(ctx context.Context, db DBTX, outRefundNo s
 		&i.Lines,
 		&i.Restock,
 		&i.Partial,
+		&i.CheckedAt,
 	)
 	return i, err
 }
@@ -499,7 +515,7 @@ const refundInsert = `-- name: RefundInsert :one
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (out_refund_no) DO NOTHING
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
 `
 
 type RefundInsertParams struct {
@@ -537,6 +553,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 		&i.Lines,
 		&i.Restock,
 		&i.Partial,
+		&i.CheckedAt,
 	)
 	return i, err
 }
@@ -544,7 +561,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 const refundInsertPartial = `-- name: RefundInsertPartial :one
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, lines, restock, partial)
 VALUES ($1, $2, $3, $4, $5, $6, $7, true)
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
 `
 
 type RefundInsertPartialParams struct {
@@ -584,6 +601,7 @@ func (q *Queries) RefundInsertPartial(ctx context.Context, db DBTX, arg RefundIn
 		&i.Lines,
 		&i.Restock,
 		&i.Partial,
+		&i.CheckedAt,
 	)
 	return i, err
 }
@@ -592,7 +610,7 @@ const refundInsertRetry = `-- name: RefundInsertRetry :one
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id, lines, restock, partial)
 SELECT old.payment_id, old.order_id, $1::text, old.amount_fen, $2::text, old.transaction_id, old.lines, old.restock, old.partial
 FROM refunds old WHERE old.out_refund_no = $3
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
 `
 
 type RefundInsertRetryParams struct {
@@ -622,6 +640,7 @@ func (q *Queries) RefundInsertRetry(ctx context.Context, db DBTX, arg RefundInse
 		&i.Lines,
 		&i.Restock,
 		&i.Partial,
+		&i.CheckedAt,
 	)
 	return i, err
 }
@@ -629,7 +648,7 @@ func (q *Queries) RefundInsertRetry(ctx context.Context, db DBTX, arg RefundInse
 const refundSetStatus = `-- name: RefundSetStatus :one
 UPDATE refunds SET status = $1, refund_id = coalesce($2, refund_id), updated_at = now()
 WHERE out_refund_no = $3 AND status NOT IN ('SUCCESS', 'RETRIED', 'SETTLED')
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
 `
 
 type RefundSetStatusParams struct {
@@ -657,6 +676,7 @@ func (q *Queries) RefundSetStatus(ctx context.Context, db DBTX, arg RefundSetSta
 		&i.Lines,
 		&i.Restock,
 		&i.Partial,
+		&i.CheckedAt,
 	)
 	return i, err
 }
@@ -696,7 +716,7 @@ func (q *Queries) RefundedOfPaymentFinal(ctx context.Context, db DBTX, paymentID
 }
 
 const refundsByStatus = `-- name: RefundsByStatus :many
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at FROM refunds WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3
 `
 
 type RefundsByStatusParams struct {
@@ -731,6 +751,7 @@ func (q *Queries) RefundsByStatus(ctx context.Context, db DBTX, arg RefundsBySta
 			&i.Lines,
 			&i.Restock,
 			&i.Partial,
+			&i.CheckedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -765,10 +786,15 @@ func (q *Queries) RefundsOfPayment(ctx context.Context, db DBTX, paymentID int64
 }
 
 const refundsToReconcile = `-- name: RefundsToReconcile :many
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial FROM refunds
-WHERE status = 'PROCESSING' AND updated_at <= $1
-ORDER BY id
-LIMIT $2
+WITH due AS (
+    SELECT f.id FROM refunds f
+    WHERE f.status = 'PROCESSING' AND f.updated_at <= $1
+    ORDER BY f.checked_at NULLS FIRST, f.id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE refunds r SET checked_at = now() FROM due WHERE r.id = due.id
+RETURNING r.id, r.payment_id, r.order_id, r.out_refund_no, r.amount_fen, r.reason, r.status, r.refund_id, r.created_at, r.updated_at, r.transaction_id, r.note, r.lines, r.restock, r.partial, r.checked_at
 `
 
 type RefundsToReconcileParams struct {
@@ -776,7 +802,9 @@ type RefundsToReconcileParams struct {
 	MaxRows   int32
 }
 
-// Refunds the platform accepted whose result notification is late.
+// Takes refunds the platform accepted whose result notification is late,
+// least recently checked first, and stamps them checked; rows another
+// sweep or a notification holds are skipped.
 func (q *Queries) RefundsToReconcile(ctx context.Context, db DBTX, arg RefundsToReconcileParams) ([]Refund, error) {
 	rows, err := db.Query(ctx, refundsToReconcile, arg.OlderThan, arg.MaxRows)
 	if err != nil {
@@ -802,6 +830,7 @@ func (q *Queries) RefundsToReconcile(ctx context.Context, db DBTX, arg RefundsTo
 			&i.Lines,
 			&i.Restock,
 			&i.Partial,
+			&i.CheckedAt,
 		); err != nil {
 			return nil, err
 		}
