@@ -356,13 +356,17 @@ func childrenOf(pid int) []int {
 
 // URL is the multi-host TAKEOUT_DATABASE_URL of the cluster: libpq's (and
 // pgx's) target_session_attrs=read-write picks whichever member is the
-// primary, on every new connection.
+// primary, on every new connection. connect_timeout (per member) must
+// leave a loaded server time to accept: at 2 s, the reconnects of every
+// pool after a failover took longer than that on the soak's saturated 2
+// cores, each abandoned attempt still cost the new primary a backend, and
+// the storm kept it unreachable for a minute after its promotion.
 func (p *Patroni) URL(db string) string {
 	var hosts []string
 	for _, m := range p.members {
 		hosts = append(hosts, "127.0.0.1:"+strconv.Itoa(m.port))
 	}
-	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&target_session_attrs=read-write&connect_timeout=2", strings.Join(hosts, ","), db)
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&target_session_attrs=read-write&connect_timeout=5", strings.Join(hosts, ","), db)
 }
 
 // MemberURL is the URL of one member by name (the checker reads the
@@ -447,7 +451,7 @@ func (p *Patroni) WaitPrimary(ctx context.Context, within time.Duration) (string
 
 // writable connects through the multi-host URL and commits a write.
 func (p *Patroni) writable(ctx context.Context) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(cctx, p.URL("postgres"))
 	if err != nil {
