@@ -544,8 +544,15 @@ func (p *Patroni) KillPrimary(ctx context.Context) (string, time.Duration, error
 	if newPrimary == name {
 		return name, gap, fmt.Errorf("%s is primary again: no failover happened", name)
 	}
-	return name, gap, p.WaitHealthy(ctx, 120*time.Second)
+	return name, gap, p.WaitHealthy(ctx, rejoinWithin)
 }
+
+// rejoinWithin bounds how long a member that was killed or switched away
+// may take to stream again. It first replays (after pg_rewind) the WAL
+// since its last checkpoint before the fork: several hundred megabytes
+// under the soak's write load, which took a killed primary 2 min 3 s on
+// the saturated 2-core soak machine.
+const rejoinWithin = 5 * time.Minute
 
 // Switchover asks Patroni for a planned switchover from the primary to
 // its synchronous standby, and waits until the new primary takes
@@ -590,7 +597,7 @@ func (p *Patroni) Switchover(ctx context.Context) (string, time.Duration, error)
 		return desc, time.Since(started), err
 	}
 	gap := time.Since(started)
-	return desc, gap, p.WaitHealthy(ctx, 120*time.Second)
+	return desc, gap, p.WaitHealthy(ctx, rejoinWithin)
 }
 
 func (p *Patroni) member(name string) *pgMember {
