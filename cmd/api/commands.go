@@ -212,7 +212,7 @@ func revokeToken(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer pool.Close()
-	logger := newLogger(cfg, stderr)
+	logger := newLogger(cfg, stderr, nil)
 	rds, err := redisconn.New(redisconn.Options{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("TAKEOUT_REDIS_URL: %w", err)

@@ -80,9 +80,10 @@ func newStack(t testing.TB) *stack {
 
 // instance is one running API process (run in a goroutine).
 type instance struct {
-	url  string
-	ops  string // the operations listener, when it serves one
-	logs *logBuffer
+	url    string
+	ops    string // the operations listener, when it serves one
+	logs   *logBuffer
+	stdout *logBuffer // spans, when the console exporter traces
 }
 
 // start runs the API with the stack's environment plus overrides, waits
@@ -93,9 +94,10 @@ func (s *stack) start(t testing.TB, overrides map[string]string) *instance {
 	env := maps.Clone(s.env)
 	maps.Copy(env, overrides)
 	logs := &logBuffer{listening: make(chan string, 1), ops: make(chan string, 1)}
+	stdout := &logBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, logs) }()
+	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, stdout, logs) }()
 	t.Cleanup(func() {
 		// Surplus connections the client dialed during bursts and never
 		// used count as active to Shutdown for 5s: close them first.
@@ -112,7 +114,7 @@ func (s *stack) start(t testing.TB, overrides map[string]string) *instance {
 	})
 	select {
 	case addr := <-logs.listening:
-		inst := &instance{url: "http://" + addr, logs: logs}
+		inst := &instance{url: "http://" + addr, logs: logs, stdout: stdout}
 		select {
 		case ops := <-logs.ops: // logged before the API listens
 			inst.ops = "http://" + ops

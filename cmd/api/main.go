@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, getenv, stderr)
+		return serve(ctx, getenv, stdout, stderr)
 	case "migrate":
 		return migrate(ctx, getenv, stdout, stderr)
 	case "seed-demo":

@@ -35,12 +35,15 @@ import (
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/telemetry"
 	"github.com/takeout/takeout/internal/webhook"
 )
 
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+// newLogger logs JSON lines to w; traced, each line of a traced request
+// names its trace and span.
+func newLogger(cfg config.Config, w io.Writer, tracing *telemetry.Tracing) *slog.Logger {
 	level, _ := config.ParseLogLevel(cfg.LogLevel) // validated by Load
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
 // applyGC sets the garbage collector as cfg asks, except what GOGC or
@@ -63,15 +66,29 @@ func applyGC(cfg config.Config, getenv func(string) string) (string, int64) {
 
 // serve runs the HTTP service until ctx ends, then shuts down gracefully:
 // stop accepting, finish in-flight requests, stop background workers.
-func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+// Spans of the console exporter go to stdout, logs to stderr.
+func serve(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg, stderr)
+	trusted, _ := cfg.TrustedNets() // validated by Load
+	tracing, err := telemetry.New(ctx, telemetry.Options{
+		Exporter: cfg.TracesExporter, ServiceName: cfg.ServiceName, Console: stdout, TrustedNets: trusted,
+		BatchDelay: time.Duration(cfg.TraceBatchDelayMS) * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tracing.Shutdown(sctx) // flushes the last spans
+	}()
+	logger := newLogger(cfg, stderr, tracing)
 	gogc, memLimit := applyGC(cfg, getenv)
-	logger.Info("garbage collector", "gogc", gogc, "memory_limit_bytes", memLimit)
-	a, err := build(ctx, cfg, logger)
+	logger.Info("garbage collector", "gogc", gogc, "memory_limit_bytes", memLimit, "tracing", cfg.TracesExporter)
+	a, err := build(ctx, cfg, logger, tracing)
 	defer a.close() // a holds what was built so far, even on an error
 	if err != nil {
 		return err
@@ -83,9 +100,10 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 // wired, nothing running yet. Each component is built after everything it
 // needs, so no field is set after another took it.
 type app struct {
-	cfg    config.Config
-	logger *slog.Logger
-	reg    *prometheus.Registry
+	cfg     config.Config
+	logger  *slog.Logger
+	reg     *prometheus.Registry
+	tracing *telemetry.Tracing // nil: nothing is traced
 
 	pool        *pgxpool.Pool
 	migrator    *db.Migrator
@@ -113,8 +131,8 @@ func (a *app) close() {
 
 // build opens the databases, runs the migrations when configured, and
 // builds every component. On an error, a still holds what was opened.
-func build(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, error) {
-	a := &app{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracing *telemetry.Tracing) (*app, error) {
+	a := &app{cfg: cfg, logger: logger, reg: prometheus.NewRegistry(), tracing: tracing}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := a.openDatabase(ctx); err != nil {
 		return a, err
@@ -125,6 +143,11 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, e
 	}
 	a.rds = rds
 	a.onClose(func() { _ = rds.Close() })
+	if rds.Client != nil {
+		if err := tracing.Redis(rds.Client); err != nil {
+			return a, err
+		}
+	}
 	rds.Check(ctx)
 	return a, a.buildServices(ctx)
 }
@@ -136,7 +159,7 @@ func (a *app) openDatabase(ctx context.Context) error {
 	cfg := a.cfg
 	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DatabaseMaxConns, db.Limits{
 		Statement: cfg.DatabaseStatementTimeout, Lock: cfg.DatabaseLockTimeout, IdleInTransaction: cfg.DatabaseIdleInTxTimeout,
-	})
+	}, a.tracing.Pool)
 	if err != nil {
 		return err
 	}
@@ -195,7 +218,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		return err
 	}
 	a.onClose(a.idem.Close)
-	inserter, err := jobs.NewInserter(pool, logger, cfg.JobMaxAttempts)
+	inserter, err := jobs.NewInserter(pool, logger, cfg.JobMaxAttempts, a.tracing.JobMiddleware()...)
 	if err != nil {
 		return err
 	}
@@ -216,7 +239,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	}
 	var payments *payment.Service // nil unless payments are configured
 	if cfg.PaymentsEnabled() {
-		if payments, err = newPayments(cfg, pool, orders, effects, logger, a.reg); err != nil {
+		if payments, err = newPayments(cfg, pool, orders, effects, logger, a.reg, a.client(cfg.WeChatTimeout)); err != nil {
 			return err
 		}
 	}
@@ -225,11 +248,12 @@ func (a *app) buildServices(ctx context.Context) error {
 	}
 	a.handler, err = httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: a.rds, Migrator: a.migrator, Tokens: tokens, Revocations: a.revocations,
-		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), &http.Client{Timeout: cfg.WeChatTimeout}),
+		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
 	})
+	a.handler = a.tracing.Handler(a.handler)
 	return err
 }
 
@@ -249,18 +273,20 @@ func (a *app) buildIDs(ctx context.Context) error {
 func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error {
 	cfg := a.cfg
 	workers := river.NewWorkers()
+	kinds := []string{idempotency.PruneArgs{}.Kind(), webhook.Args{}.Kind(), order.PaymentTimeoutArgs{}.Kind(), order.AutoCompleteArgs{}.Kind()}
 	var check order.DeadlineCheck
 	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
 		func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil)}
 	if payments != nil {
 		check = payments
 		payments.AddWorkers(workers, cfg.WxPayQueryAfter)
+		kinds = append(kinds, payment.ReconcileArgs{}.Kind(), payment.RefundArgs{}.Kind(), payment.ClosePaymentArgs{}.Kind())
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.WxPayReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return payment.ReconcileArgs{}, nil }, nil))
 	}
 	orders.AddWorkers(workers, check)
 	river.AddWorker(workers, &webhook.Worker{
-		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: &http.Client{Timeout: cfg.WebhookTimeout},
+		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: a.client(cfg.WebhookTimeout),
 		RetryBase: cfg.WebhookRetryBase, Now: time.Now,
 	})
 	river.AddWorker(workers, &idempotency.PruneWorker{Store: a.idem})
@@ -268,7 +294,7 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error 
 	a.jobs, a.jobMetrics, err = jobs.New(jobs.Options{
 		Pool: a.pool, Logger: a.logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
 		PollInterval: cfg.JobPollInterval, RetryMaxDelay: cfg.JobRetryMaxDelay, RescueAfter: cfg.JobRescueAfter,
-		Registerer: a.reg, Periodic: periodic,
+		Registerer: a.reg, Periodic: periodic, Middleware: a.tracing.JobMiddleware(), Kinds: kinds,
 	})
 	return err
 }
@@ -369,6 +395,12 @@ func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, logger
 	return func() { _ = srv.Close() }, nil
 }
 
+// client is an HTTP client for calls out (WeChat, WeChat Pay, webhooks)
+// with a timeout; traced, each call is a span and carries traceparent.
+func (a *app) client(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: a.tracing.Transport(nil)}
+}
+
 // instanceName names this process for its worker-id lease.
 func instanceName() string {
 	host, _ := os.Hostname()
@@ -378,7 +410,7 @@ func instanceName() string {
 }
 
 // newPayments builds the WeChat Pay side from the configuration.
-func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, effects *payment.Effects, logger *slog.Logger, reg prometheus.Registerer) (*payment.Service, error) {
+func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, effects *payment.Effects, logger *slog.Logger, reg prometheus.Registerer, hc *http.Client) (*payment.Service, error) {
 	key, err := wxpay.ParsePrivateKey(cfg.WxPayMerchantKey.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
@@ -402,7 +434,7 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, e
 	platform := wxpay.NewKeyring(keys...)
 	client := payment.NewClient(payment.ClientOptions{
 		Base: cfg.WxPayAPIBase, Merchant: wxpay.Merchant{MchID: cfg.WxPayMchID, Serial: cfg.WxPayMerchantSerial, Key: key},
-		Platform: platform, AppID: cfg.WeChatAppID, NotifyURL: cfg.WxPayNotifyURL, HTTP: &http.Client{Timeout: cfg.WeChatTimeout}, Now: time.Now,
+		Platform: platform, AppID: cfg.WeChatAppID, NotifyURL: cfg.WxPayNotifyURL, HTTP: hc, Now: time.Now,
 	})
 	return payment.NewService(payment.Options{
 		Pool: pool, Client: client, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +46,19 @@ type Config struct {
 	// ClientIPHeader names the header a trusted load balancer puts the
 	// client's address in (e.g. X-Real-IP); empty uses the connection's.
 	ClientIPHeader string `env:"TAKEOUT_CLIENT_IP_HEADER"`
+	// Tracing, by OpenTelemetry's own variables: OTEL_TRACES_EXPORTER is
+	// none (the default: nothing is traced or installed), otlp (the
+	// exporter reads its OTEL_EXPORTER_OTLP_* variables itself) or
+	// console (JSON spans on standard output).
+	TracesExporter string `env:"OTEL_TRACES_EXPORTER" envDefault:"none"`
+	ServiceName    string `env:"OTEL_SERVICE_NAME" envDefault:"takeout"`
+	// TraceBatchDelayMS is how long finished spans wait to be exported
+	// together (milliseconds, as OpenTelemetry's variable has it).
+	TraceBatchDelayMS int `env:"OTEL_BSP_SCHEDULE_DELAY" envDefault:"5000"`
+	// TraceTrustedNets lists the callers (CIDR prefixes or addresses)
+	// whose traceparent a request continues; anyone else's request starts
+	// a trace of its own, linked to theirs.
+	TraceTrustedNets string `env:"TAKEOUT_TRACE_TRUSTED_NETS"`
 
 	DatabaseURL      string `env:"TAKEOUT_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/takeout?sslmode=disable"`
 	DatabaseMaxConns int32  `env:"TAKEOUT_DATABASE_MAX_CONNS" envDefault:"20"`
@@ -295,6 +310,34 @@ func (c Config) validateServer(k *checker) {
 	check(c.DatabaseMaxConns >= 2, "TAKEOUT_DATABASE_MAX_CONNS: want at least 2, got %d", c.DatabaseMaxConns)
 	check(c.RedisURL == "" || validURL(c.RedisURL, "redis", "rediss", "unix"), "TAKEOUT_REDIS_URL: want a redis:// URL or empty for no Redis")
 	check(c.RedisPrefix != "", "TAKEOUT_REDIS_PREFIX: must not be empty")
+	check(slices.Contains([]string{"none", "otlp", "console"}, c.TracesExporter), "OTEL_TRACES_EXPORTER: want none, otlp or console, got %q", c.TracesExporter)
+	check(c.TraceBatchDelayMS >= 1, "OTEL_BSP_SCHEDULE_DELAY: want at least 1 (milliseconds)")
+	_, err = c.TrustedNets()
+	check(err == nil, "TAKEOUT_TRACE_TRUSTED_NETS: %v", err)
+}
+
+// TrustedNets parses TAKEOUT_TRACE_TRUSTED_NETS: comma-separated CIDR
+// prefixes or single addresses.
+func (c Config) TrustedNets() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	var errs []error
+	for _, f := range strings.Split(c.TraceTrustedNets, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q is neither a CIDR prefix nor an address", f))
+			continue
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, errors.Join(errs...)
 }
 
 // validateIdentity checks the secrets, sessions, WeChat and the order

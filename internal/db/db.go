@@ -31,8 +31,9 @@ type Limits struct {
 }
 
 // Open connects a pool to url, each connection under limits, and checks
-// that the server answers.
-func Open(ctx context.Context, url string, maxConns int32, limits Limits) (*pgxpool.Pool, error) {
+// that the server answers. configure, when given, adjusts the pool's
+// configuration last (a tracer, say).
+func Open(ctx context.Context, url string, maxConns int32, limits Limits, configure ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -51,6 +52,9 @@ func Open(ctx context.Context, url string, maxConns int32, limits Limits) (*pgxp
 	cfg.ConnConfig.RuntimeParams["application_name"] = "takeout"
 	// UTC everywhere: timestamps cross the wire as RFC 3339 in UTC.
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	for _, f := range configure {
+		f(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)

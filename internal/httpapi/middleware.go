@@ -17,6 +17,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/telemetry"
 	"github.com/takeout/takeout/internal/web"
 )
 
@@ -49,6 +50,7 @@ func instrument(logger *slog.Logger, m *httpMetrics) func(http.Handler) http.Han
 			}
 			elapsed := time.Since(start)
 			route := routePattern(r)
+			telemetry.SetRoute(ctx, r.Method, route)
 			m.duration.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
 			level := slog.LevelInfo
 			if rec.status >= 500 {

@@ -103,10 +103,10 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 		}
 		return fp
 	}
-	if resp, ok, err := s.cached(req.Scope, req.Key, req.Body, fingerprint); err != nil || ok {
+	if resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, fingerprint); err != nil || ok {
 		return Result{Response: resp, Replayed: ok}, err
 	}
-	s.count("l1", "miss")
+	s.count(ctx, "l1", "miss")
 	var refused error
 	if req.Check != nil {
 		if err := req.Check(); err != nil {
@@ -175,7 +175,7 @@ func (s *Store) run(ctx context.Context, c *claim, change Change) (Record, bool,
 		rec.Fingerprint = c.fp
 		return rec, s.insertTx(ctx, ptx, c, rec)
 	})
-	if s.recorded(err) {
+	if s.recorded(ctx, err) {
 		// A request with this key committed first: replay its answer.
 		rec, err := s.resolve(ctx, c)
 		return rec, err == nil, err

@@ -32,14 +32,14 @@ func (s *Store) InsertTx(ctx context.Context, q dbsqlc.DBTX, c *Claim, rec Recor
 	return s.insertTx(ctx, q, c.c, rec)
 }
 
-func (s *Store) Recorded(err error) bool { return s.recorded(err) }
+func (s *Store) Recorded(err error) bool { return s.recorded(context.Background(), err) }
 
 func (s *Store) Lookup(ctx context.Context, userID int64, key string) (Record, bool, error) {
 	return s.lookup(ctx, UserScope(userID), key)
 }
 
 func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, error) {
-	resp, ok, err := s.cached(UserScope(userID), key, "", func() []byte { return fp })
+	resp, ok, err := s.cached(context.Background(), UserScope(userID), key, "", func() []byte { return fp })
 	if !ok {
 		return nil, false, err
 	}
@@ -47,5 +47,5 @@ func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, er
 }
 
 func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (Response, bool, error) {
-	return s.cached(UserScope(userID), key, request, fingerprint)
+	return s.cached(context.Background(), UserScope(userID), key, request, fingerprint)
 }

@@ -39,9 +39,9 @@ func (s *Store) insertTx(ctx context.Context, tx dbsqlc.DBTX, c *claim, rec Reco
 
 // recorded reports whether err is insertTx's conflict with a record of
 // the same key, committed by a concurrent request.
-func (s *Store) recorded(err error) bool {
+func (s *Store) recorded(ctx context.Context, err error) bool {
 	if c, ok := db.UniqueViolation(err); ok && c == recordKeyConstraint {
-		s.count("postgres", "backstop")
+		s.count(ctx, "postgres", "backstop")
 		return true
 	}
 	return false
@@ -96,10 +96,10 @@ func (s *Store) resolve(ctx context.Context, c *claim) (Record, error) {
 		return Record{}, errors.New("idempotency: record vanished after a conflict")
 	}
 	if string(rec.Fingerprint) != string(c.fp) {
-		s.count("postgres", "mismatch")
+		s.count(ctx, "postgres", "mismatch")
 		return Record{}, ErrMismatch
 	}
-	s.count("postgres", "replay")
+	s.count(ctx, "postgres", "replay")
 	return rec, nil
 }
 
@@ -145,7 +145,7 @@ func (s *Store) replayClaimed(ctx context.Context, tx pgx.Tx, c *claim) (Record,
 		return Record{}, fmt.Errorf("read idempotency record: %w", err)
 	}
 	if string(row.Fingerprint) != string(c.fp) {
-		s.count("postgres", "mismatch")
+		s.count(ctx, "postgres", "mismatch")
 		return Record{}, ErrMismatch
 	}
 	if row.StatusCode == 0 {
@@ -153,7 +153,7 @@ func (s *Store) replayClaimed(ctx context.Context, tx pgx.Tx, c *claim) (Record,
 		// only a bug gets here.
 		return Record{}, errors.New("idempotency: record claimed but never completed")
 	}
-	s.count("postgres", "replay")
+	s.count(ctx, "postgres", "replay")
 	rec, _, err := decodeRecord(row.Fingerprint, 0, row.StatusCode, row.Headers, row.Body)
 	return rec, err
 }

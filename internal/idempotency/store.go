@@ -18,6 +18,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/telemetry"
 )
 
 // Response is a completed response as it is replayed. Read its header
@@ -172,7 +173,13 @@ func (s *Store) Close() { s.l1.release() }
 // Retention is how long records are kept.
 func (s *Store) Retention() time.Duration { return s.opts.Retention }
 
-func (s *Store) count(layer, outcome string) { s.outcomes.WithLabelValues(layer, outcome).Inc() }
+// count records an outcome of a layer in the metrics and, when the
+// request is traced, on its span (takeout.idempotency.<layer>): a trace
+// says which layer answered.
+func (s *Store) count(ctx context.Context, layer, outcome string) {
+	s.outcomes.WithLabelValues(layer, outcome).Inc()
+	telemetry.Attr(ctx, "takeout.idempotency."+layer, outcome)
+}
 
 // outcome is what begin found.
 type outcome struct {
@@ -199,7 +206,7 @@ type claim struct {
 // another request, or ok false on a miss. It touches nothing outside the
 // process. The request is compared as itself when the entry kept it (see
 // Record.Request), else by fingerprint, computed only then.
-func (s *Store) cached(scope Scope, key, request string, fingerprint func() []byte) (Response, bool, error) {
+func (s *Store) cached(ctx context.Context, scope Scope, key, request string, fingerprint func() []byte) (Response, bool, error) {
 	rk := scope.l1Key(key)
 	var (
 		resp        Response
@@ -231,10 +238,10 @@ func (s *Store) cached(scope Scope, key, request string, fingerprint func() []by
 		}
 	}
 	if !same {
-		s.count("l1", "mismatch")
+		s.count(ctx, "l1", "mismatch")
 		return Response{}, false, ErrMismatch
 	}
-	s.count("l1", "hit")
+	s.count(ctx, "l1", "hit")
 	return resp, true, nil
 }
 
@@ -246,7 +253,7 @@ func (s *Store) cached(scope Scope, key, request string, fingerprint func() []by
 func (s *Store) begin(ctx context.Context, scope Scope, key string, fp []byte) (outcome, error) {
 	c := &claim{s: s, scope: scope, key: key, fp: fp, owner: newOwner(), rk: s.redisKey(scope, key)}
 	if !s.redisUsable(ctx, c.rk) {
-		s.count("redis", "skipped")
+		s.count(ctx, "redis", "skipped")
 		return outcome{claim: c}, nil
 	}
 	deadline := s.opts.Now().Add(s.opts.CoalesceWait)
@@ -259,19 +266,19 @@ func (s *Store) begin(ctx context.Context, scope Scope, key string, fp []byte) (
 		}
 		switch res.state {
 		case "claimed":
-			s.count("redis", "claimed")
+			s.count(ctx, "redis", "claimed")
 			c.inRedis = true
 			return outcome{claim: c}, nil
 		case "mismatch":
-			s.count("redis", "mismatch")
+			s.count(ctx, "redis", "mismatch")
 			return outcome{}, ErrMismatch
 		case "done":
-			s.count("redis", "hit")
+			s.count(ctx, "redis", "hit")
 			s.l1.set(scope.l1Key(key), res.record)
 			return outcome{replay: &res.record.Response}, nil
 		case "inflight":
 			if s.opts.Now().After(deadline) {
-				s.count("redis", "inflight")
+				s.count(ctx, "redis", "inflight")
 				return s.afterWait(ctx, scope, key, fp)
 			}
 			select {
@@ -297,10 +304,10 @@ func (s *Store) afterWait(ctx context.Context, scope Scope, key string, fp []byt
 		return outcome{}, InProgress(retryAfterSeconds)
 	}
 	if !bytes.Equal(rec.Fingerprint, fp) {
-		s.count("postgres", "mismatch")
+		s.count(ctx, "postgres", "mismatch")
 		return outcome{}, ErrMismatch
 	}
-	s.count("postgres", "replay")
+	s.count(ctx, "postgres", "replay")
 	s.l1.set(scope.l1Key(key), rec)
 	return outcome{replay: &rec.Response}, nil
 }

@@ -44,6 +44,11 @@ type Options struct {
 	// is limited to half of it.
 	RescueAfter time.Duration
 	Registerer  prometheus.Registerer
+	// Middleware wraps every insert and every job's run (tracing).
+	Middleware []rivertype.Middleware
+	// Kinds are the job kinds whose failure and dead-letter series exist
+	// from the start, at 0 (alerts take their increase).
+	Kinds []string
 }
 
 // CappedBackoff is the retry policy: 1s, 2s, 4s, ... doubling up to Max,
@@ -72,8 +77,10 @@ func (b CappedBackoff) delay(attempt int) time.Duration {
 // workers, so it is built before the services that insert jobs in their
 // transactions (and whose workers the working client, New, then takes).
 // maxAttempts is applied to the jobs it inserts, as New's is.
-func NewInserter(pool *pgxpool.Pool, logger *slog.Logger, maxAttempts int) (*Client, error) {
-	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, MaxAttempts: maxAttempts})
+//
+// middleware (tracing, say) wraps every insert, as New's does.
+func NewInserter(pool *pgxpool.Pool, logger *slog.Logger, maxAttempts int, middleware ...rivertype.Middleware) (*Client, error) {
+	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, MaxAttempts: maxAttempts, Middleware: middleware})
 	if err != nil {
 		return nil, fmt.Errorf("river insert client: %w", err)
 	}
@@ -97,6 +104,7 @@ func New(opts Options) (*Client, *Metrics, error) {
 		JobTimeout:           cmp.Or(opts.RescueAfter, 2*time.Minute) / 2,
 		// Keep dead letters for an operator to look at.
 		DiscardedJobRetentionPeriod: 30 * 24 * time.Hour,
+		Middleware:                  opts.Middleware,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
@@ -108,6 +116,10 @@ func New(opts Options) (*Client, *Metrics, error) {
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_jobs_dead_total", Help: "Jobs discarded after their last attempt (dead letters), by kind.",
 		}, []string{"kind"}),
+	}
+	for _, kind := range opts.Kinds {
+		m.failures.WithLabelValues(kind)
+		m.dead.WithLabelValues(kind)
 	}
 	if opts.Registerer != nil {
 		for _, col := range []prometheus.Collector{m.failures, m.dead} {

@@ -29,6 +29,7 @@ import (
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/telemetry"
 )
 
 // JobInserter inserts background jobs inside a transaction (a River
@@ -619,6 +620,7 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	}
 	if err := s.q.PaymentTimeoutJobInsert(ctx, pipe, dbsqlc.PaymentTimeoutJobInsertParams{
 		OrderID: row.ID, MaxAttempts: int16(min(attempts, math.MaxInt16)), ScheduledAt: row.PayDeadline, //nolint:gosec // G115: clamped
+		Metadata: telemetry.JobMetadata(ctx),
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert payment timeout job: %w", err)
 	}

@@ -11,14 +11,16 @@ import (
 )
 
 const paymentTimeoutJobInsert = `-- name: PaymentTimeoutJobInsert :exec
-INSERT INTO river_job (kind, args, max_attempts, priority, queue, state, scheduled_at)
-VALUES ('order.payment_timeout', jsonb_build_object('order_id', $1::bigint::text), $2, 1, 'default', 'scheduled', $3)
+INSERT INTO river_job (kind, args, max_attempts, priority, queue, state, scheduled_at, metadata)
+VALUES ('order.payment_timeout', jsonb_build_object('order_id', $1::bigint::text), $2, 1, 'default', 'scheduled', $3,
+        $4::jsonb)
 `
 
 type PaymentTimeoutJobInsertParams struct {
 	OrderID     int64
 	MaxAttempts int16
 	ScheduledAt time.Time
+	Metadata    []byte
 }
 
 // Schedules the River job that cancels an order still unpaid at its
@@ -27,8 +29,14 @@ type PaymentTimeoutJobInsertParams struct {
 // River's worker runs it like any other. It needs no uniqueness key: the
 // transaction that inserts an order is the only one that schedules its
 // job, and an order is inserted once. The args are PaymentTimeoutArgs's
-// JSON: the order id as a string.
+// JSON: the order id as a string; the metadata carries the placement's
+// traceparent when it is traced, as River's tracing middleware writes it.
 func (q *Queries) PaymentTimeoutJobInsert(ctx context.Context, db DBTX, arg PaymentTimeoutJobInsertParams) error {
-	_, err := db.Exec(ctx, paymentTimeoutJobInsert, arg.OrderID, arg.MaxAttempts, arg.ScheduledAt)
+	_, err := db.Exec(ctx, paymentTimeoutJobInsert,
+		arg.OrderID,
+		arg.MaxAttempts,
+		arg.ScheduledAt,
+		arg.Metadata,
+	)
 	return err
 }
