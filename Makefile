@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SQLC  := go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
-.PHONY: run test build generate services stop-services fuzz soak soak-quick soak-ha soak-ha-quick ha ha-packages run-ha bench clean
+.PHONY: observe run test build generate services stop-services fuzz soak soak-quick soak-ha soak-ha-quick ha ha-packages run-ha bench clean
 
 ## run: start PostgreSQL/Redis if needed, migrate, seed the demo, run wxsim and the API
 run:
@@ -91,6 +91,10 @@ soak-ha-quick: ha-packages build
 	rm -rf .dev/soak/ha-quick
 	TAKEOUT_SOAK_COMMAND="make soak-ha-quick" bin/soak -ha -duration 110s -settle 60s -users 16 -dup 4 -fault-every 30s \
 		-faults redis-master-kill,pg-primary-kill,pg-switchover -pay-window 20s -hot-stock 150 -work-dir .dev/soak/ha-quick -report-name soak-ha-quick
+
+## observe: Prometheus scraping the instances of make run, with takeout's rules; prints its URL
+observe:
+	@scripts/dev/observe.sh
 
 ## bench: measure throughput and latency against this machine's floors (hello, pgbench); results in docs/bench/ (BENCH_FLAGS)
 bench:

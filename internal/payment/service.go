@@ -143,6 +143,21 @@ func NewService(o Options) (*Service, error) {
 	if o.Logger == nil {
 		s.o.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Series alerts watch exist from the start at 0: an increase() over
+	// a series that appears at 1 sees no increase.
+	for _, src := range []string{"v3", "v2", "query"} {
+		for _, outcome := range []string{"applied", "duplicate", "rejected", "anomaly"} {
+			s.callbacks.WithLabelValues(src, outcome)
+		}
+	}
+	for _, kind := range []string{"mchid", "appid", "amount", "currency", "second_transaction"} {
+		s.anomalies.WithLabelValues(kind)
+	}
+	for _, kind := range []string{"payment", "refund"} {
+		for _, outcome := range []string{"checked", "failed", "skipped"} {
+			s.sweeps.WithLabelValues(kind, outcome)
+		}
+	}
 	if o.Registerer != nil {
 		attention := &refundsCollector{s: s, desc: prometheus.NewDesc("takeout_refunds_needing_attention",
 			"Refunds that failed at the platform (ABNORMAL, CLOSED) and wait for an operator to retry or settle them: money owed to customers.", nil, nil)}

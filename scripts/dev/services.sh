@@ -9,6 +9,7 @@
 #
 # Usage: env=$(scripts/dev/services.sh) && eval "$env"   (stop: scripts/dev/services.sh stop)
 #        scripts/dev/services.sh ha-packages   (installs what the HA stack runs on)
+#        scripts/dev/services.sh observe-packages   (installs Prometheus: promtool)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -138,6 +139,12 @@ ensure_ha_packages() {
 	# runs its members on free ports and leaves it alone.
 }
 
+# Prometheus's promtool tests the alerting rules (deploy/prometheus) and
+# checks the dashboard's queries; make observe runs Prometheus itself.
+ensure_observe_packages() {
+	command -v promtool >/dev/null || install_packages prometheus
+}
+
 stop() {
 	local bin
 	if [ -s "$dev/pg/postmaster.pid" ] && bin=$(pg_bin); then
@@ -158,5 +165,6 @@ env)
 	;;
 stop) stop ;;
 ha-packages) ensure_ha_packages ;;
-*) die "usage: $0 [env|stop|ha-packages]" ;;
+observe-packages) ensure_observe_packages ;;
+*) die "usage: $0 [env|stop|ha-packages|observe-packages]" ;;
 esac

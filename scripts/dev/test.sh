@@ -16,6 +16,7 @@ eval "$services_env"
 echo "PostgreSQL: $TAKEOUT_TEST_DATABASE_URL"
 echo "Redis:      $TAKEOUT_TEST_REDIS_URL"
 scripts/dev/services.sh ha-packages
+scripts/dev/services.sh observe-packages
 
 step "build"
 go build ./...
@@ -34,6 +35,10 @@ go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run ./...
 
 step "govulncheck"
 scripts/dev/vulncheck.sh
+
+step "alerting rules: promtool check rules and the rules' unit tests"
+promtool check rules deploy/prometheus/takeout.rules.yml
+promtool test rules deploy/prometheus/takeout.rules.test.yml
 
 step "sqlc generated code is up to date"
 go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1 diff
