@@ -196,6 +196,7 @@ func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret stri
 		"TAKEOUT_WXPAY_NOTIFY_URL": "http://" + apiAddr + "/v1/payments/wechat/notify", "TAKEOUT_WXPAY_MCHID": benchMchID,
 		"TAKEOUT_RATE_LIMIT_IP": "0", "TAKEOUT_RATE_LIMIT_USER": "0", "TAKEOUT_LOG_LEVEL": "warn",
 		"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h", "TAKEOUT_ORDER_PAY_WINDOW": "1h", "TAKEOUT_CONFIRM_TOKEN_TTL": "1h",
+		"OTEL_TRACES_EXPORTER": e.o.trace,
 	}
 	maps.Copy(apiEnv, wxEnv)
 	if e.apiCfg, err = config.Load(func(k string) string { return apiEnv[k] }); err != nil {
@@ -272,7 +273,7 @@ func newRunner(ctx context.Context, e *env, logf func(string, ...any)) (*runner,
 		profiles: filepath.Join(e.work, "profiles"),
 		meter:    processCPU("/proc", map[string]int{"api": e.apiPID, "hello": e.helloPID}),
 		res: &results{Started: time.Now().UTC(), Machine: lab.HostFacts(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds(),
-			APIDatabaseConns: o.apiDBConns}}
+			APIDatabaseConns: o.apiDBConns, Tracing: o.trace}}
 	queries, err := namedQueries("db/queries")
 	if err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ type options struct {
 	only             map[string]bool
 	// apiDBConns is the api's pool size (TAKEOUT_DATABASE_MAX_CONNS).
 	apiDBConns int
+	// trace is the api's OTEL_TRACES_EXPORTER: none, or console (its
+	// spans go to api.log in the work directory).
+	trace string
 }
 
 // defaultAPIDBConns sizes the api's pool as PostgreSQL's own guidance
@@ -82,6 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.adminURL, "database-url", os.Getenv("TAKEOUT_TEST_DATABASE_URL"), "PostgreSQL to create the bench database in (default $TAKEOUT_TEST_DATABASE_URL)")
 	fs.StringVar(&o.redisURL, "redis-url", os.Getenv("TAKEOUT_TEST_REDIS_URL"), "Redis (default $TAKEOUT_TEST_REDIS_URL)")
 	fs.StringVar(&only, "only", "", "comma-separated scenarios to run (default all)")
+	fs.StringVar(&o.trace, "trace", "none", "the api's OTEL_TRACES_EXPORTER: none, or console (every span written to api.log): what tracing costs")
 	fs.IntVar(&o.apiDBConns, "api-db-conns", defaultAPIDBConns(), "the api's database pool (TAKEOUT_DATABASE_MAX_CONNS); default twice the CPUs, at least 4")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -28,11 +29,13 @@ type results struct {
 	DurationS float64           `json:"duration_s"`
 	WarmupS   float64           `json:"warmup_s"`
 	// APIDatabaseConns is the api's database pool in this run.
-	APIDatabaseConns int                `json:"api_database_conns"`
-	Results          []result           `json:"results"`
-	Ratios           map[string]float64 `json:"ratios"`
-	Targets          []target           `json:"targets"`
-	APIRSSMB         float64            `json:"api_rss_mb"`
+	APIDatabaseConns int `json:"api_database_conns"`
+	// Tracing is the api's OTEL_TRACES_EXPORTER in this run.
+	Tracing  string             `json:"tracing"`
+	Results  []result           `json:"results"`
+	Ratios   map[string]float64 `json:"ratios"`
+	Targets  []target           `json:"targets"`
+	APIRSSMB float64            `json:"api_rss_mb"`
 	// L1Million is `bench l1`: the api's idempotency store with its L1
 	// budget after a million completed responses.
 	L1Million *l1Report `json:"l1_million,omitempty"`
@@ -159,8 +162,9 @@ func (r *results) markdown() string {
 		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
 		"hello with replay and callback_dup, pgbench_submit with submit and hot_dish, pgbench_callback with callback; "+
 		"submit_half_rate with pgbench_submit_half_rate, a whole window each, three times). "+
-		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections.\n\n",
-		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns)
+		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s.\n\n",
+		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
+		cmp.Or(r.Tracing, "none"))
 	b.WriteString("| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Results {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |\n", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors)
