@@ -92,17 +92,6 @@ func New(ctx context.Context, o Options) (*Tracing, error) {
 	}, nil
 }
 
-// Enabled reports whether anything is traced.
-func (t *Tracing) Enabled() bool { return t != nil }
-
-// Provider is the tracer provider (a no-op one when tracing is off).
-func (t *Tracing) Provider() trace.TracerProvider {
-	if t == nil {
-		return trace.NewNoopTracerProvider()
-	}
-	return t.provider
-}
-
 // Shutdown flushes the spans still buffered and stops exporting.
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t == nil {
