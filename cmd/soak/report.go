@@ -162,7 +162,7 @@ func (r *report) markdown() string {
 // faultsMarkdown writes the faults section: each kind's count, recovery,
 // outage and failures to heal, then each failure.
 func (r *report) faultsMarkdown(b *strings.Builder) {
-	fmt.Fprintf(b, "\n## Faults injected\n\nRedis %s, PostgreSQL %s. Recovery: seconds from a fault's start until orders were placed again after the longest pause in placement that followed it (orders' created_at); outage: seconds the engine had no master for some slots or no writable primary (median / max).\n\n", r.RedisMode, r.PGMode)
+	fmt.Fprintf(b, "\n## Faults injected\n\nRedis %s, PostgreSQL %s. Recovery: seconds from a fault's start until orders were placed again after the longest pause in placement that followed it (orders' created_at), 0 when placement never stopped for a second; outage: seconds the engine had no master for some slots or no writable primary (median / max).\n\n", r.RedisMode, r.PGMode)
 	failed := map[string]int{}
 	for _, ev := range r.FaultTimeline {
 		if ev.Error != "" {

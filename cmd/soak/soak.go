@@ -655,7 +655,13 @@ func stockNow(ctx context.Context, db querier) (map[int64]int64, error) {
 // 30 s of its end, and the seconds from the fault's start until orders
 // flowed again after it. A planned switchover keeps serving for a moment
 // after it is asked for, so the pause, not the first order after the
-// request, is what it cost.
+// request, is what it cost. A longest pause under noticeable (a second,
+// at hundreds of orders a second) means placement never stopped:
+// recovery 0, not the moment some ordinary gap happened to end.
+// noticeablePause is the shortest stop of order placement that counts as
+// an interruption in recovery figures.
+const noticeablePause = 1.0
+
 func recoveries(ctx context.Context, db querier, runStart time.Time, timeline []faultEvent) error {
 	for i := range timeline {
 		ev := &timeline[i]
@@ -673,7 +679,10 @@ func recoveries(ctx context.Context, db querier, runStart time.Time, timeline []
 		if err != nil {
 			return err
 		}
-		s := end.Sub(from).Seconds()
+		s := 0.0
+		if pause != nil && *pause >= noticeablePause {
+			s = end.Sub(from).Seconds()
+		}
 		ev.RecoveryS, ev.PauseS = &s, pause
 	}
 	return nil
