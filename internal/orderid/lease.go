@@ -8,8 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 )
 
@@ -36,8 +35,8 @@ const margin = 2 * time.Second
 
 // AcquireLease takes a free worker id for holder (a unique instance name),
 // on the clock now (the one the generator uses).
-func AcquireLease(ctx context.Context, db dbsqlc.DBTX, holder string, ttl time.Duration, now func() time.Time, logger *slog.Logger) (*Lease, error) {
-	l := &Lease{now: now, db: db, q: dbsqlc.New(), holder: holder, ttl: ttl, logger: logger}
+func AcquireLease(ctx context.Context, conn dbsqlc.DBTX, holder string, ttl time.Duration, now func() time.Time, logger *slog.Logger) (*Lease, error) {
+	l := &Lease{now: now, db: conn, q: dbsqlc.New(), holder: holder, ttl: ttl, logger: logger}
 	if err := l.acquire(ctx, nil); err != nil {
 		return nil, err
 	}
@@ -104,7 +103,7 @@ func (l *Lease) Run(ctx context.Context, g *Generator) {
 // database says it is no longer ours) and moves g onto it.
 func (l *Lease) keep(ctx context.Context, g *Generator) error {
 	err := l.Renew(ctx)
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !errors.Is(err, db.ErrNotFound) {
 		return err
 	}
 	old := l.Worker()
