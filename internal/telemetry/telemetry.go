@@ -63,16 +63,16 @@ type Tracing struct {
 // traces nothing.
 func New(ctx context.Context, o Options) (*Tracing, error) {
 	var proc sdktrace.SpanProcessor
-	switch exp := strings.ToLower(strings.TrimSpace(o.Exporter)); {
-	case exp == "" || exp == "none":
+	switch strings.ToLower(strings.TrimSpace(o.Exporter)) {
+	case "", "none":
 		return nil, nil
-	case exp == "otlp":
+	case "otlp":
 		e, err := otlptracehttp.New(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=otlp: %w", err)
 		}
 		proc = sdktrace.NewBatchSpanProcessor(e, sdktrace.WithBatchTimeout(o.BatchDelay))
-	case exp == "console":
+	case "console":
 		e, err := stdouttrace.New(stdouttrace.WithWriter(o.Console))
 		if err != nil {
 			return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=console: %w", err)
