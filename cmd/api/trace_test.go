@@ -73,7 +73,7 @@ func waitSpans(t *testing.T, inst *instance, what string, ok func([]span) bool) 
 	}
 }
 
-// trace returns the spans of one trace, and fails unless they form one
+// traceOf returns the spans of one trace, and fails unless they form one
 // tree: a single root, every other span's parent among them.
 func traceOf(t *testing.T, all []span, traceID string) (root span, members []span) {
 	t.Helper()
