@@ -163,3 +163,34 @@ func TestProductionRefusesDevelopmentDefaults(t *testing.T) {
 		}
 	}
 }
+
+// Tracing's settings: a trusted list of prefixes and addresses parses;
+// an unknown exporter or a malformed entry is refused, naming the
+// variable.
+func TestTracingSettings(t *testing.T) {
+	t.Parallel()
+	env := secrets()
+	env["OTEL_TRACES_EXPORTER"] = "console"
+	env["TAKEOUT_TRACE_TRUSTED_NETS"] = "10.0.0.0/8, 127.0.0.1,::1"
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets, err := cfg.TrustedNets()
+	if err != nil || len(nets) != 3 || nets[0].String() != "10.0.0.0/8" || nets[1].String() != "127.0.0.1/32" || nets[2].String() != "::1/128" {
+		t.Errorf("trusted nets %v, %v", nets, err)
+	}
+	for name, bad := range map[string]map[string]string{
+		"OTEL_TRACES_EXPORTER":       {"OTEL_TRACES_EXPORTER": "jaeger"},
+		"TAKEOUT_TRACE_TRUSTED_NETS": {"TAKEOUT_TRACE_TRUSTED_NETS": "10.0.0.0/8,gateway"},
+		"OTEL_BSP_SCHEDULE_DELAY":    {"OTEL_BSP_SCHEDULE_DELAY": "0"},
+	} {
+		env := secrets()
+		for k, v := range bad {
+			env[k] = v
+		}
+		if _, err := config.Load(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: error %v does not name %s", bad, err, name)
+		}
+	}
+}
