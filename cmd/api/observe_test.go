@@ -52,8 +52,9 @@ func metricNames(expr string) []string {
 	return out
 }
 
-// scrape returns the names of the samples an instance exports.
-func scrape(t *testing.T, inst *instance) map[string]bool {
+// scrape returns the names of the samples an instance exports, and its
+// exposition's lines.
+func scrape(t *testing.T, inst *instance) (map[string]bool, []string) {
 	t.Helper()
 	resp, err := http.Get(inst.ops + "/metrics")
 	if err != nil {
@@ -61,6 +62,7 @@ func scrape(t *testing.T, inst *instance) map[string]bool {
 	}
 	defer resp.Body.Close()
 	names := map[string]bool{}
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -69,13 +71,15 @@ func scrape(t *testing.T, inst *instance) map[string]bool {
 			continue
 		}
 		names[identifier.FindString(line)] = true
+		lines = append(lines, line)
 	}
-	return names
+	return names, lines
 }
 
 // The dashboard and the rules read only metrics a running instance
 // exports (after a submit and a paid callback), or rules that record them,
 // and every query of the dashboard parses (promtool checks it as a rule).
+// The counters the alerts watch are there at 0 before their first event.
 func TestDashboardAndRulesNameOnlyExportedMetrics(t *testing.T) {
 	t.Parallel()
 	promtool, err := exec.LookPath("promtool")
@@ -87,7 +91,20 @@ func TestDashboardAndRulesNameOnlyExportedMetrics(t *testing.T) {
 	o := ps.place(t, user, "observed", 1)
 	ps.pay(t, user, o.ID)
 	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1), Retries: 5, RetryMS: 20})
-	exported := scrape(t, ps.apis[0])
+	exported, lines := scrape(t, ps.apis[0])
+	// The counters alerts take increase() of exist at 0 before their
+	// first event (a series born at 1 shows no increase).
+	for _, series := range []string{
+		`takeout_payment_anomalies_total{kind="refund_amount"} 0`,
+		`takeout_payment_anomalies_total{kind="second_transaction"} 0`,
+		`takeout_jobs_dead_total{kind="payment.refund"} 0`,
+		`takeout_payment_reconcile_checks_total{kind="payment",outcome="failed"} 0`,
+		`takeout_payment_callbacks_total{outcome="rejected",source="v3"} 0`,
+	} {
+		if !slices.Contains(lines, series) {
+			t.Errorf("no %s before any such event", series)
+		}
+	}
 
 	var rules ruleFile
 	raw, err := os.ReadFile("../../deploy/prometheus/takeout.rules.yml")

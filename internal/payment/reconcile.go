@@ -74,7 +74,8 @@ type sweepCheck struct {
 
 // sweep runs the checks, sweepWorkers at a time, and records each
 // outcome; checks that would start too late to finish before ctx's
-// deadline are skipped (their rows wait for the next sweep).
+// deadline are skipped (their rows were stamped checked when taken, so
+// they come round again after the others).
 func (s *Service) sweep(ctx context.Context, checks []sweepCheck) {
 	stopAt := time.Time{}
 	if deadline, ok := ctx.Deadline(); ok {

@@ -150,7 +150,7 @@ func NewService(o Options) (*Service, error) {
 			s.callbacks.WithLabelValues(src, outcome)
 		}
 	}
-	for _, kind := range []string{"mchid", "appid", "amount", "currency", "second_transaction"} {
+	for _, kind := range anomalyKinds {
 		s.anomalies.WithLabelValues(kind)
 	}
 	for _, kind := range []string{"payment", "refund"} {
@@ -420,7 +420,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			// payment already paid by another: money we did not ask for.
 			// Recorded as an anomaly, and given back.
 			outcome = "refunded_second"
-			if err := s.recordAnomaly(ctx, tx, nid+"/"+t.TransactionID, t.OutTradeNo, "second_transaction",
+			if err := s.recordAnomaly(ctx, tx, nid+"/"+t.TransactionID, t.OutTradeNo, anomalySecondTransaction,
 				fmt.Sprintf("transaction %s, but %s paid it", t.TransactionID, *p.TransactionID), t); err != nil {
 				return err
 			}
@@ -466,17 +466,35 @@ func (s *Service) recordAnomaly(ctx context.Context, tx pgx.Tx, notificationID, 
 	return nil
 }
 
+// Anomaly kinds: what the platform reported that does not match what we
+// asked for (takeout_payment_anomalies_total{kind}, payment_anomalies.kind).
+const (
+	anomalyMchID             = "mchid"
+	anomalyAppID             = "appid"
+	anomalyAmount            = "amount"
+	anomalyCurrency          = "currency"
+	anomalySecondTransaction = "second_transaction"
+	anomalyRefundMchID       = "refund_mchid"
+	anomalyRefundTrade       = "refund_trade"
+	anomalyRefundTransaction = "refund_transaction"
+	anomalyRefundAmount      = "refund_amount"
+)
+
+// anomalyKinds lists every kind, so that each one's series exists at 0.
+var anomalyKinds = []string{anomalyMchID, anomalyAppID, anomalyAmount, anomalyCurrency, anomalySecondTransaction,
+	anomalyRefundMchID, anomalyRefundTrade, anomalyRefundTransaction, anomalyRefundAmount}
+
 // mismatch compares a reported transaction with the payment we asked for.
 func mismatch(t Transaction, p dbsqlc.Payment) (kind, detail string) {
 	switch {
 	case t.MchID != p.Mchid:
-		return "mchid", fmt.Sprintf("mchid %q, want %q", t.MchID, p.Mchid)
+		return anomalyMchID, fmt.Sprintf("mchid %q, want %q", t.MchID, p.Mchid)
 	case t.AppID != p.Appid:
-		return "appid", fmt.Sprintf("appid %q, want %q", t.AppID, p.Appid)
+		return anomalyAppID, fmt.Sprintf("appid %q, want %q", t.AppID, p.Appid)
 	case t.TradeState == TradeSuccess && t.Amount.Total != p.AmountFen:
-		return "amount", fmt.Sprintf("amount %d, want %d", t.Amount.Total, p.AmountFen)
+		return anomalyAmount, fmt.Sprintf("amount %d, want %d", t.Amount.Total, p.AmountFen)
 	case t.TradeState == TradeSuccess && t.Amount.Currency != "" && t.Amount.Currency != p.Currency:
-		return "currency", fmt.Sprintf("currency %q, want %q", t.Amount.Currency, p.Currency)
+		return anomalyCurrency, fmt.Sprintf("currency %q, want %q", t.Amount.Currency, p.Currency)
 	}
 	return "", ""
 }
@@ -634,13 +652,13 @@ func (s *Service) refundMismatch(ctx context.Context, tx pgx.Tx, r RefundResult,
 	}
 	switch {
 	case r.MchID != "" && r.MchID != p.Mchid:
-		return "refund_mchid", fmt.Sprintf("mchid %q, want %q", r.MchID, p.Mchid), nil
+		return anomalyRefundMchID, fmt.Sprintf("mchid %q, want %q", r.MchID, p.Mchid), nil
 	case r.OutTradeNo != "" && r.OutTradeNo != p.OutTradeNo:
-		return "refund_trade", fmt.Sprintf("out_trade_no %q, want %q", r.OutTradeNo, p.OutTradeNo), nil
+		return anomalyRefundTrade, fmt.Sprintf("out_trade_no %q, want %q", r.OutTradeNo, p.OutTradeNo), nil
 	case ref.TransactionID != nil && r.TransactionID != "" && r.TransactionID != *ref.TransactionID:
-		return "refund_transaction", fmt.Sprintf("transaction_id %q, want %q", r.TransactionID, *ref.TransactionID), nil
+		return anomalyRefundTransaction, fmt.Sprintf("transaction_id %q, want %q", r.TransactionID, *ref.TransactionID), nil
 	case r.Amount.Refund != 0 && r.Amount.Refund != ref.AmountFen:
-		return "refund_amount", fmt.Sprintf("refund %d, want %d", r.Amount.Refund, ref.AmountFen), nil
+		return anomalyRefundAmount, fmt.Sprintf("refund %d, want %d", r.Amount.Refund, ref.AmountFen), nil
 	}
 	return "", "", nil
 }

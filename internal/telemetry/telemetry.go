@@ -63,7 +63,7 @@ type Tracing struct {
 // traces nothing.
 func New(ctx context.Context, o Options) (*Tracing, error) {
 	var proc sdktrace.SpanProcessor
-	switch strings.ToLower(strings.TrimSpace(o.Exporter)) {
+	switch o.Exporter { // config checked it
 	case "", "none":
 		return nil, nil
 	case "otlp":
