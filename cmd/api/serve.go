@@ -32,9 +32,13 @@ import (
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderid"
+	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/staff"
+	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/subscribemsg"
 	"github.com/takeout/takeout/internal/telemetry"
 	"github.com/takeout/takeout/internal/webhook"
 )
@@ -115,6 +119,9 @@ type app struct {
 	idem        *idempotency.Store
 	jobs        *jobs.Client
 	jobMetrics  *jobs.Metrics
+	hub         *orderstream.Hub
+	staff       *staff.Service
+	messages    *subscribemsg.Sender
 	handler     http.Handler
 
 	closers []func() // run in reverse by close
@@ -222,6 +229,13 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.buildLive(tokens, inserter); err != nil {
+		return err
+	}
+	var messages order.CustomerMessages // nil unless a status has a template
+	if a.messages.Enabled() {
+		messages = a.messages
+	}
 	var effects *payment.Effects
 	var orderPayments order.Payments // nil unless payments are configured
 	if cfg.PaymentsEnabled() {
@@ -229,6 +243,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		orderPayments = effects
 	}
 	orders, err := order.NewService(order.Options{
+		Events: a.hub, Messages: messages,
 		Payments: orderPayments, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
@@ -250,10 +265,43 @@ func (a *app) buildServices(ctx context.Context) error {
 		Logger: logger, Pool: pool, Redis: a.rds, Migrator: a.migrator, Tokens: tokens, Revocations: a.revocations,
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
+		Staff: a.staff, Stream: a.hub, Messages: a.messages,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
 	})
 	a.handler = a.tracing.Handler(a.handler)
+	return err
+}
+
+// buildLive builds what live orders need: the order stream's hub, staff
+// logins, and customers' subscribe messages.
+func (a *app) buildLive(tokens *auth.Tokens, inserter *jobs.Client) error {
+	cfg := a.cfg
+	var err error
+	if a.hub, err = orderstream.NewHub(orderstream.Options{
+		Pool: a.pool, Redis: a.rds, Logger: a.logger, Poll: cfg.StreamPoll, Buffer: cfg.StreamBuffer, MaxStreams: cfg.StreamMax,
+		Heartbeat: cfg.StreamHeartbeat, WriteTimeout: cfg.WriteTimeout, Registerer: a.reg,
+	}); err != nil {
+		return err
+	}
+	if a.staff, err = staff.NewService(staff.Options{
+		Pool: a.pool, Redis: a.rds, Tokens: tokens, Revocations: a.revocations, Logger: a.logger, TokenTTL: cfg.StaffLoginTTL,
+		AccountLimit: cfg.LoginLimitAccount, AddressLimit: cfg.LoginLimitAddress, Now: time.Now,
+	}); err != nil {
+		return err
+	}
+	byStatus, _ := cfg.SubscribeTemplateMap() // validated by Load
+	templates := map[statemachine.Status]string{}
+	for st, tpl := range byStatus {
+		templates[statemachine.Status(st)] = tpl
+	}
+	a.messages, err = subscribemsg.NewSender(subscribemsg.Options{
+		Pool: a.pool, Jobs: inserter, Templates: templates, Base: cfg.WeChatAPIBase, State: cfg.MiniProgramState,
+		Tokens: subscribemsg.NewAccessTokens(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout), a.rds, a.logger, time.Now),
+		// Untraced: the send's URL carries the access token.
+		HTTP:   &http.Client{Timeout: cfg.WeChatTimeout},
+		Logger: a.logger, Registerer: a.reg, MaxAttempts: cfg.JobMaxAttempts,
+	})
 	return err
 }
 
@@ -290,6 +338,13 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error 
 		RetryBase: cfg.WebhookRetryBase, Now: time.Now,
 	})
 	river.AddWorker(workers, &idempotency.PruneWorker{Store: a.idem})
+	river.AddWorker(workers, &subscribemsg.Worker{S: a.messages})
+	river.AddWorker(workers, &orderstream.PruneWorker{Hub: a.hub, Retention: cfg.OrderEventsRetention, Now: time.Now})
+	river.AddWorker(workers, &staff.PruneWorker{S: a.staff})
+	kinds = append(kinds, subscribemsg.Args{}.Kind(), orderstream.PruneArgs{}.Kind(), staff.PruneArgs{}.Kind())
+	periodic = append(periodic,
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) { return orderstream.PruneArgs{}, nil }, nil),
+		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) { return staff.PruneArgs{}, nil }, nil))
 	var err error
 	a.jobs, a.jobMetrics, err = jobs.New(jobs.Options{
 		Pool: a.pool, Logger: a.logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
@@ -313,6 +368,7 @@ func (a *app) run(ctx context.Context) error {
 	background.Go(func() { a.revocations.Run(workCtx, cfg.RevocationReload) })
 	background.Go(func() { a.idem.RunPurges(workCtx, nil) })
 	background.Go(func() { a.jobMetrics.Run(workCtx, a.jobs) })
+	background.Go(func() { a.hub.Run(workCtx) })
 	if err := a.jobs.Start(workCtx); err != nil {
 		return fmt.Errorf("start job workers: %w", err)
 	}
@@ -352,6 +408,9 @@ func (a *app) serveHTTP(ctx, base context.Context) error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	// Shutdown waits for handlers; live order streams end at once (their
+	// boards reconnect to another instance and resume).
+	srv.RegisterOnShutdown(a.hub.CloseStreams)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("http server listening", "addr", ln.Addr().String(), "redis", string(a.rds.State()))

@@ -8,8 +8,9 @@ import (
 	"github.com/takeout/takeout/internal/web"
 )
 
-// HandleLogout serves POST /v1/auth/logout: the caller's session token is
-// revoked on every instance (204). It runs after RequireUser.
+// HandleLogout serves POST /v1/auth/logout and POST /admin/v1/auth/logout:
+// the caller's own token (a user session or a staff token) is revoked on
+// every instance (204). It runs after RequireUser or RequireStaff.
 func HandleLogout(tokens *Tokens, rev *Revocations) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, err := bearer(r)
@@ -22,7 +23,7 @@ func HandleLogout(tokens *Tokens, rev *Revocations) http.Handler {
 			web.Error(w, r, problem.Wrap(problem.Unauthorized, err, "the session token is invalid or expired"))
 			return
 		}
-		if err := rev.Revoke(r.Context(), Revocation{TokenID: info.ID, Kind: info.Kind, Subject: info.Subject, ExpiresAt: info.ExpiresAt, By: "user:" + info.Subject}); err != nil {
+		if err := rev.Revoke(r.Context(), Revocation{TokenID: info.ID, Kind: info.Kind, Subject: info.Subject, ExpiresAt: info.ExpiresAt, By: info.Kind + ":" + info.Subject}); err != nil {
 			web.Error(w, r, err)
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -123,6 +124,27 @@ type Config struct {
 	WebhookMaxAttempts int           `env:"TAKEOUT_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
 	WebhookRetryBase   time.Duration `env:"TAKEOUT_WEBHOOK_RETRY_BASE" envDefault:"10s"`
 	WebhookTimeout     time.Duration `env:"TAKEOUT_WEBHOOK_TIMEOUT" envDefault:"5s"`
+
+	// Merchant staff logins: how long a login's token lives, and how many
+	// failed logins an account may take per 15 minutes and attempts one
+	// address may make per minute, across instances (0: no limit).
+	StaffLoginTTL     time.Duration `env:"TAKEOUT_STAFF_LOGIN_TTL" envDefault:"12h"`
+	LoginLimitAccount int           `env:"TAKEOUT_LOGIN_LIMIT_ACCOUNT" envDefault:"10"`
+	LoginLimitAddress int           `env:"TAKEOUT_LOGIN_LIMIT_ADDRESS" envDefault:"30"`
+	// Live order streams (boards): heartbeat, how often the outbox is
+	// read without a hint, events a stream may have waiting, streams per
+	// instance, and how long events are kept for reconnecting boards.
+	StreamHeartbeat      time.Duration `env:"TAKEOUT_STREAM_HEARTBEAT" envDefault:"15s"`
+	StreamPoll           time.Duration `env:"TAKEOUT_STREAM_POLL" envDefault:"250ms"`
+	StreamBuffer         int           `env:"TAKEOUT_STREAM_BUFFER" envDefault:"256"`
+	StreamMax            int           `env:"TAKEOUT_STREAM_MAX" envDefault:"2000"`
+	OrderEventsRetention time.Duration `env:"TAKEOUT_ORDER_EVENTS_RETENTION" envDefault:"72h"`
+	// SubscribeTemplates is "STATUS=template_id,...": the WeChat
+	// subscribe message template of each status a customer is told of
+	// (ACCEPTED, DELIVERING, COMPLETED, CANCELLED, REFUNDED); empty sends
+	// none. MiniProgramState is the version a message opens.
+	SubscribeTemplates string `env:"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES"`
+	MiniProgramState   string `env:"TAKEOUT_WECHAT_MINIPROGRAM_STATE" envDefault:"formal"`
 
 	// WeChat Pay: payments are enabled when the merchant key is set.
 	WxPayAPIBase        string `env:"TAKEOUT_WXPAY_API_BASE" envDefault:"http://127.0.0.1:8090"`
@@ -276,6 +298,7 @@ func (c Config) validate() error {
 	c.validateServer(k)
 	c.validateIdentity(k)
 	c.validateWork(k)
+	c.validateLive(k)
 	k.check(c.Env == "development" || c.Env == "production", "TAKEOUT_ENV: want development or production, got %q", c.Env)
 	if c.Env == "production" {
 		k.errs = append(k.errs, c.productionProblems()...)
@@ -398,6 +421,50 @@ func (c Config) validateWork(k *checker) {
 		check(c.WxPayQueryAfter >= 0, "TAKEOUT_WXPAY_QUERY_AFTER: must not be negative")
 	}
 }
+
+// validateLive checks staff logins, streams and customer messages.
+func (c Config) validateLive(k *checker) {
+	check := k.check
+	check(c.StaffLoginTTL >= time.Minute && c.StaffLoginTTL <= 90*24*time.Hour, "TAKEOUT_STAFF_LOGIN_TTL: want 1m to 2160h")
+	check(c.LoginLimitAccount >= 0 && c.LoginLimitAddress >= 0, "TAKEOUT_LOGIN_LIMIT_ACCOUNT/_ADDRESS: want 0 (off) or a positive number")
+	check(c.StreamHeartbeat >= 100*time.Millisecond, "TAKEOUT_STREAM_HEARTBEAT: want at least 100ms")
+	check(c.StreamPoll >= 10*time.Millisecond, "TAKEOUT_STREAM_POLL: want at least 10ms")
+	check(c.StreamBuffer >= 1, "TAKEOUT_STREAM_BUFFER: want at least 1")
+	check(c.StreamMax >= 0, "TAKEOUT_STREAM_MAX: want 0 (no bound) or more")
+	check(c.OrderEventsRetention >= time.Hour, "TAKEOUT_ORDER_EVENTS_RETENTION: want at least 1h")
+	_, err := c.SubscribeTemplateMap()
+	check(err == nil, "TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES: %v", err)
+	check(c.MiniProgramState == "formal" || c.MiniProgramState == "trial" || c.MiniProgramState == "developer",
+		"TAKEOUT_WECHAT_MINIPROGRAM_STATE: want formal, trial or developer, got %q", c.MiniProgramState)
+}
+
+// subscribeStatuses are the statuses a subscribe message may tell of.
+var subscribeStatuses = []string{"ACCEPTED", "DELIVERING", "COMPLETED", "CANCELLED", "REFUNDED"}
+
+// SubscribeTemplateMap parses SubscribeTemplates into status → template id.
+func (c Config) SubscribeTemplateMap() (map[string]string, error) {
+	m := map[string]string{}
+	if strings.TrimSpace(c.SubscribeTemplates) == "" {
+		return m, nil
+	}
+	for _, entry := range strings.Split(c.SubscribeTemplates, ",") {
+		status, tpl, ok := strings.Cut(strings.TrimSpace(entry), "=")
+		switch {
+		case !ok || tpl == "":
+			return nil, fmt.Errorf("want STATUS=template_id, got %q", entry)
+		case !slices.Contains(subscribeStatuses, status):
+			return nil, fmt.Errorf("%q: want one of %s", status, strings.Join(subscribeStatuses, ", "))
+		case !templateID.MatchString(tpl):
+			return nil, fmt.Errorf("%q: a template id is 1 to 128 letters, digits, '_' or '-'", tpl)
+		case m[status] != "":
+			return nil, fmt.Errorf("%s named twice", status)
+		}
+		m[status] = tpl
+	}
+	return m, nil
+}
+
+var templateID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // The simulator's identities, which production must not run on.
 const (

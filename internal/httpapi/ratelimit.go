@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -27,16 +25,7 @@ func limitByIP(perMinute int, header string) func(http.Handler) http.Handler {
 		return func(next http.Handler) http.Handler { return next }
 	}
 	return httprate.LimitBy(perMinute, time.Minute, func(r *http.Request) (string, error) {
-		if header != "" {
-			if v := strings.TrimSpace(strings.Split(r.Header.Get(header), ",")[0]); v != "" {
-				return "ip:" + httprate.CanonicalizeIP(v), nil
-			}
-		}
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
-		return "ip:" + httprate.CanonicalizeIP(host), nil
+		return "ip:" + web.ClientIP(r, header), nil
 	}, httprate.WithLimitHandler(rateLimited))
 }
 

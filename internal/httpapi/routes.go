@@ -6,27 +6,42 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/board"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/subscribemsg"
 )
 
 // routes is the whole API: every route of api/openapi.yaml is here.
 func routes(d Deps, m *httpMetrics) http.Handler {
 	r := chi.NewRouter()
-	r.Use(
-		instrument(d.Logger, m),
-		recoverPanics,
-		deadline(d.RequestTimeout),
-	)
+	r.Use(instrument(d.Logger, m), recoverPanics)
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)
 
+	// The live order stream lasts as long as the board is open: no
+	// request deadline (each write has its own).
+	r.With(wellFormedQuery, auth.RequireStaff(d.Tokens)).
+		Method(http.MethodGet, "/admin/v1/merchants/{id}/orders/stream", orderstream.HandleStream(d.Stream))
+	r.Group(func(r chi.Router) {
+		r.Use(deadline(d.RequestTimeout))
+		apiRoutes(r, d)
+	})
+	return r
+}
+
+// apiRoutes are every request-and-answer route.
+func apiRoutes(r chi.Router, d Deps) {
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(d))
+	r.Handle("/board/*", board.Handler())
+	r.Get("/board", http.RedirectHandler("/board/", http.StatusMovedPermanently).ServeHTTP)
 
 	// Groups with full paths rather than mounted subrouters: a mount adds
 	// a wildcard path value to every request it routes.
@@ -42,6 +57,9 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 			r.Method(http.MethodPost, "/v1/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
 			r.Method(http.MethodGet, "/v1/merchants", catalog.HandleMerchants(d.Catalog))
 			r.Method(http.MethodGet, "/v1/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+			// Staff logins have their own limits, per account and address,
+			// shared by every instance.
+			r.Method(http.MethodPost, "/admin/v1/auth/login", staff.HandleLogin(d.Staff, d.ClientIPHeader))
 
 			r.Group(func(r chi.Router) {
 				r.Use(auth.RequireUser(d.Tokens), limitByUser(d.RateLimitUser))
@@ -55,12 +73,17 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 				r.Method(http.MethodPost, "/v1/orders/{id}/reorder", order.HandleReorder(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders/{id}/urge", order.HandleUrge(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders/{id}/pay", payment.HandlePay(d.Payments))
+				r.Method(http.MethodPut, "/v1/orders/{id}/subscriptions", subscribemsg.HandleGrant(d.Messages))
 			})
 		})
 
 		r.Group(func(r chi.Router) {
 			r.Use(auth.RequireStaff(d.Tokens))
 			const a = "/admin/v1"
+			r.Method(http.MethodPost, a+"/auth/logout", auth.HandleLogout(d.Tokens, d.Revocations))
+			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants/{id}/staff", staff.HandleCreate(d.Staff))
+			r.Method(http.MethodGet, a+"/merchants/{id}/staff", staff.HandleList(d.Staff))
+			r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/staff/{id}", staff.HandleDisable(d.Staff))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants", catalog.HandleCreateMerchant(d.Catalog, d.Idempotency))
 			r.Method(http.MethodPatch, a+"/merchants/{id}", catalog.HandleUpdateMerchant(d.Catalog))
 			r.Method(http.MethodGet, a+"/merchants/{id}/dishes", catalog.HandleListDishes(d.Catalog))
@@ -92,5 +115,4 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 			r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 		})
 	})
-	return r
 }

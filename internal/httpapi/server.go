@@ -18,8 +18,11 @@ import (
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/staff"
+	"github.com/takeout/takeout/internal/subscribemsg"
 )
 
 // Deps are what the HTTP layer needs; cmd/api builds them.
@@ -37,6 +40,9 @@ type Deps struct {
 	Jobs        *jobs.Client
 	// Payments is nil when WeChat Pay is not configured.
 	Payments     *payment.Service
+	Staff        *staff.Service
+	Stream       *orderstream.Hub
+	Messages     *subscribemsg.Sender
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

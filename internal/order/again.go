@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,13 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
-	"github.com/takeout/takeout/internal/webhook"
 )
 
 // What a customer does with an order they placed: order it again, and
@@ -200,24 +197,12 @@ func (s *Service) whyNotUrged(ctx context.Context, tx pgx.Tx, userID, orderID in
 // notifyUrge writes the order.urged event (its id names the urge's
 // number, so each urge is one event however often its job runs).
 func (s *Service) notifyUrge(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, now time.Time) error {
-	if !s.opts.WebhookEnabled {
+	if !s.opts.WebhookEnabled && s.opts.Events == nil {
 		return nil
 	}
 	out, err := s.load(ctx, tx, row)
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(out)
-	if err != nil {
-		return err
-	}
-	const typ = "order.urged"
-	ev := webhook.Event{
-		ID: webhook.EventID(row.ID, typ, int64(row.UrgeCount)), Type: typ, OrderID: out.ID, MerchantID: out.MerchantID,
-		Status: string(row.Status), Version: row.Version, OccurredAt: now, Order: body,
-	}
-	if _, err := s.opts.Jobs.InsertTx(ctx, tx, webhook.Args{Event: ev}, &river.InsertOpts{MaxAttempts: s.opts.WebhookMaxAttempts}); err != nil {
-		return fmt.Errorf("insert webhook job: %w", err)
-	}
-	return nil
+	return s.publish(ctx, tx, row, out, "order.urged", int64(row.UrgeCount), now)
 }

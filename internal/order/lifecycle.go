@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -182,17 +183,37 @@ func eventType(to statemachine.Status) string {
 }
 
 func (s *Service) notify(ctx context.Context, tx pgx.Tx, t *statemachine.Transition, row dbsqlc.Order, out Order) error {
-	if !s.opts.WebhookEnabled {
-		return nil
+	if s.opts.Messages != nil {
+		if err := s.opts.Messages.Enqueue(ctx, tx, row.ID, t.To); err != nil {
+			return err
+		}
 	}
 	typ := eventType(t.To)
+	return s.publish(ctx, tx, row, out, typ, row.Version, row.UpdatedAt.UTC())
+}
+
+// publish writes an order event to the live-order outbox and queues its
+// webhook delivery, each when configured. version is what makes the
+// event's id unique: the order's version, or the urge's number.
+func (s *Service) publish(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, out Order, typ string, version int64, at time.Time) error {
+	if !s.opts.WebhookEnabled && s.opts.Events == nil {
+		return nil
+	}
 	body, err := json.Marshal(out)
 	if err != nil {
 		return err
 	}
 	ev := webhook.Event{
-		ID: webhook.EventID(row.ID, typ, row.Version), Type: typ, OrderID: out.ID, MerchantID: out.MerchantID,
-		Status: string(row.Status), Version: row.Version, OccurredAt: row.UpdatedAt.UTC(), Order: body,
+		ID: webhook.EventID(row.ID, typ, version), Type: typ, OrderID: out.ID, MerchantID: out.MerchantID,
+		Status: string(row.Status), Version: row.Version, OccurredAt: at, Order: body,
+	}
+	if s.opts.Events != nil {
+		if err := s.opts.Events.Record(ctx, tx, row.MerchantID, row.ID, ev); err != nil {
+			return err
+		}
+	}
+	if !s.opts.WebhookEnabled {
+		return nil
 	}
 	if _, err := s.opts.Jobs.InsertTx(ctx, tx, webhook.Args{Event: ev}, &river.InsertOpts{
 		MaxAttempts: s.opts.WebhookMaxAttempts,

@@ -30,6 +30,7 @@ import (
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/telemetry"
+	"github.com/takeout/takeout/internal/webhook"
 )
 
 // JobInserter inserts background jobs inside a transaction (a River
@@ -47,6 +48,19 @@ type PaymentTimeoutArgs struct {
 
 // Kind names the job.
 func (PaymentTimeoutArgs) Kind() string { return "order.payment_timeout" }
+
+// Options configure a Service.
+// EventRecorder writes an order event to the live-order outbox within tx
+// (orderstream.Hub).
+type EventRecorder interface {
+	Record(ctx context.Context, tx pgx.Tx, merchantID, orderID int64, ev webhook.Event) error
+}
+
+// CustomerMessages queues the WeChat subscribe message of an order's new
+// status within tx, when the customer granted one (subscribemsg.Sender).
+type CustomerMessages interface {
+	Enqueue(ctx context.Context, tx pgx.Tx, orderID int64, status statemachine.Status) error
+}
 
 // Options configure a Service.
 type Options struct {
@@ -73,6 +87,12 @@ type Options struct {
 	// WebhookMaxAttempts bounds their delivery attempts.
 	WebhookEnabled     bool
 	WebhookMaxAttempts int
+	// Events, when set, records every order event in the live-order
+	// outbox (boards' streams), in the transition's transaction.
+	Events EventRecorder
+	// Messages, when set, queues the customer's subscribe message of a
+	// status change, in the transition's transaction.
+	Messages CustomerMessages
 	// JobMaxAttempts bounds the attempts of the payment-timeout job, which
 	// is written to River's table directly (River's client applies its own
 	// setting to the jobs it inserts); 0 means 25, River's default.

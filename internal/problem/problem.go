@@ -53,6 +53,7 @@ var (
 	RefundStatusConflict   = Type{"refund-status-conflict", http.StatusConflict, "The refund's status does not allow this"}
 	RefundExceedsPaid      = Type{"refund-exceeds-paid", http.StatusConflict, "That is more than is left to refund"}
 	RateLimited            = Type{"rate-limited", http.StatusTooManyRequests, "Too many requests"}
+	StaffLoginFailed       = Type{"staff-login-failed", http.StatusUnauthorized, "Wrong username or password"}
 )
 
 // All lists every Type, for documentation checks.
@@ -63,7 +64,7 @@ func All() []Type {
 		UpstreamUnavailable, Unavailable, Internal,
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, BelowMinimum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
-		RateLimited,
+		RateLimited, StaffLoginFailed,
 	}
 }
 

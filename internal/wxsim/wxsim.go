@@ -1,6 +1,7 @@
 // Package wxsim plays the WeChat side of takeout for development and
 // tests: the mini-program login, jscode2session (any code X logs in as
-// openid "sim-X", so tests name their users), and, with WithPayments,
+// openid "sim-X", so tests name their users), the access token
+// (stable_token) and subscribe messages (messages.go), and, with WithPayments,
 // WeChat Pay v3's JSAPI prepay, query, close and refunds, with payment and
 // refund notifications signed and encrypted as the platform does, and
 // knobs for duplicates, delays, reordering and failures (/sim/config).
@@ -25,6 +26,7 @@ type Server struct {
 func New(appID, appSecret string) *Server {
 	s := &Server{appID: appID, appSecret: appSecret, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /sns/jscode2session", s.jscode2session)
+	s.withMessages()
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]string{"status": "ok"})
 	})

@@ -10,6 +10,7 @@
 # Usage: env=$(scripts/dev/services.sh) && eval "$env"   (stop: scripts/dev/services.sh stop)
 #        scripts/dev/services.sh ha-packages   (installs what the HA stack runs on)
 #        scripts/dev/services.sh observe-packages   (installs Prometheus: promtool)
+#        scripts/dev/services.sh browser-packages   (installs Chromium: the board's browser test)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -145,6 +146,11 @@ ensure_observe_packages() {
 	command -v promtool >/dev/null || install_packages prometheus
 }
 
+# Headless Chromium for the order board's browser test (chromedp).
+ensure_browser_packages() {
+	command -v chromium >/dev/null || install_packages chromium
+}
+
 stop() {
 	local bin
 	if [ -s "$dev/pg/postmaster.pid" ] && bin=$(pg_bin); then
@@ -166,5 +172,6 @@ env)
 stop) stop ;;
 ha-packages) ensure_ha_packages ;;
 observe-packages) ensure_observe_packages ;;
-*) die "usage: $0 [env|stop|ha-packages|observe-packages]" ;;
+browser-packages) ensure_browser_packages ;;
+*) die "usage: $0 [env|stop|ha-packages|observe-packages|browser-packages]" ;;
 esac

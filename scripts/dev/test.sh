@@ -17,6 +17,7 @@ echo "PostgreSQL: $TAKEOUT_TEST_DATABASE_URL"
 echo "Redis:      $TAKEOUT_TEST_REDIS_URL"
 scripts/dev/services.sh ha-packages
 scripts/dev/services.sh observe-packages
+scripts/dev/services.sh browser-packages
 
 step "build"
 go build ./...

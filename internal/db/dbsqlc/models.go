@@ -184,6 +184,17 @@ type Order struct {
 	UrgeCount       int32
 }
 
+type OrderEvent struct {
+	Seq        int64
+	Xid        int64
+	EventID    string
+	MerchantID int64
+	OrderID    int64
+	Type       string
+	Body       []byte
+	CreatedAt  time.Time
+}
+
 type OrderItem struct {
 	OrderID         int64
 	DishID          int64
@@ -207,6 +218,15 @@ type OrderStatusHistory struct {
 	Actor      string
 	Reason     string
 	CreatedAt  time.Time
+}
+
+type OrderSubscription struct {
+	OrderID    int64
+	TemplateID string
+	GrantedAt  time.Time
+	UsedFor    *string
+	Outcome    *string
+	FinishedAt *time.Time
 }
 
 type Payment struct {
@@ -308,6 +328,23 @@ type RiverJob struct {
 	Tags         []string
 	UniqueKey    []byte
 	UniqueStates pgtype.Bits
+}
+
+type StaffAccount struct {
+	ID           int64
+	MerchantID   int64
+	Username     string
+	PasswordHash string
+	CreatedBy    string
+	CreatedAt    time.Time
+	DisabledAt   *time.Time
+}
+
+type StaffSession struct {
+	TokenID   string
+	AccountID int64
+	ExpiresAt time.Time
+	CreatedAt time.Time
 }
 
 type StockAdjustment struct {

@@ -1,0 +1,350 @@
+// The order board: log in, load today's orders, follow the merchant's
+// live order stream (Server-Sent Events read through fetch, so the staff
+// token goes in a header, never in a URL), act with one tap.
+'use strict';
+
+const COLUMNS = [
+  { key: 'new', title: 'New', statuses: ['PAID'] },
+  { key: 'accepted', title: 'Accepted', statuses: ['ACCEPTED'] },
+  { key: 'ready', title: 'Ready', statuses: ['READY'] },
+  { key: 'delivering', title: 'Delivering', statuses: ['DELIVERING'] },
+  { key: 'done', title: 'Done', statuses: ['COMPLETED', 'CANCELLED', 'REFUNDING', 'REFUNDED'] },
+];
+const ACTIONS = {
+  PAID: [['accept', 'Accept'], ['reject', 'Reject']],
+  ACCEPTED: [['ready', 'Ready'], ['dispatch', 'Dispatch']],
+  READY: [['dispatch', 'Dispatch']],
+  DELIVERING: [['complete', 'Complete']],
+};
+const DONE_WORDS = { accept: 'accepted', reject: 'rejected', ready: 'marked ready', dispatch: 'dispatched', complete: 'completed' };
+
+const $ = (sel) => document.querySelector(sel);
+const session = {
+  get token() { return sessionStorage.getItem('takeout.token'); },
+  get merchantId() { return sessionStorage.getItem('takeout.merchant'); },
+  get username() { return sessionStorage.getItem('takeout.username'); },
+  save(s) {
+    sessionStorage.setItem('takeout.token', s.token);
+    sessionStorage.setItem('takeout.merchant', s.merchant_id);
+    sessionStorage.setItem('takeout.username', s.username);
+  },
+  clear() { sessionStorage.clear(); },
+};
+
+const orders = new Map(); // id → order
+const fresh = new Set(); // ids of orders that just arrived
+const notes = new Map(); // id → { text, error } shown on the card
+let lastEventId = null;
+let streamAbort = null;
+let audio = null;
+
+// problemText is what the API said went wrong (RFC 9457 detail).
+async function problemText(res) {
+  try {
+    const p = await res.json();
+    return p.detail || p.title || `HTTP ${res.status}`;
+  } catch {
+    return `HTTP ${res.status}`;
+  }
+}
+
+async function request(method, path, body) {
+  const headers = { Authorization: `Bearer ${session.token}` };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  if (res.status === 401) {
+    sessionEnded('Your session ended: log in again.');
+    throw new Error('session ended');
+  }
+  return res;
+}
+
+function showLogin(message) {
+  $('#board-view').hidden = true;
+  $('#login-view').hidden = false;
+  const err = $('#login-error');
+  err.textContent = message || '';
+  err.hidden = !message;
+  $('#username').focus();
+}
+
+function sessionEnded(message) {
+  if (streamAbort) streamAbort.abort();
+  session.clear();
+  orders.clear();
+  showLogin(message);
+}
+
+$('#login-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  // A user gesture: the sound of new orders may start from here on.
+  audio = audio || new (window.AudioContext || window.webkitAudioContext)();
+  const button = $('#login-button');
+  button.disabled = true;
+  try {
+    const res = await fetch('/admin/v1/auth/login', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ username: $('#username').value.trim(), password: $('#password').value }),
+    });
+    if (!res.ok) {
+      showLogin(await problemText(res));
+      return;
+    }
+    session.save(await res.json());
+    $('#password').value = '';
+    start();
+  } catch (err) {
+    showLogin(`Cannot reach the service: ${err.message}`);
+  } finally {
+    button.disabled = false;
+  }
+});
+
+$('#logout').addEventListener('click', async () => {
+  try { await request('POST', '/admin/v1/auth/logout'); } catch { /* leaving anyway */ }
+  sessionEnded('Logged out.');
+});
+
+function boardError(message) {
+  const el = $('#board-error');
+  el.textContent = message || '';
+  el.hidden = !message;
+}
+
+async function start() {
+  $('#login-view').hidden = true;
+  $('#board-view').hidden = false;
+  $('#who').textContent = `${session.username} · merchant ${session.merchantId}`;
+  render();
+  await loadToday();
+  stream();
+}
+
+// loadToday reads today's orders (local midnight on), newest first.
+async function loadToday() {
+  const midnight = new Date();
+  midnight.setHours(0, 0, 0, 0);
+  let cursor = null;
+  try {
+    for (let page = 0; page < 10; page++) {
+      let path = `/admin/v1/orders?merchant_id=${session.merchantId}&from=${encodeURIComponent(midnight.toISOString())}&limit=200`;
+      if (cursor) path += `&cursor=${encodeURIComponent(cursor)}`;
+      const res = await request('GET', path);
+      if (!res.ok) {
+        boardError(`Cannot load today's orders: ${await problemText(res)}`);
+        return;
+      }
+      const body = await res.json();
+      body.orders.forEach((o) => upsert(o));
+      cursor = body.next_cursor;
+      if (!cursor) break;
+    }
+    boardError('');
+  } catch (err) {
+    if (session.token) boardError(`Cannot load today's orders: ${err.message}`);
+  }
+  render();
+}
+
+function setLive(on) {
+  const el = $('#live');
+  el.textContent = on ? 'live' : 'reconnecting…';
+  el.classList.toggle('on', on);
+}
+
+// stream follows the merchant's order events, reconnecting with
+// Last-Event-ID so no event is lost or repeated.
+async function stream() {
+  while (session.token) {
+    const ctrl = new AbortController();
+    streamAbort = ctrl;
+    try {
+      const headers = { Authorization: `Bearer ${session.token}`, Accept: 'text/event-stream' };
+      if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+      const res = await fetch(`/admin/v1/merchants/${session.merchantId}/orders/stream`, { headers, signal: ctrl.signal, cache: 'no-store' });
+      if (res.status === 401) {
+        sessionEnded('Your session ended: log in again.');
+        return;
+      }
+      if (!res.ok) throw new Error(await problemText(res));
+      setLive(true);
+      boardError('');
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n?/g, '\n');
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          onBlock(block);
+        }
+      }
+    } catch (err) {
+      if (err.name === 'AbortError' || !session.token) return;
+      boardError(`Live updates interrupted (${err.message}); reconnecting…`);
+    }
+    setLive(false);
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+function onBlock(block) {
+  let id = null;
+  let event = 'message';
+  let data = '';
+  for (const line of block.split('\n')) {
+    if (line === '' || line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'id') id = value;
+    else if (field === 'event') event = value;
+    else if (field === 'data') data += (data ? '\n' : '') + value;
+  }
+  if (id) lastEventId = id;
+  if (event === 'stream.reset') {
+    loadToday();
+    return;
+  }
+  if (!event.startsWith('order.') || !data) return;
+  const ev = JSON.parse(data);
+  if (!ev.order) return;
+  upsert(ev.order);
+  if (ev.type === 'order.paid' || ev.type === 'order.urged') {
+    fresh.add(ev.order.id);
+    setTimeout(() => { fresh.delete(ev.order.id); render(); }, 10000);
+    ring();
+  }
+  render();
+}
+
+// upsert keeps the newest version of an order.
+function upsert(o) {
+  if (o.status === 'PENDING_PAYMENT') return;
+  const had = orders.get(o.id);
+  if (had && had.version > o.version) return;
+  orders.set(o.id, o);
+}
+
+// ring plays two short beeps and vibrates where it can.
+function ring() {
+  if (navigator.vibrate) navigator.vibrate([200, 100, 200]);
+  if (!audio) return;
+  const t = audio.currentTime;
+  for (const at of [0, 0.35]) {
+    const osc = audio.createOscillator();
+    const gain = audio.createGain();
+    osc.frequency.value = 880;
+    gain.gain.setValueAtTime(0.3, t + at);
+    gain.gain.exponentialRampToValueAtTime(0.001, t + at + 0.25);
+    osc.connect(gain).connect(audio.destination);
+    osc.start(t + at);
+    osc.stop(t + at + 0.3);
+  }
+}
+
+const yuan = (fen) => `¥${(fen / 100).toFixed(2)}`;
+const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+
+function card(o) {
+  const el = $('#card-template').content.firstElementChild.cloneNode(true);
+  el.dataset.orderId = o.id;
+  el.dataset.status = o.status;
+  el.classList.toggle('fresh', fresh.has(o.id));
+  el.querySelector('.no').textContent = `#${o.id.slice(-6)}`;
+  el.querySelector('.time').textContent = clock(o.created_at);
+  el.querySelector('.status').textContent = o.status;
+  const items = el.querySelector('.items');
+  for (const it of o.items) {
+    const li = document.createElement('li');
+    const opts = (it.options || []).map((x) => x.name).join(', ');
+    li.textContent = `${it.name}${opts ? ` (${opts})` : ''} × ${it.qty}`;
+    items.append(li);
+  }
+  el.querySelector('.remark').textContent = o.remark ? `Note: ${o.remark}` : '';
+  el.querySelector('.address').textContent = o.address ? `${o.address.name} · ${o.address.detail}` : '';
+  el.querySelector('.total').textContent = yuan(o.total_fen);
+  const note = notes.get(o.id);
+  const err = el.querySelector('.card-error');
+  if (note) {
+    err.textContent = note.text;
+    err.hidden = false;
+  }
+  const actions = el.querySelector('.actions');
+  for (const [action, label] of ACTIONS[o.status] || []) {
+    const b = document.createElement('button');
+    b.textContent = label;
+    b.className = action;
+    b.dataset.action = action;
+    b.addEventListener('click', () => act(o.id, action, el));
+    actions.append(b);
+  }
+  return el;
+}
+
+// act runs one action; the API's answer, good or bad, shows on the card.
+async function act(id, action, el) {
+  el.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+  try {
+    const res = await request('POST', `/admin/v1/orders/${id}/${action}`);
+    if (res.ok) {
+      const o = await res.json();
+      if (res.headers.get('Idempotent-Replayed') === 'true') {
+        notes.set(id, { text: `Already ${DONE_WORDS[action]} by a colleague.` });
+      } else {
+        notes.delete(id);
+      }
+      fresh.delete(id);
+      upsert(o);
+    } else {
+      notes.set(id, { text: await problemText(res) });
+    }
+  } catch (err) {
+    if (session.token) notes.set(id, { text: `Cannot reach the service: ${err.message}` });
+  }
+  render();
+}
+
+function render() {
+  const columns = $('#columns');
+  const tabs = $('#tabs');
+  columns.replaceChildren();
+  tabs.replaceChildren();
+  const all = [...orders.values()];
+  for (const col of COLUMNS) {
+    const list = all.filter((o) => col.statuses.includes(o.status));
+    // The kitchen works oldest first; finished orders show the latest first.
+    list.sort((a, b) => (col.key === 'done' ? b.updated_at.localeCompare(a.updated_at) : a.created_at.localeCompare(b.created_at)));
+    const section = document.createElement('section');
+    section.className = 'column';
+    section.id = `col-${col.key}`;
+    section.dataset.column = col.key;
+    const h = document.createElement('h2');
+    h.textContent = `${col.title} (${list.length})`;
+    section.append(h);
+    if (list.length === 0) {
+      const p = document.createElement('p');
+      p.className = 'empty';
+      p.textContent = 'Nothing here.';
+      section.append(p);
+    }
+    list.forEach((o) => section.append(card(o)));
+    columns.append(section);
+    const a = document.createElement('a');
+    a.href = `#col-${col.key}`;
+    a.append(col.title);
+    const n = document.createElement('span');
+    n.className = 'count';
+    n.textContent = list.length;
+    a.append(n);
+    tabs.append(a);
+  }
+}
+
+if (session.token) start();
+else showLogin();

@@ -1,0 +1,199 @@
+package orderstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/web"
+)
+
+// ResetEvent is sent first when the Last-Event-ID a client resumes from is
+// unknown (older than the outbox keeps, or of another merchant): the
+// client cannot be told what it missed and should reload its orders.
+const ResetEvent = "stream.reset"
+
+// HandleStream serves GET /admin/v1/merchants/{id}/orders/stream: the
+// merchant's order events as Server-Sent Events, each with its webhook
+// event id, resuming after Last-Event-ID. Merchant staff of that merchant
+// or an admin.
+func HandleStream(h *Hub) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, _ := auth.StaffFrom(r.Context())
+		merchantID, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err != nil || merchantID <= 0 {
+			web.Error(w, r, problem.New(problem.NotFound, "no merchant %q", r.PathValue("id")))
+			return
+		}
+		if !st.CanManage(merchantID) {
+			web.Error(w, r, auth.ErrOtherMerchant)
+			return
+		}
+		sub, ok := h.subscribe(merchantID)
+		if !ok {
+			w.Header().Set("Retry-After", "5")
+			web.Error(w, r, problem.New(problem.Unavailable, "this instance serves as many order streams as it may; retry shortly"))
+			return
+		}
+		defer h.unsubscribe(sub)
+		// The start is read after subscribing: whatever the hub delivers
+		// from now on is at or after it, so nothing falls in between.
+		pos, reset, err := h.start(r.Context(), merchantID, r.Header.Get("Last-Event-ID"))
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		s := &stream{h: h, sub: sub, rc: http.NewResponseController(w), out: bufio.NewWriterSize(w, 8<<10), pos: pos}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+		w.WriteHeader(http.StatusOK)
+		if err := s.serve(r.Context(), reset); err != nil && r.Context().Err() == nil {
+			web.Logger(r.Context()).Debug("order stream ended", "err", err)
+		}
+	})
+}
+
+// start is where a stream begins: after the event named lastID, or (none
+// given, or unknown) at the latest event, reset telling which.
+func (h *Hub) start(ctx context.Context, merchantID int64, lastID string) (Position, bool, error) {
+	if lastID != "" {
+		p, err := h.q.OrderEventPosition(ctx, h.opts.Pool, dbsqlc.OrderEventPositionParams{EventID: lastID, MerchantID: merchantID})
+		if err == nil {
+			return Position{Xid: p.Xid, Seq: p.Seq}, false, nil
+		}
+		if !errors.Is(err, db.ErrNotFound) {
+			return Position{}, false, fmt.Errorf("find Last-Event-ID: %w", err)
+		}
+	}
+	last, err := h.q.OrderEventsLatest(ctx, h.opts.Pool)
+	if err != nil {
+		return Position{}, false, fmt.Errorf("latest order event: %w", err)
+	}
+	return Position{Xid: last.Xid, Seq: last.Seq}, lastID != "", nil
+}
+
+// stream is one connected client.
+type stream struct {
+	h   *Hub
+	sub *subscriber
+	rc  *http.ResponseController
+	out *bufio.Writer
+	pos Position
+	// armed is when the write deadline was last set; err is the first
+	// failure to set it.
+	armed time.Time
+	err   error
+}
+
+// arm moves the write deadline ahead before anything is written: a
+// stream outlives the server's write timeout, while a client that stops
+// reading must not hold its goroutine and buffers for ever.
+func (s *stream) arm() {
+	now := time.Now()
+	if now.Sub(s.armed) < time.Second {
+		return
+	}
+	s.armed = now
+	if err := s.rc.SetWriteDeadline(now.Add(s.h.opts.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) && s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *stream) serve(ctx context.Context, reset bool) error {
+	s.arm()
+	fmt.Fprintf(s.out, "retry: 2000\n\n")
+	if reset {
+		fmt.Fprintf(s.out, "event: %s\ndata: {\"reason\":\"Last-Event-ID is unknown or too old: reload the orders\"}\n\n", ResetEvent)
+	}
+	if err := s.catchUp(ctx); err != nil {
+		return err
+	}
+	heartbeat := time.NewTicker(s.h.opts.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		if s.sub.behind.Swap(false) {
+			s.h.lagged.Inc()
+			if err := s.catchUp(ctx); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.h.done:
+			return nil
+		case ev := <-s.sub.events:
+			s.write(ev)
+			// Take whatever else is waiting into the same flush.
+			for more := true; more && !s.sub.behind.Load(); {
+				select {
+				case ev := <-s.sub.events:
+					s.write(ev)
+				default:
+					more = false
+				}
+			}
+		case <-heartbeat.C:
+			s.arm()
+			fmt.Fprintf(s.out, ": heartbeat\n\n")
+		}
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp sends the merchant's events after the stream's position from
+// the outbox.
+func (s *stream) catchUp(ctx context.Context) error {
+	for {
+		rows, err := s.h.q.OrderEventsOfMerchantAfter(ctx, s.h.opts.Pool, dbsqlc.OrderEventsOfMerchantAfterParams{
+			MerchantID: s.sub.merchantID, Xid: s.pos.Xid, Seq: s.pos.Seq, MaxRows: pageRows,
+		})
+		if err != nil {
+			return fmt.Errorf("replay order events: %w", err)
+		}
+		for _, r := range rows {
+			s.write(Event{Pos: Position{Xid: r.Xid, Seq: r.Seq}, MerchantID: r.MerchantID, ID: r.EventID, Type: r.Type, Data: r.Body})
+		}
+		if err := s.flush(); err != nil {
+			return err
+		}
+		if len(rows) < pageRows {
+			return nil
+		}
+	}
+}
+
+// write buffers an event unless the stream already sent it.
+func (s *stream) write(ev Event) {
+	if !ev.Pos.After(s.pos) {
+		return
+	}
+	s.arm()
+	fmt.Fprintf(s.out, "id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Type, ev.Data)
+	s.pos = ev.Pos
+	s.h.delivered.Inc()
+}
+
+func (s *stream) flush() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.out.Buffered() == 0 {
+		return nil
+	}
+	if err := s.out.Flush(); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
