@@ -1,0 +1,146 @@
+package orderstream
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+// fixture is a hub over a test database, serving streams over HTTP.
+type fixture struct {
+	pool  *pgxpool.Pool
+	hub   *Hub
+	url   string
+	token string
+}
+
+func newFixture(t *testing.T, o Options) *fixture {
+	t.Helper()
+	pool := testenv.NewDB(t)
+	o.Pool, o.Redis, o.Logger, o.Registerer = pool, testenv.NewRedis(t).Conn(t), slog.New(slog.DiscardHandler), prometheus.NewRegistry()
+	hub, err := NewHub(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); hub.Run(ctx) }()
+	t.Cleanup(func() { hub.CloseStreams(); cancel(); <-done })
+	tokens := auth.NewTokens([]byte(strings.Repeat("u", 32)), []byte(strings.Repeat("s", 32)), time.Hour, time.Now)
+	tok, _, err := tokens.IssueStaff("cook", auth.Role{MerchantID: 7}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /s/{id}", auth.RequireStaff(tokens)(HandleStream(hub)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &fixture{pool: pool, hub: hub, url: srv.URL + "/s/7", token: tok}
+}
+
+// insert writes n events of merchant 7 in one transaction, each with a
+// body of size bytes, numbered from first.
+func (f *fixture) insert(t *testing.T, first, n, size int) {
+	t.Helper()
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO order_events (event_id, merchant_id, order_id, type, body)
+		SELECT 'ev-' || i, 7, i, 'order.paid', json_build_object('n', i, 'pad', repeat('x', $3))
+		FROM generate_series($1::int, $1::int + $2::int - 1) i`, first, n, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ids reads n event ids from a stream.
+func readIDs(t *testing.T, sc *bufio.Scanner, n int) []string {
+	t.Helper()
+	var ids []string
+	for len(ids) < n && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func (f *fixture) open(t *testing.T) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.url, nil)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	return resp
+}
+
+// A stream whose buffer overflows catches up from the outbox: every
+// event once, in order.
+func TestAStreamBehindCatchesUpFromTheOutbox(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{Buffer: 2, Poll: 20 * time.Millisecond})
+	resp := f.open(t)
+	waitFor(t, "the stream subscribed", func() bool { return f.hub.streamCount() == 1 })
+	const n = 300
+	for i := 0; i < n; i += 100 {
+		f.insert(t, i, 100, 200)
+	}
+	ids := readIDs(t, bufio.NewScanner(resp.Body), n)
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprint("ev-", i))
+	}
+	if strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Fatalf("got %d ids %v..., want ev-0..ev-%d in order", len(ids), ids[:min(len(ids), 5)], n-1)
+	}
+	if got := testutil.ToFloat64(f.hub.lagged); got == 0 {
+		t.Errorf("no catch-up counted: the buffer of 2 never overflowed, the test proves nothing")
+	}
+}
+
+// A client that stops reading is cut off after the write timeout: it
+// holds neither the hub nor memory.
+func TestAClientThatStopsReadingIsDropped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{Buffer: 16, Poll: 20 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	// A raw connection with a small receive buffer, never read from.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(f.url, "/s/7"), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /s/7 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", f.token)
+	waitFor(t, "the stream subscribed", func() bool { return f.hub.streamCount() == 1 })
+	for i := 0; i < 4000; i += 500 {
+		f.insert(t, i, 500, 4000) // 16 MB in all: more than socket buffers hold
+	}
+	waitFor(t, "the stalled stream dropped", func() bool { return f.hub.streamCount() == 0 })
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
