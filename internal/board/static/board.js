@@ -215,6 +215,8 @@ function onBlock(block) {
   const ev = JSON.parse(data);
   if (!ev.order) return;
   upsert(ev.order);
+  // A moved order is no longer news; a paid or urged one is, for a while.
+  if (ev.type !== 'order.paid' && ev.type !== 'order.urged') fresh.delete(ev.order.id);
   if (ev.type === 'order.paid' || ev.type === 'order.urged') {
     fresh.add(ev.order.id);
     setTimeout(() => { fresh.delete(ev.order.id); render(); }, 10000);
