@@ -32,12 +32,14 @@ const (
 	invStuck              = "nothing_stuck_past_its_deadline"
 	invDeadJobs           = "no_dead_jobs"
 	invAnomalies          = "no_payment_anomalies"
+	invBoardMissed        = "every_paid_order_reached_every_board"
+	invBoardRepeated      = "no_board_got_an_event_twice"
 )
 
 var invariantOrder = []string{
 	invDuplicateIntent, invAckDiverges, invPurchaseTwoOrders, invAckMissing, invNegativeStock, invStockConserved,
 	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
-	invHistoryPath, invStuck, invDeadJobs, invAnomalies,
+	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may

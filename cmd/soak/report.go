@@ -32,6 +32,9 @@ type report struct {
 	// Outage per fault kind: seconds its engine had no one serving
 	// (slots without a master, no writable primary), where it says.
 	Outage map[string]recoveryStat `json:"outage_s,omitempty"`
+	// Boards: the merchants' order boards, one per merchant on every
+	// instance, following the live order stream.
+	Boards boardStats `json:"boards"`
 
 	Started        time.Time                 `json:"started"`
 	SettleS        float64                   `json:"settle_s"`
@@ -129,6 +132,8 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s |\n", op, strings.Join(s, ", "))
 	}
+	fmt.Fprintf(&b, "\nOrder boards: %d (one per merchant on every instance), %d events received over %d connections; paid orders missed on a board %d, events repeated %d.\n",
+		r.Boards.Boards, r.Boards.Events, r.Boards.Connects, r.Boards.Missed, r.Boards.Repeats)
 	r.faultsMarkdown(&b)
 	b.WriteString("\n## Invariants\n\n| invariant | violations |\n|---|---:|\n")
 	for _, inv := range invariantOrder {

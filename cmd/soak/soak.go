@@ -54,9 +54,20 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, err
 	}
+	bs, err := startBoards(ctx, d)
+	if err != nil {
+		return nil, err
+	}
 	run := st.runWorkload(ctx, o, d, logf)
 	settled := st.settle(ctx, o, d, logf)
 	if err := ctx.Err(); err != nil {
+		bs.close()
+		return nil, err
+	}
+	// The boards must have every paid order while the instances still run.
+	boardStats, boardMissed, err := bs.verify(ctx, st.direct, 60*time.Second)
+	st.stopInstances()
+	if err != nil {
 		return nil, err
 	}
 	if err := st.clog.close(); err != nil {
@@ -70,10 +81,16 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
+	f.add(invBoardRepeated, boardStats.Repeats, "")
+	f.add(invBoardMissed, boardStats.Missed, "")
+	for _, ex := range boardMissed {
+		f.add(invBoardMissed, 0, ex)
+	}
 	if err := recoveries(ctx, st.direct, run.inj.start, run.inj.timeline); err != nil {
 		return nil, fmt.Errorf("recoveries: %w", err)
 	}
 	rep := st.report(o, d, run, f, acks)
+	rep.Boards = boardStats
 	rep.Started, rep.SettleS = started, settled.Seconds()
 	st.keepPG = rep.ViolationsTotal > 0
 	if rep.OrdersByStatus, err = ordersByStatus(ctx, st.direct); err != nil {
@@ -392,8 +409,8 @@ loop:
 	return run
 }
 
-// settle lets deadlines, retries and refunds play out (at most o.settle),
-// then stops the instances; it returns how long it took.
+// settle lets deadlines, retries and refunds play out (at most o.settle);
+// it returns how long it took. The instances keep running.
 func (st *stack) settle(ctx context.Context, o options, d *driver, logf func(string, ...any)) time.Duration {
 	settleStart := time.Now()
 	bgDone := make(chan struct{})
@@ -406,21 +423,19 @@ func (st *stack) settle(ctx context.Context, o options, d *driver, logf func(str
 		select {
 		case <-bgDone:
 			if err == nil && open == 0 {
-				return st.stopInstances(settleStart)
+				return time.Since(settleStart)
 			}
 		default:
 		}
 		sleep(ctx, 2*time.Second)
 	}
-	return st.stopInstances(settleStart)
+	return time.Since(settleStart)
 }
 
-func (st *stack) stopInstances(since time.Time) time.Duration {
-	took := time.Since(since)
+func (st *stack) stopInstances() {
 	for _, in := range st.insts {
 		in.stop()
 	}
-	return took
 }
 
 // report builds the report of a run from the client log and the findings.

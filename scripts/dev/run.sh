@@ -49,7 +49,19 @@ source "$TAKEOUT_WXSIM_DIR/api.env"
 export TAKEOUT_WXPAY_API_BASE=${TAKEOUT_WXPAY_API_BASE:-$TAKEOUT_WECHAT_API_BASE}
 export TAKEOUT_WXPAY_NOTIFY_URL=${TAKEOUT_WXPAY_NOTIFY_URL:-http://$TAKEOUT_HTTP_ADDR/v1/payments/wechat/notify}
 
+# Customers are messaged on these statuses (wxsim plays WeChat's side).
+export TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES=${TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES:-ACCEPTED=demo-accepted,DELIVERING=demo-delivering,COMPLETED=demo-completed,CANCELLED=demo-cancelled,REFUNDED=demo-refunded}
+
 api=http://$TAKEOUT_HTTP_ADDR
+# The demo kitchen's board login: its password is made on first run and
+# kept in .dev/ (never in the repository); the account is created once
+# the API answers.
+[ -s .dev/board.password ] || { head -c 12 /dev/urandom | base64 | tr -d '/+=' >.dev/board.password; chmod 600 .dev/board.password; }
+(
+	for _ in $(seq 200); do curl -fsS "$api/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+	TAKEOUT_API=$api TAKEOUT_STAFF_PASSWORD=$(cat .dev/board.password) \
+		scripts/admin/staff.sh create "$merchant" demo.kitchen >/dev/null 2>&1 || true # exists after the first run
+) &
 cat >&2 <<TXT
 
 takeout is starting:
@@ -59,6 +71,7 @@ takeout is starting:
   PostgreSQL $TAKEOUT_DATABASE_URL
   Redis      ${TAKEOUT_REDIS_URL:-disabled}
   admin token in .dev/admin.token (for scripts/admin/*.sh)
+  order board $api/board/   (user demo.kitchen, password in .dev/board.password)
 
 Try:
   scripts/demo.sh        (login, confirm, submit, pay via wxsim, accept, dispatch, complete)
