@@ -40,8 +40,8 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 func apiRoutes(r chi.Router, d Deps) {
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(d))
-	r.Handle("/board/*", board.Handler())
-	r.Get("/board", http.RedirectHandler("/board/", http.StatusMovedPermanently).ServeHTTP)
+	r.Method(http.MethodGet, "/board/", board.Handler())
+	r.Method(http.MethodGet, "/board/{file}", board.Handler())
 
 	// Groups with full paths rather than mounted subrouters: a mount adds
 	// a wildcard path value to every request it routes.

@@ -56,12 +56,6 @@ func HandleGrant(s *Sender) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		for i, t := range req.TemplateIDs {
-			if !s.Known(t) {
-				web.Error(w, r, problem.Field(fmt.Sprintf("template_ids[%d]", i), "%q is not one of this service's subscribe message templates", t))
-				return
-			}
-		}
 		o, err := s.q.OrderGetByID(r.Context(), s.opts.Pool, orderID)
 		if errors.Is(err, db.ErrNotFound) || (err == nil && o.UserID != userID) {
 			web.Error(w, r, problem.New(problem.NotFound, "no order %d", orderID))
@@ -70,6 +64,12 @@ func HandleGrant(s *Sender) http.Handler {
 		if err != nil {
 			web.Error(w, r, err)
 			return
+		}
+		for i, t := range req.TemplateIDs {
+			if !s.Known(t) {
+				web.Error(w, r, problem.Field(fmt.Sprintf("template_ids[%d]", i), "%q is not one of this service's subscribe message templates", t))
+				return
+			}
 		}
 		for _, t := range req.TemplateIDs {
 			if err := s.q.OrderSubscriptionGrant(r.Context(), s.opts.Pool, dbsqlc.OrderSubscriptionGrantParams{OrderID: orderID, TemplateID: t}); err != nil {

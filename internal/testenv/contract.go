@@ -29,11 +29,14 @@ var contract = sync.OnceValues(func() (routers.Router, error) {
 	}
 	// Test servers listen on random ports: match paths on any host.
 	doc.Servers = nil
-	// The v2 payment callback answers XML: check it as text.
-	openapi3filter.RegisterBodyDecoder("text/xml", func(r io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
-		b, err := io.ReadAll(r)
-		return string(b), err
-	})
+	// The v2 payment callback answers XML, the board HTML, a script and
+	// styles: check them as text.
+	for _, ct := range []string{"text/xml", "text/html", "text/javascript", "text/css"} {
+		openapi3filter.RegisterBodyDecoder(ct, func(r io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+			b, err := io.ReadAll(r)
+			return string(b), err
+		})
+	}
 	return legacy.NewRouter(doc)
 })
 
