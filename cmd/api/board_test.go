@@ -85,9 +85,9 @@ func (ps *payShop) payOrder(t *testing.T, code string, qty int32) string {
 	t.Helper()
 	user := ps.login(t, code)
 	o := ps.place(t, user, code, qty)
-	ps.pay(t, user, o.Order.ID)
-	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.Order.ID), 1)})
-	return o.Order.ID
+	ps.pay(t, user, o.ID)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: payment.OutTradeNo(mustID(t, o.ID), 1)})
+	return o.ID
 }
 
 // The board in a real browser: staff log in, a paid order appears within

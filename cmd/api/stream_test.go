@@ -141,8 +141,8 @@ func (s *sseStream) quiet(t testing.TB, d time.Duration) {
 func (sh *shop) paidOrder(t *testing.T, key string) string {
 	t.Helper()
 	p := sh.place(t, sh.login(t, "customer-"+key), key, 1)
-	sh.markPaid(t, p.Order.ID)
-	return p.Order.ID
+	sh.markPaid(t, p.ID)
+	return p.ID
 }
 
 // The stream of instance B carries the events committed on instance A,

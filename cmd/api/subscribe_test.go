@@ -73,14 +73,14 @@ func (sh *shop) subscribedOrder(t *testing.T, code string, granted, quota []stri
 	t.Helper()
 	user := sh.login(t, code)
 	p := sh.place(t, user, code, 1)
-	sh.markPaid(t, p.Order.ID)
-	if r := sh.do(t, sh.apis[0], "PUT", "/v1/orders/"+p.Order.ID+"/subscriptions", user, map[string]any{"template_ids": granted}); r.status != 200 {
+	sh.markPaid(t, p.ID)
+	if r := sh.do(t, sh.apis[0], "PUT", "/v1/orders/"+p.ID+"/subscriptions", user, map[string]any{"template_ids": granted}); r.status != 200 {
 		t.Fatalf("subscriptions: %d %s", r.status, r.body)
 	}
 	if len(quota) > 0 {
 		sh.wx(t, "/sim/subscribe", map[string]any{"openid": "sim-" + code, "template_ids": quota})
 	}
-	return p.Order.ID
+	return p.ID
 }
 
 // Each status change the customer subscribed to sends one message, with
@@ -106,15 +106,15 @@ func TestSubscribeMessagesOncePerStatus(t *testing.T) {
 			map[string]any{"template_ids": []string{}},
 			map[string]any{"template_ids": "tplAccepted"},
 		} {
-			if r := sh.do(t, sh.apis[0], "PUT", "/v1/orders/"+p.Order.ID+"/subscriptions", user, body); r.status != 400 && r.status != 422 {
+			if r := sh.do(t, sh.apis[0], "PUT", "/v1/orders/"+p.ID+"/subscriptions", user, body); r.status != 400 && r.status != 422 {
 				t.Errorf("%v: %d %s", body, r.status, r.body)
 			}
 		}
 		other := sh.login(t, "not-the-customer")
-		if r := sh.do(t, sh.apis[0], "PUT", "/v1/orders/"+p.Order.ID+"/subscriptions", other, map[string]any{"template_ids": []string{"tplAccepted"}}); r.status != 404 {
+		if r := sh.do(t, sh.apis[0], "PUT", "/v1/orders/"+p.ID+"/subscriptions", other, map[string]any{"template_ids": []string{"tplAccepted"}}); r.status != 404 {
 			t.Errorf("someone else's order: %d", r.status)
 		}
-		if n := sh.count(t, `SELECT count(*) FROM order_subscriptions WHERE order_id = $1`, p.Order.ID); n != 0 {
+		if n := sh.count(t, `SELECT count(*) FROM order_subscriptions WHERE order_id = $1`, p.ID); n != 0 {
 			t.Errorf("%d subscriptions stored", n)
 		}
 	})
@@ -212,9 +212,9 @@ func TestSubscribeMessagesOncePerStatus(t *testing.T) {
 	t.Run("no subscription, no message", func(t *testing.T) {
 		user := sh.login(t, "msg-none")
 		p := sh.place(t, user, "msg-none", 1)
-		sh.markPaid(t, p.Order.ID)
-		act(sh.apis[0], p.Order.ID, "accept")
-		if n := sh.count(t, `SELECT count(*) FROM river_job WHERE kind = 'subscribemsg.send' AND args->>'order_id' = $1`, p.Order.ID); n != 0 {
+		sh.markPaid(t, p.ID)
+		act(sh.apis[0], p.ID, "accept")
+		if n := sh.count(t, `SELECT count(*) FROM river_job WHERE kind = 'subscribemsg.send' AND args->>'order_id' = $1`, p.ID); n != 0 {
 			t.Errorf("%d message jobs for an order nobody subscribed to", n)
 		}
 	})

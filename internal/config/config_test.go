@@ -194,3 +194,38 @@ func TestTracingSettings(t *testing.T) {
 		}
 	}
 }
+
+// Live orders' settings: the templates parse by status; a bad entry, an
+// unknown status, a status named twice and out-of-range values are
+// refused naming the variable.
+func TestLiveOrderSettings(t *testing.T) {
+	t.Parallel()
+	env := secrets()
+	env["TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES"] = "ACCEPTED=tplA, REFUNDED=tpl-R_2"
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cfg.SubscribeTemplateMap()
+	if err != nil || len(m) != 2 || m["ACCEPTED"] != "tplA" || m["REFUNDED"] != "tpl-R_2" {
+		t.Errorf("templates %v, %v", m, err)
+	}
+	for name, bad := range map[string]map[string]string{
+		"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES":   {"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES": "PAID=tpl"},
+		"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES ":  {"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES": "ACCEPTED=a,ACCEPTED=b"},
+		"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES  ": {"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES": "ACCEPTED"},
+		"TAKEOUT_WECHAT_MINIPROGRAM_STATE":     {"TAKEOUT_WECHAT_MINIPROGRAM_STATE": "beta"},
+		"TAKEOUT_STAFF_LOGIN_TTL":              {"TAKEOUT_STAFF_LOGIN_TTL": "2400h"},
+		"TAKEOUT_LOGIN_LIMIT_ACCOUNT":          {"TAKEOUT_LOGIN_LIMIT_ACCOUNT": "-1"},
+		"TAKEOUT_STREAM_BUFFER":                {"TAKEOUT_STREAM_BUFFER": "0"},
+		"TAKEOUT_ORDER_EVENTS_RETENTION":       {"TAKEOUT_ORDER_EVENTS_RETENTION": "10m"},
+	} {
+		env := secrets()
+		for k, v := range bad {
+			env[k] = v
+		}
+		if _, err := config.Load(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
+			t.Errorf("%v: error %v does not name %s", bad, err, name)
+		}
+	}
+}

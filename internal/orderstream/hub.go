@@ -173,7 +173,17 @@ func (h *Hub) Run(ctx context.Context) {
 	t := time.NewTicker(h.opts.Poll)
 	defer t.Stop()
 	idleRounds := 0
+	var last time.Time
 	for {
+		// Under a stream of transitions every commit wakes the hub: one
+		// round per minRound reads them in batches.
+		if wait := minRound - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -186,6 +196,7 @@ func (h *Hub) Run(ctx context.Context) {
 				}
 			}
 		}
+		last = time.Now()
 		local := h.wrote.Swap(false)
 		n, err := h.round(ctx)
 		if err != nil {
@@ -212,6 +223,9 @@ func (h *Hub) streamCount() int {
 	defer h.mu.Unlock()
 	return h.nsubs
 }
+
+// minRound is the least time between two reads of the outbox.
+const minRound = 20 * time.Millisecond
 
 // pageRows is how many events one read takes.
 const pageRows = 500

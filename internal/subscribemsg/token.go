@@ -156,9 +156,10 @@ func (t *AccessTokens) shared(ctx context.Context) (*accessToken, error) {
 		return nil, err
 	}
 	ms, tok, ok := strings.Cut(v, ":")
-	exp, perr := strconv.ParseInt(ms, 10, 64)
-	if !ok || perr != nil || tok == "" {
-		return nil, nil // unreadable: replace it
+	exp, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || tok == "" {
+		//nolint:nilerr // an unreadable entry is as good as none: it is replaced
+		return nil, nil
 	}
 	return &accessToken{value: tok, expires: time.UnixMilli(exp), read: t.now()}, nil
 }
