@@ -9,6 +9,10 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
+
+	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/web"
 )
 
 //go:embed static
@@ -22,6 +26,14 @@ func Handler() http.Handler {
 	}
 	fileServer := http.StripPrefix("/board/", http.FileServerFS(files))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/board/")
+		if name == "" {
+			name = "index.html"
+		}
+		if _, err := fs.Stat(files, name); err != nil {
+			web.Error(w, r, problem.New(problem.NotFound, "the board has no file %q", name))
+			return
+		}
 		h := w.Header()
 		// Only our own script, styles and API; never framed.
 		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
