@@ -2,7 +2,9 @@
 # The whole demo flow against `make run`: log in through wxsim, read the
 # menu, confirm and submit an order with options, pay it through wxsim's
 # simulated WeChat Pay, urge it, let the merchant accept it, mark it ready
-# and dispatch it, confirm receipt, refund part of it, and order it again.
+# and dispatch it (the customer gets a WeChat message for each, having
+# subscribed), confirm receipt, refund part of it, and order it again.
+# Watch it arrive on the board: /board/ (user demo.kitchen).
 #   TAKEOUT_API (default http://127.0.0.1:8080), TAKEOUT_WXSIM (default http://127.0.0.1:8090)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -51,6 +53,12 @@ step "pay: wx.requestPayment parameters"
 call POST "/v1/orders/$order/pay" "$token"
 echo
 
+step "the customer accepts status messages (wx.requestSubscribeMessage) and the mini-program reports them"
+curl -sS -f -X POST "$SIM/sim/subscribe" -H 'Content-Type: application/json' \
+	--data-binary '{"openid":"sim-demo-user","template_ids":["demo-accepted","demo-delivering"]}'
+call PUT "/v1/orders/$order/subscriptions" "$token" '{"template_ids":["demo-accepted","demo-delivering"]}'
+echo
+
 step "wxsim: the user pays; the callback is delivered 3 times at once"
 curl -sS -f -X POST "$SIM/sim/pay" -H 'Content-Type: application/json' \
 	--data-binary "{\"out_trade_no\":\"T$order-1\",\"copies\":3,\"concurrent\":true,\"retries\":10,\"retry_base_ms\":100}"
@@ -73,6 +81,11 @@ echo
 
 step "the order"
 call GET "/v1/orders/$order" "$token"
+echo
+
+step "the WeChat messages the customer got (accepted, delivering: one each)"
+sleep 2 # the message jobs run in the background
+curl -sS -f "$SIM/sim/messages"
 echo
 
 step "order it again (a new quote at today's prices)"

@@ -56,7 +56,7 @@ api=http://$TAKEOUT_HTTP_ADDR
 # The demo kitchen's board login: its password is made on first run and
 # kept in .dev/ (never in the repository); the account is created once
 # the API answers.
-[ -s .dev/board.password ] || { head -c 12 /dev/urandom | base64 | tr -d '/+=' >.dev/board.password; chmod 600 .dev/board.password; }
+[ -s .dev/board.password ] || { head -c 18 /dev/urandom | base64 | tr -d '/+=' >.dev/board.password; chmod 600 .dev/board.password; }
 (
 	for _ in $(seq 200); do curl -fsS "$api/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 	TAKEOUT_API=$api TAKEOUT_STAFF_PASSWORD=$(cat .dev/board.password) \
