@@ -41,6 +41,8 @@ type env struct {
 	hello    string
 	db       *pgxpool.Pool
 	dbURL    string
+	floorDB  *pgxpool.Pool // the database floor's own database
+	floorURL string
 	merchant int64
 	dishes   []int64
 	hot      int64
@@ -115,6 +117,10 @@ func setup(ctx context.Context, o options, logf func(string, ...any)) (*env, err
 		return e, err
 	}
 	if e.dbURL, err = freshDatabase(ctx, o.adminURL, "takeout_bench"); err != nil {
+		return e, err
+	}
+	logf("seeding the database floor: 1,000 dishes, 1,000,000 pending orders")
+	if err := e.setupFloor(ctx); err != nil {
 		return e, err
 	}
 	sessionSecret, staffSecret, err := e.startServers(ctx)
@@ -406,6 +412,11 @@ func (r *runner) writeScenarios(ctx context.Context, c int) (placement, callback
 	if r.want("pgbench_submit") {
 		placement = append(placement, pgbenchScenario(e.pgBin, e.dbURL, "pgbench_submit", r.submitSQL, c, 0, e.work, settle, r.meter))
 	}
+	for _, f := range [][2]string{{"floor_place", "place.sql"}, {"floor_hot", "hot_place.sql"}} {
+		if r.want(f[0]) {
+			placement = append(placement, pgbenchScenario(e.pgBin, e.floorURL, f[0], floorSQL(f[1]), c, 0, e.work, r.floorSettle(ctx, false), r.meter))
+		}
+	}
 	for _, name := range []string{"submit", "hot_dish"} {
 		if r.want(name) {
 			toks, err := e.confirmMany(ctx, r.unique, name == "hot_dish")
@@ -417,6 +428,9 @@ func (r *runner) writeScenarios(ctx context.Context, c int) (placement, callback
 	}
 	if r.want("pgbench_callback") {
 		callbacks = append(callbacks, pgbenchScenario(e.pgBin, e.dbURL, "pgbench_callback", r.callbackSQL, c, 0, e.work, settle, r.meter))
+	}
+	if r.want("floor_pay") {
+		callbacks = append(callbacks, pgbenchScenario(e.pgBin, e.floorURL, "floor_pay", floorSQL("pay.sql"), c, 0, e.work, r.floorSettle(ctx, true), r.meter))
 	}
 	if r.want("callback") {
 		notes, err := e.notifications(ctx, r.unique)
