@@ -59,7 +59,19 @@ func (r *results) find(scenario string, conc int) (result, bool) {
 	return result{}, false
 }
 
-// finish computes the ratios (at concurrency 64) and checks the targets.
+// bestThroughput is a scenario's throughput at the concurrency that
+// served it best.
+func (r *results) bestThroughput(scenario string) float64 {
+	var top float64
+	for _, y := range r.Results {
+		if y.Scenario == scenario && y.Throughput > top {
+			top = y.Throughput
+		}
+	}
+	return top
+}
+
+// finish computes the ratios and checks the targets.
 func (r *results) finish() {
 	r.Ratios = map[string]float64{}
 	ratio := func(name, a, b string, goal float64) {
@@ -74,15 +86,7 @@ func (r *results) finish() {
 	}
 	// Against the database floor (floor/*.sql), each side at the
 	// concurrency that served it best in this run.
-	bestOf := func(s string) float64 {
-		var top float64
-		for _, y := range r.Results {
-			if y.Scenario == s && y.Throughput > top {
-				top = y.Throughput
-			}
-		}
-		return top
-	}
+	bestOf := r.bestThroughput
 	bestRatio := func(name, a, b string, goal float64) {
 		x, y := bestOf(a), bestOf(b)
 		if x == 0 || y == 0 {
