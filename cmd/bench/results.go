@@ -109,6 +109,10 @@ func (r *results) finish() {
 	if x, ok := r.find("submit_half_rate", 64); ok && x.P50Ms > 0 {
 		ceiling("submit_p99_over_p50_at_half_rate", x.P99Ms/x.P50Ms, 3)
 	}
+	// The api's own CPU per order (user and system time of its process).
+	if x, ok := r.find("submit", 64); ok && x.CPUUsPerRequest["api"] > 0 {
+		ceiling("api_cpu_us_per_submit", x.CPUUsPerRequest["api"], 350)
+	}
 	r.context = nil
 	contextRatio := func(name string, v float64) {
 		r.Ratios[name] = round3(v)

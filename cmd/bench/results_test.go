@@ -16,7 +16,7 @@ func TestFinishRatios(t *testing.T) {
 		{Scenario: "pgbench_submit", Concurrency: 16, Throughput: 1000},
 		{Scenario: "pgbench_submit", Concurrency: 64, Throughput: 250},
 		{Scenario: "submit", Concurrency: 16, Throughput: 900},
-		{Scenario: "submit", Concurrency: 64, Throughput: 700},
+		{Scenario: "submit", Concurrency: 64, Throughput: 700, CPUUsPerRequest: map[string]float64{"api": 480, "postgres": 800}},
 		{Scenario: "hot_dish", Concurrency: 64, Throughput: 500},
 		{Scenario: "pgbench_callback", Concurrency: 16, Throughput: 2000},
 		{Scenario: "pgbench_callback", Concurrency: 64, Throughput: 2500},
@@ -44,6 +44,7 @@ func TestFinishRatios(t *testing.T) {
 		"callback_vs_pgbench_best":                 0.4,
 		"submit_p99_over_p50_at_half_rate":         4,
 		"pgbench_submit_p99_over_p50_at_half_rate": 2.5,
+		"api_cpu_us_per_submit":                    480,
 	}
 	if diff := cmp.Diff(want, r.Ratios); diff != "" {
 		t.Errorf("ratios (-want +got):\n%s", diff)
@@ -57,6 +58,7 @@ func TestFinishRatios(t *testing.T) {
 		"callback_vs_floor >= 0.6":              false,
 		"hot_dish_vs_submit >= 0.8":             false,
 		"submit_p99_over_p50_at_half_rate <= 3": false,
+		"api_cpu_us_per_submit <= 350":          false,
 	}
 	if diff := cmp.Diff(wantMet, met); diff != "" {
 		t.Errorf("targets (-want +got):\n%s", diff)
