@@ -175,16 +175,12 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return err
 	}
 	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
-	tok, exp, err := tokens.IssueStaff(*subject, role, *ttl)
-	if err != nil {
-		return err
-	}
-	info, err := tokens.Inspect(tok)
+	tok, id, exp, err := tokens.IssueStaffWithID(*subject, role, *ttl)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, tok)
-	fmt.Fprintf(stderr, "token id %s, expires %s (revoke: api token revoke -id %s)\n", info.ID, exp.Format(time.RFC3339), info.ID)
+	fmt.Fprintf(stderr, "token id %s, expires %s (revoke: api token revoke -id %s)\n", id, exp.Format(time.RFC3339), id)
 	return nil
 }
 

@@ -71,6 +71,27 @@ func TestStaffAccountsAndLogin(t *testing.T) {
 		if n := sh.count(t, `SELECT count(*) FROM staff_accounts`); n != 1 {
 			t.Errorf("%d accounts, want 1", n)
 		}
+		// A create sent six times at once on two instances: one account.
+		codes := make([]int, 6)
+		var wg sync.WaitGroup
+		for i := range codes {
+			wg.Go(func() {
+				codes[i] = sh.do(t, sh.apis[i%2], "POST", "/admin/v1/merchants/"+sh.merchantID+"/staff", sh.admin,
+					map[string]string{"username": "twin.cook", "password": "correct horse battery"}).status
+			})
+		}
+		wg.Wait()
+		created := 0
+		for _, c := range codes {
+			if c == 201 {
+				created++
+			} else if c != 409 {
+				t.Errorf("a concurrent create answered %d", c)
+			}
+		}
+		if n := sh.count(t, `SELECT count(*) FROM staff_accounts WHERE username = 'twin.cook'`); created != 1 || n != 1 {
+			t.Errorf("6 concurrent creates: %d answered 201, %d accounts; want 1 and 1", created, n)
+		}
 	})
 
 	t.Run("a login acts for its merchant only", func(t *testing.T) {

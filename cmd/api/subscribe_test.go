@@ -121,6 +121,23 @@ func TestSubscribeMessagesOncePerStatus(t *testing.T) {
 
 	id := sh.subscribedOrder(t, "msg-a", []string{"tplAccepted", "tplDelivering", "tplCompleted"}, []string{"tplAccepted", "tplDelivering"})
 
+	t.Run("a report sent again, at once on two instances, changes nothing", func(t *testing.T) {
+		user := sh.login(t, "msg-a")
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				r := sh.do(t, sh.apis[i%2], "PUT", "/v1/orders/"+id+"/subscriptions", user, map[string]any{"template_ids": []string{"tplAccepted", "tplDelivering"}})
+				if r.status != 200 {
+					t.Errorf("report again: %d %s", r.status, r.body)
+				}
+			})
+		}
+		wg.Wait()
+		if n := sh.count(t, `SELECT count(*) FROM order_subscriptions WHERE order_id = $1 AND used_for IS NULL AND outcome IS NULL`, id); n != 3 {
+			t.Errorf("%d open subscriptions after the repeats, want the 3 first reported", n)
+		}
+	})
+
 	t.Run("double taps on two instances send one message", func(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 6 {

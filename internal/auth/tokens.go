@@ -106,7 +106,8 @@ func NewTokens(userKey, staffKey []byte, sessionTTL time.Duration, now func() ti
 
 // IssueUser returns a session token for userID and when it expires.
 func (t *Tokens) IssueUser(userID int64) (string, time.Time, error) {
-	return t.sign(t.userKey, audienceUser, strconv.FormatInt(userID, 10), "", t.sessionTTL)
+	tok, _, exp, err := t.sign(t.userKey, audienceUser, strconv.FormatInt(userID, 10), "", t.sessionTTL)
+	return tok, exp, err
 }
 
 // VerifyUser returns the user id a session token was issued to.
@@ -144,8 +145,15 @@ const MaxStaffTTL = 90 * 24 * time.Hour
 // IssueStaff returns a staff token for subject (a person's name, for logs)
 // with role, valid for ttl.
 func (t *Tokens) IssueStaff(subject string, role Role, ttl time.Duration) (string, time.Time, error) {
+	tok, _, exp, err := t.IssueStaffWithID(subject, role, ttl)
+	return tok, exp, err
+}
+
+// IssueStaffWithID is IssueStaff that also returns the token's id (what
+// a revocation names).
+func (t *Tokens) IssueStaffWithID(subject string, role Role, ttl time.Duration) (token, id string, expires time.Time, err error) {
 	if subject == "" {
-		return "", time.Time{}, errors.New("staff token: subject required")
+		return "", "", time.Time{}, errors.New("staff token: subject required")
 	}
 	return t.sign(t.staffKey, audienceStaff, subject, role.String(), ttl)
 }
@@ -171,13 +179,15 @@ type claims struct {
 	jwt.RegisteredClaims
 }
 
-func (t *Tokens) sign(key []byte, audience, subject, role string, ttl time.Duration) (string, time.Time, error) {
+// sign returns a signed token, its id and when it expires.
+func (t *Tokens) sign(key []byte, audience, subject, role string, ttl time.Duration) (string, string, time.Time, error) {
 	now := t.now().UTC().Truncate(time.Second)
 	exp := now.Add(ttl)
+	id := newTokenID()
 	c := claims{
 		Role: role,
 		RegisteredClaims: jwt.RegisteredClaims{
-			ID:        newTokenID(),
+			ID:        id,
 			Issuer:    issuer,
 			Subject:   subject,
 			Audience:  jwt.ClaimStrings{audience},
@@ -187,9 +197,9 @@ func (t *Tokens) sign(key []byte, audience, subject, role string, ttl time.Durat
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(key)
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("sign token: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("sign token: %w", err)
 	}
-	return s, exp, nil
+	return s, id, exp, nil
 }
 
 func (t *Tokens) verify(key []byte, audience, token string) (claims, error) {

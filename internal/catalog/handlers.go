@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/takeout/takeout/internal/auth"
@@ -29,7 +28,7 @@ func HandleMerchants(s *Service) http.Handler {
 // HandleMenu serves GET /v1/merchants/{id}/menu.
 func HandleMenu(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := pathID(r, ErrMerchantNotFound)
+		id, err := web.PathID(r, ErrMerchantNotFound)
 		if err != nil {
 			web.Error(w, r, err)
 			return
@@ -187,7 +186,7 @@ func staffCreating(s *Service, idem *idempotency.Store, required bool, notFound 
 		if !ok {
 			return idempotency.Created{}, problem.New(problem.Unauthorized, "staff token required")
 		}
-		id, err := pathID(r, notFound)
+		id, err := web.PathID(r, notFound)
 		if err != nil {
 			return idempotency.Created{}, err
 		}
@@ -209,23 +208,13 @@ func staffHandler(notFound error, h func(http.ResponseWriter, *http.Request, aut
 			web.Error(w, r, problem.New(problem.Unauthorized, "staff token required"))
 			return
 		}
-		id, err := pathID(r, notFound)
+		id, err := web.PathID(r, notFound)
 		if err != nil {
 			web.Error(w, r, err)
 			return
 		}
 		h(w, r, staff, id)
 	})
-}
-
-// pathID parses the {id} path parameter; an id that cannot exist is the
-// resource's not-found problem.
-func pathID(r *http.Request, notFound error) (int64, error) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, notFound
-	}
-	return id, nil
 }
 
 // CategoryList is the answer of GET /admin/v1/merchants/{id}/categories.

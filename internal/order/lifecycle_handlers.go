@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
@@ -17,9 +15,9 @@ import (
 )
 
 func orderID(r *http.Request) (int64, error) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, ErrOrderNotFound
+	id, err := web.PathID(r, ErrOrderNotFound)
+	if err != nil {
+		return 0, err
 	}
 	web.AddLogAttrs(r.Context(), slog.Int64("order_id", id))
 	return id, nil

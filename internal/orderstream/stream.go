@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/takeout/takeout/internal/auth"
@@ -28,9 +27,9 @@ const ResetEvent = "stream.reset"
 func HandleStream(h *Hub) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st, _ := auth.StaffFrom(r.Context())
-		merchantID, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-		if err != nil || merchantID <= 0 {
-			web.Error(w, r, problem.New(problem.NotFound, "no merchant %q", r.PathValue("id")))
+		merchantID, err := web.PathID(r, problem.New(problem.NotFound, "no merchant %q", r.PathValue("id")))
+		if err != nil {
+			web.Error(w, r, err)
 			return
 		}
 		if !st.CanManage(merchantID) {

@@ -44,7 +44,9 @@ func HandleLogin(s *Service, clientIPHeader string) http.Handler {
 		if err != nil {
 			var p *problem.Error
 			if errors.As(err, &p) && p.Type == problem.RateLimited {
-				w.Header().Set("Retry-After", strconv.FormatInt(p.Extra["retry_after"].(int64), 10))
+				if secs, ok := p.Extra["retry_after"].(int64); ok {
+					w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+				}
 			}
 			web.Error(w, r, err)
 			return
@@ -79,11 +81,7 @@ func (r *CreateRequest) Validate() error {
 }
 
 func pathID(r *http.Request, what string) (int64, error) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, problem.New(problem.NotFound, "no %s %q", what, r.PathValue("id"))
-	}
-	return id, nil
+	return web.PathID(r, problem.New(problem.NotFound, "no %s %q", what, r.PathValue("id")))
 }
 
 // HandleCreate serves POST /admin/v1/merchants/{id}/staff (admins).

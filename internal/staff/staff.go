@@ -195,15 +195,11 @@ func (s *Service) Login(ctx context.Context, username, password, address string)
 	// The attempts of an account count until one succeeds.
 	s.attempts.reset(ctx, "login:account:"+username)
 	role := auth.Role{MerchantID: acct.MerchantID}
-	tok, exp, err := s.opts.Tokens.IssueStaff(acct.Username, role, s.opts.TokenTTL)
+	tok, tokenID, exp, err := s.opts.Tokens.IssueStaffWithID(acct.Username, role, s.opts.TokenTTL)
 	if err != nil {
 		return Session{}, err
 	}
-	info, err := s.opts.Tokens.Inspect(tok)
-	if err != nil {
-		return Session{}, fmt.Errorf("inspect new staff token: %w", err)
-	}
-	if err := s.q.StaffSessionInsert(ctx, s.opts.Pool, dbsqlc.StaffSessionInsertParams{TokenID: info.ID, AccountID: acct.ID, ExpiresAt: exp}); err != nil {
+	if err := s.q.StaffSessionInsert(ctx, s.opts.Pool, dbsqlc.StaffSessionInsertParams{TokenID: tokenID, AccountID: acct.ID, ExpiresAt: exp}); err != nil {
 		return Session{}, fmt.Errorf("record staff session: %w", err)
 	}
 	return Session{Token: tok, ExpiresAt: exp.UTC(), Role: role.String(), MerchantID: strconv.FormatInt(acct.MerchantID, 10), Username: acct.Username}, nil

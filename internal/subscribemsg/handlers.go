@@ -46,9 +46,9 @@ type Grant struct {
 func HandleGrant(s *Sender) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		userID, _ := auth.UserID(r.Context())
-		orderID, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-		if err != nil || orderID <= 0 {
-			web.Error(w, r, problem.New(problem.NotFound, "no order %q", r.PathValue("id")))
+		orderID, err := web.PathID(r, problem.New(problem.NotFound, "no order %q", r.PathValue("id")))
+		if err != nil {
+			web.Error(w, r, err)
 			return
 		}
 		req, err := web.Decode[GrantRequest](r)
