@@ -93,3 +93,23 @@ RETURNING *;
 
 -- name: OrderLockForRefund :one
 SELECT id FROM orders WHERE id = @id FOR UPDATE;
+
+-- name: OrderPlace :one
+-- A new order and everything that goes with it in one statement (see
+-- migration 00019): true when placed, false when the order exists.
+SELECT order_place(
+    sqlc.arg(id)::bigint, sqlc.arg(user_id)::bigint, sqlc.arg(merchant_id)::bigint, sqlc.arg(intent_digest)::bytea,
+    sqlc.arg(content_digest)::bytea, sqlc.arg(intent_seq)::integer, sqlc.arg(digest_alg)::text,
+    sqlc.arg(items_total_fen)::bigint, sqlc.arg(packaging_fee_fen)::bigint, sqlc.arg(delivery_fee_fen)::bigint,
+    sqlc.arg(total_fen)::bigint, sqlc.arg(address)::jsonb, sqlc.arg(remark)::text,
+    sqlc.arg(pay_deadline)::timestamptz, sqlc.arg(created_at)::timestamptz,
+    sqlc.arg(item_dish_ids)::bigint[], sqlc.arg(item_names)::text[], sqlc.arg(item_qtys)::integer[],
+    sqlc.arg(item_unit_prices_fen)::bigint[], sqlc.arg(item_options)::jsonb[], sqlc.arg(item_packaging_fees_fen)::bigint[],
+    sqlc.arg(stock_dish_ids)::bigint[], sqlc.arg(stock_qtys)::integer[], sqlc.arg(stock_prices_fen)::bigint[],
+    sqlc.arg(stock_packaging_fees_fen)::bigint[], sqlc.arg(stock_options_versions)::bigint[],
+    sqlc.arg(stock_start_shards)::smallint[], sqlc.arg(quote_version)::bigint,
+    sqlc.arg(actor)::text, sqlc.arg(job_max_attempts)::smallint, sqlc.arg(job_metadata)::jsonb,
+    sqlc.arg(record_key)::text, sqlc.arg(record_fingerprint)::bytea, sqlc.arg(record_digest_alg)::text,
+    sqlc.arg(record_status_code)::integer, sqlc.arg(record_headers)::jsonb, sqlc.arg(record_body)::bytea,
+    sqlc.arg(record_expires_at)::timestamptz
+)::boolean AS placed;

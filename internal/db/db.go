@@ -116,6 +116,14 @@ func CheckViolation(err error) (constraint string, ok bool) {
 	return "", false
 }
 
+// Raised reports whether err is an exception that our own SQL raised
+// with the SQLSTATE code (a RAISE ... USING ERRCODE in a migration's
+// function).
+func Raised(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
+
 // UniqueViolation reports whether err is a unique violation, and of which
 // constraint.
 func UniqueViolation(err error) (constraint string, ok bool) {

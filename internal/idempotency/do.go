@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/jackc/pgx/v5"
@@ -27,7 +28,30 @@ type Request struct {
 	// only a request that has not run before (an expired token whose
 	// order may have been placed), return ReplayOnly(err).
 	Check func() error
+	// Direct, when set, is tried before Change for a user's key: it makes
+	// the change and records its answer in one statement of its own (one
+	// round trip, one transaction) on q, taking the record's columns from
+	// row. It reports false, having changed nothing, when this request
+	// needs Change's transaction after all; Do then runs Change.
+	Direct func(ctx context.Context, q dbsqlc.DBTX, row RecordRower) (Record, bool, error)
 }
+
+// RecordRow is the idempotency_records row of a user's answer, for a
+// Request.Direct statement to insert with its change.
+type RecordRow struct {
+	UserID      int64
+	Key         string
+	Fingerprint []byte
+	DigestAlg   string
+	StatusCode  int32
+	Headers     []byte
+	Body        []byte
+	ExpiresAt   time.Time
+}
+
+// RecordRower renders the response a direct change answers with as its
+// record's row.
+type RecordRower func(Response) (RecordRow, error)
 
 // Result is Do's answer: the response to send, and whether it is the
 // stored answer of an earlier request with the key.
@@ -125,7 +149,7 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 	if refused != nil {
 		return s.replayOrRefuse(ctx, c, req.Body, refused)
 	}
-	rec, replayed, err := s.run(ctx, c, change)
+	rec, replayed, err := s.run(ctx, c, req.Direct, change)
 	if err != nil {
 		c.release(ctx)
 		return Result{}, err
@@ -159,9 +183,22 @@ func (s *Store) replayOrRefuse(ctx context.Context, c *claim, body string, refus
 // run runs change and records its response in one transaction. It
 // returns the record to answer with, and whether that record was an
 // earlier request's (a replay).
-func (s *Store) run(ctx context.Context, c *claim, change Change) (Record, bool, error) {
+func (s *Store) run(ctx context.Context, c *claim, direct func(context.Context, dbsqlc.DBTX, RecordRower) (Record, bool, error), change Change) (Record, bool, error) {
 	if c.scope.name != "" {
 		return s.runClaimed(ctx, c, change)
+	}
+	if direct != nil {
+		rec, ok, err := direct(ctx, s.opts.DB, func(resp Response) (RecordRow, error) { return s.recordRow(c, resp) })
+		switch {
+		case s.recorded(ctx, err):
+			rec, err := s.resolve(ctx, c)
+			return rec, err == nil, err
+		case err != nil:
+			return Record{}, false, err
+		case ok:
+			rec.Fingerprint = c.fp
+			return rec, false, nil
+		}
 	}
 	rec, err := db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
 		tx := &Tx{Tx: ptx, s: s, c: c}

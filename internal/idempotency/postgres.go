@@ -18,23 +18,35 @@ import (
 // fails and recorded reports it: the transaction rolls back and that
 // request's answer is replayed.
 func (s *Store) insertTx(ctx context.Context, tx dbsqlc.DBTX, c *claim, rec Record) error {
-	headers, err := json.Marshal(rec.Response.headerMap())
+	row, err := s.recordRow(c, rec.Response)
 	if err != nil {
-		return fmt.Errorf("encode headers: %w", err)
+		return err
 	}
 	var orderID *int64
 	if rec.OrderID != 0 {
 		orderID = &rec.OrderID
 	}
 	err = s.q.IdempotencyRecordInsert(ctx, tx, dbsqlc.IdempotencyRecordInsertParams{
-		UserID: c.scope.userID, Key: c.key, Fingerprint: rec.Fingerprint, DigestAlg: DigestAlg, OrderID: orderID,
-		StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body, //nolint:gosec // G115: an HTTP status fits
-		ExpiresAt: s.opts.Now().Add(s.opts.Retention),
+		UserID: row.UserID, Key: row.Key, Fingerprint: row.Fingerprint, DigestAlg: row.DigestAlg, OrderID: orderID,
+		StatusCode: row.StatusCode, Headers: row.Headers, Body: row.Body, ExpiresAt: row.ExpiresAt,
 	})
 	if err != nil {
 		return fmt.Errorf("insert idempotency record: %w", err)
 	}
 	return nil
+}
+
+// recordRow is the row that records resp as the answer to c's request.
+func (s *Store) recordRow(c *claim, resp Response) (RecordRow, error) {
+	headers, err := json.Marshal(resp.headerMap())
+	if err != nil {
+		return RecordRow{}, fmt.Errorf("encode headers: %w", err)
+	}
+	return RecordRow{
+		UserID: c.scope.userID, Key: c.key, Fingerprint: c.fp, DigestAlg: DigestAlg,
+		StatusCode: int32(resp.Status), Headers: headers, Body: resp.Body, //nolint:gosec // G115: an HTTP status fits
+		ExpiresAt: s.opts.Now().Add(s.opts.Retention),
+	}, nil
 }
 
 // recorded reports whether err is insertTx's conflict with a record of

@@ -109,6 +109,34 @@ func Take(ctx context.Context, tx pgx.Tx, pending *db.Pipeline, m Merchant, line
 	return nil
 }
 
+// FreeTake is lines as the arrays of a statement that takes each line's
+// units from a free shard in one go (order_place, migration 00019): in
+// dish-id order, each with the shard to start looking from, spread at
+// random as take's first step does.
+type FreeTake struct {
+	DishIDs          []int64
+	Qtys             []int32
+	PricesFen        []int64
+	PackagingFeesFen []int64
+	OptionsVersions  []int64
+	StartShards      []int16
+}
+
+// FreeTakeOf is lines as a FreeTake.
+func FreeTakeOf(lines []Line) FreeTake {
+	lines = sorted(lines)
+	t := FreeTake{
+		DishIDs: make([]int64, len(lines)), Qtys: make([]int32, len(lines)), PricesFen: make([]int64, len(lines)),
+		PackagingFeesFen: make([]int64, len(lines)), OptionsVersions: make([]int64, len(lines)), StartShards: make([]int16, len(lines)),
+	}
+	for i, l := range lines {
+		t.DishIDs[i], t.Qtys[i], t.PricesFen[i] = l.DishID, l.Qty, l.UnitPriceFen
+		t.PackagingFeesFen[i], t.OptionsVersions[i] = l.PackagingFeeFen, l.OptionsVersion
+		t.StartShards[i] = int16(rand.IntN(maxShards)) //nolint:gosec // G115: below maxShards; G404: spreads load, guards nothing
+	}
+	return t
+}
+
 // take takes one line's units, reporting false when the dish lacks them or
 // the quote no longer holds. It tries, in order:
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -31,6 +32,7 @@ type benchEnv struct {
 	merchant int64
 	base     order.Token
 	dishes   []int64
+	metrics  *prometheus.Registry
 }
 
 // newBenchEnv builds the order service on a fresh database and Redis
@@ -83,14 +85,15 @@ func newEnvAt(b testing.TB, now func() time.Time) benchEnv {
 		b.Fatal(err)
 	}
 	signer := order.NewSigner([]byte(strings.Repeat("b", 32)))
-	svc, err := order.NewService(order.Options{Pool: pool, IDs: ids, Signer: signer, Idempotency: idem, Jobs: jobs, Logger: logger,
+	metrics := prometheus.NewRegistry()
+	svc, err := order.NewService(order.Options{Pool: pool, IDs: ids, Signer: signer, Idempotency: idem, Jobs: jobs, Logger: logger, Registerer: metrics,
 		Now: now, TokenTTL: time.Hour, DedupWindow: 10 * time.Minute, PayWindow: 15 * time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
 	base := order.Token{UserID: user.ID, MerchantID: m.ID,
 		FeeFen: 300, QuoteVersion: 1, Address: order.Address{Name: "Bench", Phone: "13800000000", Detail: "Lab"}, ExpiresAt: time.Now().Add(time.Hour).Unix()}
-	return benchEnv{svc: svc, signer: signer, ids: ids, pool: pool, user: user.ID, merchant: m.ID, base: base, dishes: dishes}
+	return benchEnv{svc: svc, signer: signer, ids: ids, pool: pool, user: user.ID, merchant: m.ID, base: base, dishes: dishes, metrics: metrics}
 }
 
 // token signs a one-dish cart as its seq-th intent: a distinct order.

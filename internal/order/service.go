@@ -129,6 +129,7 @@ type Service struct {
 
 	stockConflicts prometheus.Counter
 	placed         *prometheus.CounterVec
+	placePath      *prometheus.CounterVec
 	transitions    *prometheus.CounterVec
 }
 
@@ -145,13 +146,17 @@ func NewService(opts Options) (*Service, error) {
 			Name: "takeout_order_submits_total",
 			Help: "Submits that reached PostgreSQL, by result (placed, duplicate, replay, refused).",
 		}, []string{"result"}),
+		placePath: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_order_place_paths_total",
+			Help: "Placements by how they ran: one_statement (order_place, one round trip) or transaction (statement by statement: a busy, short or changed dish, or an order that exists).",
+		}, []string{"path"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_order_transitions_total",
 			Help: "Order status transitions by from and to status.",
 		}, []string{"from", "to"}),
 	}
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.stockConflicts, s.placed, s.transitions} {
+		for _, c := range []prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions} {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register order metrics: %w", err)
 			}
@@ -515,8 +520,13 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 	placed := false
 	res, err := s.opts.Idempotency.Do(ctx, idempotency.Request{
 		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken, Check: check,
+		Direct: func(ctx context.Context, q dbsqlc.DBTX, row idempotency.RecordRower) (idempotency.Record, bool, error) {
+			placed = true
+			return s.placeDirect(ctx, q, tok, in, reply, row)
+		},
 	}, func(ctx context.Context, tx *idempotency.Tx) (idempotency.Record, error) {
 		placed = true
+		s.placePath.WithLabelValues("transaction").Inc()
 		var rec idempotency.Record
 		record := func(p Placed) error {
 			resp, err := reply(p)
@@ -617,29 +627,22 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	if err := inventory.Hold(ctx, pipe, row.ID, lines); err != nil {
 		return Order{}, err
 	}
-	items := make([]dbsqlc.OrderItem, len(tok.Items))
-	for i, it := range tok.Items {
-		items[i] = dbsqlc.OrderItem{OrderID: row.ID, Line: int16(i), DishID: it.DishID, Name: it.Name, Qty: it.Qty, //nolint:gosec // G115: at most maxItems
-			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty),
-			Options: itemOptionsJSON(it.Options), PackagingFeeFen: it.PackagingFeeFen}
+	items := orderItems(row.ID, tok)
+	for _, it := range items {
 		if err := s.q.OrderItemInsert(ctx, pipe, dbsqlc.OrderItemInsertParams{
-			OrderID: row.ID, Line: items[i].Line, DishID: it.DishID, Name: it.Name, Qty: it.Qty, UnitPriceFen: items[i].UnitPriceFen,
-			LineTotalFen: items[i].LineTotalFen, Options: items[i].Options, PackagingFeeFen: it.PackagingFeeFen,
+			OrderID: row.ID, Line: it.Line, DishID: it.DishID, Name: it.Name, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen,
+			LineTotalFen: it.LineTotalFen, Options: it.Options, PackagingFeeFen: it.PackagingFeeFen,
 		}); err != nil {
 			return Order{}, fmt.Errorf("insert order item: %w", err)
 		}
 	}
 	if err := s.q.OrderHistoryInsert(ctx, pipe, dbsqlc.OrderHistoryInsertParams{
-		OrderID: row.ID, ToStatus: row.Status, Version: row.Version, Actor: "user:" + strconv.FormatInt(row.UserID, 10), Reason: "placed",
+		OrderID: row.ID, ToStatus: row.Status, Version: row.Version, Actor: placedBy(row.UserID), Reason: "placed",
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert order history: %w", err)
 	}
-	attempts := s.opts.JobMaxAttempts
-	if attempts == 0 {
-		attempts = 25
-	}
 	if err := s.q.PaymentTimeoutJobInsert(ctx, pipe, dbsqlc.PaymentTimeoutJobInsertParams{
-		OrderID: row.ID, MaxAttempts: int16(min(attempts, math.MaxInt16)), ScheduledAt: row.PayDeadline, //nolint:gosec // G115: clamped
+		OrderID: row.ID, MaxAttempts: s.jobMaxAttempts(), ScheduledAt: row.PayDeadline,
 		Metadata: telemetry.JobMetadata(ctx),
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert payment timeout job: %w", err)
@@ -656,6 +659,95 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 		return Order{}, err
 	}
 	return o, nil
+}
+
+// orderItems are the rows of tok's lines for order id.
+func orderItems(id int64, tok Token) []dbsqlc.OrderItem {
+	items := make([]dbsqlc.OrderItem, len(tok.Items))
+	for i, it := range tok.Items {
+		items[i] = dbsqlc.OrderItem{OrderID: id, Line: int16(i), DishID: it.DishID, Name: it.Name, Qty: it.Qty, //nolint:gosec // G115: at most maxItems
+			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty),
+			Options: itemOptionsJSON(it.Options), PackagingFeeFen: it.PackagingFeeFen}
+	}
+	return items
+}
+
+// placedBy is the actor of an order's first history row.
+func placedBy(userID int64) string { return "user:" + strconv.FormatInt(userID, 10) }
+
+// jobMaxAttempts is how often the payment-timeout job may run.
+func (s *Service) jobMaxAttempts() int16 {
+	attempts := s.opts.JobMaxAttempts
+	if attempts == 0 {
+		attempts = 25
+	}
+	return int16(min(attempts, math.MaxInt16)) //nolint:gosec // G115: clamped
+}
+
+// codeTakeNeedsFullPath is what order_place raises when a line found no
+// free shard with its units at the quoted terms (migration 00019).
+const codeTakeNeedsFullPath = "TK001"
+
+// placeDirect places a new order, and records the answer rendered by
+// reply, in one statement (order_place): the same rows as place and the
+// record, in one round trip. It reports false, having written nothing,
+// when the order exists (a duplicate, answered the usual way) or when a
+// line's stock needs the full take (a busy, short or changed dish): the
+// caller then runs place in a transaction.
+func (s *Service) placeDirect(ctx context.Context, q dbsqlc.DBTX, tok Token, in Intent, reply Reply, recordRow idempotency.RecordRower) (idempotency.Record, bool, error) {
+	digest := in.IntentDigest(tok.Seq)
+	addr, err := json.Marshal(in.Address)
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	now := s.now()
+	// The row as order_place writes it (the columns' defaults included).
+	row := dbsqlc.Order{
+		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID, IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()),
+		IntentSeq: int32(tok.Seq), DigestAlg: DigestAlg, Status: statemachine.PendingPayment, //nolint:gosec // G115: small, from our signed token
+		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
+		Address: addr, Remark: in.Remark, Version: 1, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now, UpdatedAt: now,
+	}
+	items := orderItems(row.ID, tok)
+	resp, err := reply(Placed{Order: orderFromRow(row, items, in.Address)})
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	rec, err := recordRow(resp)
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	p := dbsqlc.OrderPlaceParams{
+		ID: row.ID, UserID: row.UserID, MerchantID: row.MerchantID, IntentDigest: row.IntentDigest, ContentDigest: row.ContentDigest,
+		IntentSeq: row.IntentSeq, DigestAlg: row.DigestAlg, ItemsTotalFen: row.ItemsTotalFen, PackagingFeeFen: row.PackagingFeeFen,
+		DeliveryFeeFen: row.DeliveryFeeFen, TotalFen: row.TotalFen, Address: addr, Remark: row.Remark,
+		PayDeadline: row.PayDeadline, CreatedAt: now, Actor: placedBy(row.UserID), QuoteVersion: tok.QuoteVersion,
+		JobMaxAttempts: s.jobMaxAttempts(), JobMetadata: telemetry.JobMetadata(ctx),
+		RecordKey: rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
+		RecordHeaders: rec.Headers, RecordBody: rec.Body, RecordExpiresAt: rec.ExpiresAt,
+	}
+	for _, it := range items {
+		p.ItemDishIds = append(p.ItemDishIds, it.DishID)
+		p.ItemNames = append(p.ItemNames, it.Name)
+		p.ItemQtys = append(p.ItemQtys, it.Qty)
+		p.ItemUnitPricesFen = append(p.ItemUnitPricesFen, it.UnitPriceFen)
+		p.ItemOptions = append(p.ItemOptions, it.Options)
+		p.ItemPackagingFeesFen = append(p.ItemPackagingFeesFen, it.PackagingFeeFen)
+	}
+	take := inventory.FreeTakeOf(stockLines(tok))
+	p.StockDishIds, p.StockQtys, p.StockPricesFen = take.DishIDs, take.Qtys, take.PricesFen
+	p.StockPackagingFeesFen, p.StockOptionsVersions, p.StockStartShards = take.PackagingFeesFen, take.OptionsVersions, take.StartShards
+	placed, err := s.q.OrderPlace(ctx, q, p)
+	switch {
+	case db.Raised(err, codeTakeNeedsFullPath):
+		return idempotency.Record{}, false, nil
+	case err != nil:
+		return idempotency.Record{}, false, fmt.Errorf("place order: %w", err)
+	case !placed:
+		return idempotency.Record{}, false, nil
+	}
+	s.placePath.WithLabelValues("one_statement").Inc()
+	return idempotency.Record{OrderID: row.ID, Response: resp}, true, nil
 }
 
 // stockLines are the token's lines by dish: the stock of a dish on

@@ -491,6 +491,114 @@ func (q *Queries) OrderLockForRefund(ctx context.Context, db DBTX, id int64) (in
 	return id_2, err
 }
 
+const orderPlace = `-- name: OrderPlace :one
+SELECT order_place(
+    $1::bigint, $2::bigint, $3::bigint, $4::bytea,
+    $5::bytea, $6::integer, $7::text,
+    $8::bigint, $9::bigint, $10::bigint,
+    $11::bigint, $12::jsonb, $13::text,
+    $14::timestamptz, $15::timestamptz,
+    $16::bigint[], $17::text[], $18::integer[],
+    $19::bigint[], $20::jsonb[], $21::bigint[],
+    $22::bigint[], $23::integer[], $24::bigint[],
+    $25::bigint[], $26::bigint[],
+    $27::smallint[], $28::bigint,
+    $29::text, $30::smallint, $31::jsonb,
+    $32::text, $33::bytea, $34::text,
+    $35::integer, $36::jsonb, $37::bytea,
+    $38::timestamptz
+)::boolean AS placed
+`
+
+type OrderPlaceParams struct {
+	ID                    int64
+	UserID                int64
+	MerchantID            int64
+	IntentDigest          []byte
+	ContentDigest         []byte
+	IntentSeq             int32
+	DigestAlg             string
+	ItemsTotalFen         int64
+	PackagingFeeFen       int64
+	DeliveryFeeFen        int64
+	TotalFen              int64
+	Address               []byte
+	Remark                string
+	PayDeadline           time.Time
+	CreatedAt             time.Time
+	ItemDishIds           []int64
+	ItemNames             []string
+	ItemQtys              []int32
+	ItemUnitPricesFen     []int64
+	ItemOptions           [][]byte
+	ItemPackagingFeesFen  []int64
+	StockDishIds          []int64
+	StockQtys             []int32
+	StockPricesFen        []int64
+	StockPackagingFeesFen []int64
+	StockOptionsVersions  []int64
+	StockStartShards      []int16
+	QuoteVersion          int64
+	Actor                 string
+	JobMaxAttempts        int16
+	JobMetadata           []byte
+	RecordKey             string
+	RecordFingerprint     []byte
+	RecordDigestAlg       string
+	RecordStatusCode      int32
+	RecordHeaders         []byte
+	RecordBody            []byte
+	RecordExpiresAt       time.Time
+}
+
+// A new order and everything that goes with it in one statement (see
+// migration 00019): true when placed, false when the order exists.
+func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams) (bool, error) {
+	row := db.QueryRow(ctx, orderPlace,
+		arg.ID,
+		arg.UserID,
+		arg.MerchantID,
+		arg.IntentDigest,
+		arg.ContentDigest,
+		arg.IntentSeq,
+		arg.DigestAlg,
+		arg.ItemsTotalFen,
+		arg.PackagingFeeFen,
+		arg.DeliveryFeeFen,
+		arg.TotalFen,
+		arg.Address,
+		arg.Remark,
+		arg.PayDeadline,
+		arg.CreatedAt,
+		arg.ItemDishIds,
+		arg.ItemNames,
+		arg.ItemQtys,
+		arg.ItemUnitPricesFen,
+		arg.ItemOptions,
+		arg.ItemPackagingFeesFen,
+		arg.StockDishIds,
+		arg.StockQtys,
+		arg.StockPricesFen,
+		arg.StockPackagingFeesFen,
+		arg.StockOptionsVersions,
+		arg.StockStartShards,
+		arg.QuoteVersion,
+		arg.Actor,
+		arg.JobMaxAttempts,
+		arg.JobMetadata,
+		arg.RecordKey,
+		arg.RecordFingerprint,
+		arg.RecordDigestAlg,
+		arg.RecordStatusCode,
+		arg.RecordHeaders,
+		arg.RecordBody,
+		arg.RecordExpiresAt,
+	)
+	var placed bool
+	err := row.Scan(&placed)
+	return placed, err
+}
+
 const orderSearch = `-- name: OrderSearch :many
 SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders
 WHERE ($1::text IS NULL OR status = $1)

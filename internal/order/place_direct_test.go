@@ -1,0 +1,210 @@
+package order_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/takeout/takeout/internal/order"
+)
+
+// placedRows is what a placement wrote for one order, without what
+// differs between two orders by nature (ids, times).
+type placedRows struct {
+	Status, Remark                      string
+	Version, TotalFen                   int64
+	PayWindow                           time.Duration
+	Items                               []string
+	Reservations                        []string
+	History                             []string
+	JobKind, JobState, JobQueue         string
+	JobArgsOrderID                      string
+	JobMaxAttempts, JobPriority         int
+	JobAtDeadline                       bool
+	RecordStatus                        int
+	RecordIsAnswer, RecordNamesTheOrder bool
+	StockTaken                          int
+}
+
+func (e benchEnv) placedRows(t *testing.T, id int64, answer []byte, dish int64) placedRows {
+	t.Helper()
+	ctx := context.Background()
+	var r placedRows
+	var deadline, created time.Time
+	if err := e.pool.QueryRow(ctx, `SELECT status, remark, version, total_fen, pay_deadline, created_at FROM orders WHERE id = $1`, id).
+		Scan(&r.Status, &r.Remark, &r.Version, &r.TotalFen, &deadline, &created); err != nil {
+		t.Fatal(err)
+	}
+	r.PayWindow = deadline.Sub(created)
+	rows := func(sql string) []string {
+		t.Helper()
+		var out []string
+		rs, err := e.pool.Query(ctx, sql, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rs.Next() {
+			var s string
+			if err := rs.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	r.Items = rows(`SELECT concat_ws('|', line, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen) FROM order_items WHERE order_id = $1 ORDER BY line`)
+	r.Reservations = rows(`SELECT concat_ws('|', qty, released_at IS NULL) FROM stock_reservations WHERE order_id = $1 ORDER BY dish_id`)
+	r.History = rows(`SELECT concat_ws('|', coalesce(from_status, '-'), to_status, version, actor, reason) FROM order_status_history WHERE order_id = $1 ORDER BY version`)
+	var scheduled time.Time
+	if err := e.pool.QueryRow(ctx, `SELECT kind, state, queue, args->>'order_id', max_attempts, priority, scheduled_at FROM river_job WHERE args->>'order_id' = $1::bigint::text`, id).
+		Scan(&r.JobKind, &r.JobState, &r.JobQueue, &r.JobArgsOrderID, &r.JobMaxAttempts, &r.JobPriority, &scheduled); err != nil {
+		t.Fatal(err)
+	}
+	r.JobAtDeadline = scheduled.Equal(deadline)
+	r.JobArgsOrderID = map[bool]string{true: "this order"}[r.JobArgsOrderID == jsonID(id)]
+	var body []byte
+	var orderID *int64
+	if err := e.pool.QueryRow(ctx, `SELECT status_code, body, order_id FROM idempotency_records WHERE order_id = $1`, id).Scan(&r.RecordStatus, &body, &orderID); err != nil {
+		t.Fatal(err)
+	}
+	r.RecordIsAnswer = string(body) == string(answer)
+	r.RecordNamesTheOrder = orderID != nil && *orderID == id
+	r.StockTaken = int(benchStock) - e.stock(t, dish)
+	return r
+}
+
+func jsonID(id int64) string { b, _ := json.Marshal(id); return string(b) }
+
+// A new order is placed in one statement (order_place) when every dish
+// has a free shard, and statement by statement when one has none (all
+// its shards busy): both write the same rows (order, items, reservation,
+// history, payment-timeout job, idempotency record, stock), and the
+// one-statement answer, rendered before the order is written, is what
+// reading the order back renders.
+func TestOnePlacementStatementWritesWhatTheTransactionWrites(t *testing.T) {
+	t.Parallel()
+	e := newBenchEnv(t)
+	ctx := context.Background()
+
+	direct, fast := e.dishes[0], e.token(t, 1, e.dishes[0])
+	res, err := e.svc.Submit(ctx, e.user, "direct", fast, order.PlacedReply)
+	if err != nil || res.Response.Status != 201 {
+		t.Fatalf("submit: %v %d %s", err, res.Response.Status, res.Response.Body)
+	}
+	if got := e.placePaths(t); got["one_statement"] != 1 || got["transaction"] != 0 {
+		t.Fatalf("placement paths %v, want one one_statement", got)
+	}
+	var placed order.Placed
+	if err := json.Unmarshal(res.Response.Body, &placed); err != nil {
+		t.Fatal(err)
+	}
+	id := mustID(t, placed.ID)
+	read, err := e.svc.Get(ctx, e.user, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(read, placed.Order); diff != "" {
+		t.Errorf("the one-statement answer differs from the order read back (-read +answer):\n%s", diff)
+	}
+
+	// Every shard of the second dish busy: order_place cannot take it
+	// without waiting, so the submit takes the transaction path, which
+	// waits for a shard.
+	busy := e.dishes[1]
+	holder, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(ctx) })
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM dish_stock WHERE dish_id = $1 FOR UPDATE`, busy); err != nil {
+		t.Fatal(err)
+	}
+	slow := e.token(t, 2, busy)
+	done := make(chan struct{})
+	var slowRes order.Placed
+	var slowBody []byte
+	go func() {
+		defer close(done)
+		r, err := e.svc.Submit(ctx, e.user, "transaction", slow, order.PlacedReply)
+		if err != nil || r.Response.Status != 201 {
+			t.Errorf("submit behind busy shards: %v %d %s", err, r.Response.Status, r.Response.Body)
+			return
+		}
+		slowBody = r.Response.Body
+		if err := json.Unmarshal(r.Response.Body, &slowRes); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitForLockWait(t, e)
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if t.Failed() {
+		return
+	}
+	if got := e.placePaths(t); got["one_statement"] != 1 || got["transaction"] != 1 {
+		t.Fatalf("placement paths %v, want one of each", got)
+	}
+	want := e.placedRows(t, mustID(t, slowRes.ID), slowBody, busy)
+	got := e.placedRows(t, id, res.Response.Body, direct)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("one statement wrote other rows than the transaction (-transaction +one statement):\n%s", diff)
+	}
+	if !got.RecordIsAnswer || got.StockTaken != 1 || len(got.Reservations) != 1 || got.JobArgsOrderID == "" {
+		t.Errorf("rows of the one-statement placement: %+v", got)
+	}
+}
+
+func mustID(t *testing.T, s string) int64 {
+	t.Helper()
+	var id int64
+	if err := json.Unmarshal([]byte(s), &id); err != nil {
+		t.Fatalf("order id %q: %v", s, err)
+	}
+	return id
+}
+
+// placePaths reads takeout_order_place_paths_total by path.
+func (e benchEnv) placePaths(t *testing.T) map[string]float64 {
+	t.Helper()
+	fams, err := e.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "takeout_order_place_paths_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// waitForLockWait waits until a session of e's database waits for a row
+// lock.
+func waitForLockWait(t *testing.T, e benchEnv) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := e.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no submit waited for the busy shards")
+}
