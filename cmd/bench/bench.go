@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,8 @@ type env struct {
 	users    []string // session tokens
 	keys     wxsim.Keys
 	apiPID   int
+	// apiEnv is the api's environment, for more instances like it.
+	apiEnv   []string
 	helloPID int
 	debug    string        // the api's operations listener (metrics, pprof)
 	apiCfg   config.Config // the api's configuration as the bench runs it
@@ -76,6 +79,11 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	}
 	for _, c := range o.conc {
 		if err := r.closedLoops(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	if r.want("submit_128") {
+		if err := r.manyConnections(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -217,6 +225,7 @@ func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret stri
 	for k, v := range apiEnv {
 		apiEnvList = append(apiEnvList, k+"="+v)
 	}
+	e.apiEnv = apiEnvList
 	api, err := e.startAndWait(ctx, "api", e.o.apiBin, apiEnvList, "http://"+apiAddr+"/readyz", "serve")
 	if err != nil {
 		return "", "", err
@@ -236,6 +245,29 @@ func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret stri
 	}
 	e.hello, e.helloPID = "http://"+helloAddr, hp.PID()
 	return sessionSecret, staffSecret, nil
+}
+
+// startInstances starts n more api instances like the first (same
+// database, Redis, secrets and pool size) and returns their base URLs and
+// process ids.
+func (e *env) startInstances(ctx context.Context, n int) (urls []string, pids []int, err error) {
+	for i := range n {
+		addr, err := lab.FreeAddr()
+		if err != nil {
+			return nil, nil, err
+		}
+		ops, err := lab.FreeAddr()
+		if err != nil {
+			return nil, nil, err
+		}
+		env := append(slices.Clone(e.apiEnv), "TAKEOUT_HTTP_ADDR="+addr, "TAKEOUT_OPS_ADDR="+ops)
+		p, err := e.startAndWait(ctx, fmt.Sprintf("api-%d", i+2), e.o.apiBin, env, "http://"+addr+"/readyz", "serve")
+		if err != nil {
+			return nil, nil, err
+		}
+		urls, pids = append(urls, "http://"+addr), append(pids, p.PID())
+	}
+	return urls, pids, nil
 }
 
 // startAndWait starts a server logging to <name>.log in the work
@@ -442,6 +474,40 @@ func (r *runner) writeScenarios(ctx context.Context, c int) (placement, callback
 	return placement, callbacks, nil
 }
 
+// manyConnections is submit at 128 clients over three api instances,
+// each with its pool: the database sees as many connections as a
+// deployment of three opens, where pgbench's own transaction collapses.
+// Its CPU figures add up the three instances.
+func (r *runner) manyConnections(ctx context.Context) error {
+	e := r.e
+	urls, pids, err := e.startInstances(ctx, 2)
+	if err != nil {
+		return err
+	}
+	toks, err := e.confirmMany(ctx, r.unique, false)
+	if err != nil {
+		return err
+	}
+	procs := map[string]int{"api": e.apiPID}
+	for i, pid := range pids {
+		procs[fmt.Sprintf("api-%d", i+2)] = pid
+	}
+	meter := processCPU("/proc", procs)
+	s := closedScenario("submit_128", 128, r.settle(ctx), meter, e.submitAcross(toks, append([]string{e.api}, urls...)))
+	rs, err := interleaved(ctx, 128, r.o.warmup, r.o.duration, rounds, []scenario{s}, nil)
+	for _, x := range rs {
+		for k, v := range x.CPUUsPerRequest {
+			if strings.HasPrefix(k, "api-") {
+				x.CPUUsPerRequest["api"] += v
+				delete(x.CPUUsPerRequest, k)
+			}
+		}
+		x.Note = strings.TrimPrefix(x.Note+"; ", "; ") + fmt.Sprintf("three api instances, %d database connections each", r.o.apiDBConns)
+		r.add(x)
+	}
+	return err
+}
+
 // halfRate measures latency at half of the closed loop's maximum:
 // headroom, not saturation, is where a p99 should stay near the p50. The
 // database's own floor by the same measure, submit's transaction in
@@ -471,7 +537,11 @@ func (r *runner) halfRate(ctx context.Context) error {
 	}
 	api := pacedScenario("submit_half_rate", rate, r.settle(ctx), e.submitEach(toks), reqLog)
 	collections := e.countCollections(&api)
-	ss := []scenario{api, pgbenchScenario(e.pgBin, e.dbURL, "pgbench_submit_half_rate", r.submitSQL, r.o.apiDBConns, rate, e.work, r.settle(ctx), nil)}
+	// The floor's placement at the same rate over as many connections as
+	// the api's pool: the spread the database itself adds at this rate.
+	floor := pgbenchScenario(e.pgBin, e.floorURL, "floor_place_half_rate", floorSQL("place.sql"), r.o.apiDBConns, rate, e.work, r.floorSettle(ctx, false), nil)
+	api.tails, floor.tails = true, true
+	ss := []scenario{api, floor, pgbenchScenario(e.pgBin, e.dbURL, "pgbench_submit_half_rate", r.submitSQL, r.o.apiDBConns, rate, e.work, r.settle(ctx), nil)}
 	rs, err := interleaved(ctx, 64, r.o.warmup*rounds, r.o.duration*rounds, rounds, ss, func(s scenario, round int, window time.Duration) func() {
 		if s.name != "submit_half_rate" || round != rounds/2 {
 			return func() {}
@@ -734,6 +804,17 @@ func (e *env) submitEach(ps []prepared) op {
 			return errExhausted
 		}
 		return e.submit(ctx, ps[n])
+	}
+}
+
+// submitAcross submits each prepared cart once, to the instances at
+// bases in turn.
+func (e *env) submitAcross(ps []prepared, bases []string) op {
+	return func(ctx context.Context, _ int, n int64) error {
+		if n >= int64(len(ps)) {
+			return errExhausted
+		}
+		return e.post(ctx, bases[n%int64(len(bases))]+"/v1/orders", ps[n].header, ps[n].body, http.StatusCreated)
 	}
 }
 

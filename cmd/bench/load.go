@@ -33,6 +33,9 @@ type result struct {
 	// CPUUsPerRequest is the CPU time each process group used in the
 	// measured part, per request, in microseconds (see processCPU).
 	CPUUsPerRequest map[string]float64 `json:"cpu_us_per_request,omitempty"`
+	// RoundTails is p99/p50 of each round alone, in round order (for the
+	// scenarios that ask: a tail is compared round by round, pair by pair).
+	RoundTails []float64 `json:"round_p99_over_p50,omitempty"`
 }
 
 // op is one request of a scenario; n counts requests across the workers
@@ -63,6 +66,8 @@ type scenario struct {
 	name    string
 	before  func() error
 	measure func(ctx context.Context, warmup, d time.Duration) (window, error)
+	// tails asks for each round's p99/p50 in the result (RoundTails).
+	tails bool
 }
 
 // closedScenario is op run from conc workers in a closed loop; its
@@ -95,6 +100,7 @@ func closedScenario(name string, conc int, before func() error, meter cpuMeter, 
 // scenario's turn starts, and what it returns when the turn ends.
 func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds int, ss []scenario, during func(s scenario, round int, window time.Duration) func()) ([]result, error) {
 	sums := make([]window, len(ss))
+	tails := make([][]float64, len(ss))
 	for round := range rounds {
 		for i, s := range ss {
 			if s.before != nil {
@@ -110,6 +116,13 @@ func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds 
 			end()
 			if err != nil {
 				return nil, err
+			}
+			if s.tails {
+				var one result
+				one.summarize(slices.Clone(w.lat), w.elapsed)
+				if one.P50Ms > 0 {
+					tails[i] = append(tails[i], one.P99Ms/one.P50Ms)
+				}
 			}
 			sums[i].lat = append(sums[i].lat, w.lat...)
 			sums[i].errors += w.errors
@@ -134,6 +147,7 @@ func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds 
 		out[i] = result{Scenario: s.name, Concurrency: conc, Errors: sums[i].errors, FirstError: sums[i].firstErr, Note: note}
 		out[i].summarize(sums[i].lat, sums[i].elapsed)
 		out[i].CPUUsPerRequest = sums[i].cpu.perRequest(len(sums[i].lat) + sums[i].errors)
+		out[i].RoundTails = tails[i]
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -106,8 +107,25 @@ func (r *results) finish() {
 		r.Ratios[name] = v
 		r.Targets = append(r.Targets, target{Name: name + " <= " + fmt.Sprint(goal), Ratio: v, Goal: goal, AtMost: true, Met: v <= goal})
 	}
-	if x, ok := r.find("submit_half_rate", 64); ok && x.P50Ms > 0 {
-		ceiling("submit_p99_over_p50_at_half_rate", x.P99Ms/x.P50Ms, 3)
+	// The half-rate tail against the floor's at the same rate, round by
+	// round (each pair saw the same minutes of the disk), the median pair.
+	if x, ok := r.find("submit_half_rate", 64); ok {
+		if y, ok := r.find("floor_place_half_rate", 64); ok && len(x.RoundTails) > 0 && len(x.RoundTails) == len(y.RoundTails) {
+			pairs := make([]float64, len(x.RoundTails))
+			for i := range pairs {
+				pairs[i] = x.RoundTails[i] / y.RoundTails[i]
+			}
+			ceiling("half_rate_tail_vs_floor", median(pairs), 1.25)
+		}
+	}
+	// Submit at 128 clients over three instances' pools against submit at
+	// its best: no collapse with connections.
+	if x, ok := r.find("submit_128", 128); ok {
+		if top := bestOf("submit"); top > 0 {
+			v := round3(x.Throughput / top)
+			r.Ratios["submit_128_vs_best"] = v
+			r.Targets = append(r.Targets, target{Name: "submit_128_vs_best >= 0.9", Ratio: v, Goal: 0.9, Met: v >= 0.9})
+		}
 	}
 	// The api's own CPU per order (user and system time of its process).
 	if x, ok := r.find("submit", 64); ok && x.CPUUsPerRequest["api"] > 0 {
@@ -150,9 +168,14 @@ func (r *results) finish() {
 	if x, y := bestOf("floor_hot"), bestOf("floor_place"); x > 0 && y > 0 {
 		contextRatio("floor_hot_vs_floor_place_best", x/y)
 	}
-	// Context for the half-rate target: the database's own spread.
-	if x, ok := r.find("pgbench_submit_half_rate", 64); ok && x.P50Ms > 0 {
-		contextRatio("pgbench_submit_p99_over_p50_at_half_rate", x.P99Ms/x.P50Ms)
+	// Context for the half-rate target: each side's spread over all its
+	// rounds, and that of pgbench running takeout's own SQL (the first
+	// round's target, p99 <= 3 x p50, retired: the database alone misses
+	// it on this machine).
+	for _, name := range []string{"submit_half_rate", "floor_place_half_rate", "pgbench_submit_half_rate"} {
+		if x, ok := r.find(name, 64); ok && x.P50Ms > 0 {
+			contextRatio(strings.TrimSuffix(name, "_half_rate")+"_p99_over_p50_at_half_rate", x.P99Ms/x.P50Ms)
+		}
 	}
 	if r.L1Million != nil {
 		ceiling("l1_million_peak_rss_mb", r.L1Million.PeakRSSMB, 300)
@@ -201,7 +224,7 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
 		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
 		"hello with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
-		"submit_half_rate with pgbench_submit_half_rate, a whole window each, three times). "+
+		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128 alone, over three api instances). "+
 		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
 		cmp.Or(r.Tracing, "none"))
@@ -301,4 +324,16 @@ func (r *results) svg() string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// median is the middle of vs (the mean of the middle two for an even
+// count).
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
