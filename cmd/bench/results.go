@@ -107,26 +107,7 @@ func (r *results) finish() {
 		r.Ratios[name] = v
 		r.Targets = append(r.Targets, target{Name: name + " <= " + fmt.Sprint(goal), Ratio: v, Goal: goal, AtMost: true, Met: v <= goal})
 	}
-	// The half-rate tail against the floor's at the same rate, round by
-	// round (each pair saw the same minutes of the disk), the median pair.
-	if x, ok := r.find("submit_half_rate", 64); ok {
-		if y, ok := r.find("floor_place_half_rate", 64); ok && len(x.RoundTails) > 0 && len(x.RoundTails) == len(y.RoundTails) {
-			pairs := make([]float64, len(x.RoundTails))
-			for i := range pairs {
-				pairs[i] = x.RoundTails[i] / y.RoundTails[i]
-			}
-			ceiling("half_rate_tail_vs_floor", median(pairs), 1.25)
-		}
-	}
-	// Submit at 128 clients over three instances' pools against submit at
-	// its best: no collapse with connections.
-	if x, ok := r.find("submit_128", 128); ok {
-		if top := bestOf("submit"); top > 0 {
-			v := round3(x.Throughput / top)
-			r.Ratios["submit_128_vs_best"] = v
-			r.Targets = append(r.Targets, target{Name: "submit_128_vs_best >= 0.9", Ratio: v, Goal: 0.9, Met: v >= 0.9})
-		}
-	}
+	r.tailAndScale(ceiling)
 	// The api's own CPU per order (user and system time of its process).
 	if x, ok := r.find("submit", 64); ok && x.CPUUsPerRequest["api"] > 0 {
 		ceiling("api_cpu_us_per_submit", x.CPUUsPerRequest["api"], 350)
@@ -182,6 +163,32 @@ func (r *results) finish() {
 	}
 	if r.ReplayMillion != nil {
 		ceiling("replay_million_heap_growth_mb", r.ReplayMillion.GrowthMB, replayHeapSlackMB)
+	}
+}
+
+// tailAndScale sets the targets of the half-rate tail against the
+// floor's, and of submit at 128 clients against submit at its best;
+// ceiling records an at-most target.
+func (r *results) tailAndScale(ceiling func(name string, v, goal float64)) {
+	// The half-rate tail against the floor's at the same rate, round by
+	// round (each pair saw the same minutes of the disk), the median pair.
+	if x, ok := r.find("submit_half_rate", 64); ok {
+		if y, ok := r.find("floor_place_half_rate", 64); ok && len(x.RoundTails) > 0 && len(x.RoundTails) == len(y.RoundTails) {
+			pairs := make([]float64, len(x.RoundTails))
+			for i := range pairs {
+				pairs[i] = x.RoundTails[i] / y.RoundTails[i]
+			}
+			ceiling("half_rate_tail_vs_floor", median(pairs), 1.25)
+		}
+	}
+	// Submit at 128 clients over three instances' pools against submit at
+	// its best: no collapse with connections.
+	if x, ok := r.find("submit_128", 128); ok {
+		if top := r.bestThroughput("submit"); top > 0 {
+			v := round3(x.Throughput / top)
+			r.Ratios["submit_128_vs_best"] = v
+			r.Targets = append(r.Targets, target{Name: "submit_128_vs_best >= 0.9", Ratio: v, Goal: 0.9, Met: v >= 0.9})
+		}
 	}
 }
 

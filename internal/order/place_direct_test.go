@@ -3,12 +3,20 @@ package order_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/redisconn"
 )
 
 // placedRows is what a placement wrote for one order, without what
@@ -207,4 +215,87 @@ func waitForLockWait(t *testing.T, e benchEnv) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("no submit waited for the busy shards")
+}
+
+// instanceWithoutRedis is another order service on e's database with an
+// idempotency store of its own (its own L1) and no Redis: a second
+// instance while Redis is down, where only PostgreSQL stands between
+// copies of a request.
+func (e benchEnv) instanceWithoutRedis(t *testing.T) *order.Service {
+	t.Helper()
+	logger := slog.New(slog.DiscardHandler)
+	idem, err := idempotency.NewStore(idempotency.Options{DB: e.pool, Redis: &redisconn.Conn{}, Logger: logger, Retention: 72 * time.Hour,
+		InflightTTL: time.Minute, CoalesceWait: 2 * time.Second, L1Bytes: 1 << 20, L1TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(idem.Close)
+	jobs, err := river.NewClient(riverpgxv5.New(e.pool), &river.Config{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := order.NewService(order.Options{Pool: e.pool, IDs: e.ids, Signer: e.signer, Idempotency: idem, Jobs: jobs, Logger: logger,
+		Now: time.Now, TokenTTL: time.Hour, DedupWindow: 10 * time.Minute, PayWindow: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// Copies of one submit (same key, same token) at the same instant on
+// several instances with Redis down: each copy's one statement races the
+// others' on the order and the record; one places the order, every other
+// answers with its response, byte for byte, and the database holds one
+// order, one record, one job, one history row, and the stock is taken
+// once.
+func TestConcurrentCopiesWithoutRedisPlaceOnce(t *testing.T) {
+	t.Parallel()
+	e := newBenchEnv(t)
+	ctx := context.Background()
+	const instances, rounds = 4, 20
+	svcs := make([]*order.Service, instances)
+	for i := range svcs {
+		svcs[i] = e.instanceWithoutRedis(t)
+	}
+	dish := e.dishes[3]
+	for round := range rounds {
+		tok := e.token(t, 5_000+round, dish)
+		key := fmt.Sprintf("copies-%d", round)
+		bodies := make([]string, instances)
+		errs := make([]error, instances)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i, svc := range svcs {
+			wg.Go(func() {
+				start.Wait()
+				res, err := svc.Submit(ctx, e.user, key, tok, order.PlacedReply)
+				bodies[i], errs[i] = fmt.Sprintf("%d %s", res.Response.Status, res.Response.Body), err
+			})
+		}
+		start.Done()
+		wg.Wait()
+		for i := range instances {
+			if errs[i] != nil {
+				t.Fatalf("round %d instance %d: %v", round, i, errs[i])
+			}
+			if bodies[i] != bodies[0] || !strings.HasPrefix(bodies[i], "201 ") {
+				t.Fatalf("round %d: instance %d answered %q, instance 0 %q", round, i, bodies[i], bodies[0])
+			}
+		}
+	}
+	for table, want := range map[string]int{
+		"orders": rounds, "idempotency_records": rounds, "order_status_history": rounds, "order_items": rounds, "stock_reservations": rounds,
+		"river_job WHERE kind = 'order.payment_timeout'": rounds,
+	} {
+		var n int
+		if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("%s: %d rows, want %d", table, n, want)
+		}
+	}
+	if taken := int(benchStock) - e.stock(t, dish); taken != rounds {
+		t.Errorf("%d units of the dish taken, want %d", taken, rounds)
+	}
 }
