@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/redisconn"
@@ -297,5 +298,38 @@ func TestConcurrentCopiesWithoutRedisPlaceOnce(t *testing.T) {
 	}
 	if taken := int(benchStock) - e.stock(t, dish); taken != rounds {
 		t.Errorf("%d units of the dish taken, want %d", taken, rounds)
+	}
+}
+
+// The user, merchant and dishes an order names are no longer held by
+// foreign keys (migration 00020), but a delete of one is still refused,
+// as a foreign-key violation, and deletes nothing.
+func TestRowsNamedByOrdersAreNotDeleted(t *testing.T) {
+	t.Parallel()
+	e := newBenchEnv(t)
+	ctx := context.Background()
+	dish := e.dishes[5]
+	if res, err := e.svc.Submit(ctx, e.user, "named", e.token(t, 1, dish), order.PlacedReply); err != nil || res.Response.Status != 201 {
+		t.Fatalf("submit: %v %d", err, res.Response.Status)
+	}
+	for _, tc := range []struct {
+		table string
+		id    int64
+	}{{"users", e.user}, {"merchants", e.merchant}, {"dishes", dish}} {
+		tag, err := e.pool.Exec(ctx, "DELETE FROM "+tc.table+" WHERE id = $1", tc.id)
+		if _, ok := db.ForeignKeyViolation(err); !ok {
+			t.Errorf("delete from %s: %v (%s), want a foreign-key violation", tc.table, err, tag)
+		}
+	}
+	// A dish no order names can go (with its stock rows first).
+	unnamed := e.dishes[6]
+	if _, err := e.pool.Exec(ctx, "DELETE FROM dish_stock WHERE dish_id = $1", unnamed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, "DELETE FROM stock_adjustments WHERE dish_id = $1", unnamed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, "DELETE FROM dishes WHERE id = $1", unnamed); err != nil {
+		t.Errorf("delete a dish no order names: %v", err)
 	}
 }
