@@ -33,8 +33,12 @@ type Request struct {
 	// round trip, one transaction) on q, taking the record's columns from
 	// row. It reports false, having changed nothing, when this request
 	// needs Change's transaction after all; Do then runs Change.
-	Direct func(ctx context.Context, q dbsqlc.DBTX, row RecordRower) (Record, bool, error)
+	Direct DirectChange
 }
+
+// DirectChange makes a change and records its answer in one statement on
+// q: see Request.Direct.
+type DirectChange func(ctx context.Context, q dbsqlc.DBTX, row RecordRower) (Record, bool, error)
 
 // RecordRow is the idempotency_records row of a user's answer, for a
 // Request.Direct statement to insert with its change.
@@ -183,7 +187,7 @@ func (s *Store) replayOrRefuse(ctx context.Context, c *claim, body string, refus
 // run runs change and records its response in one transaction. It
 // returns the record to answer with, and whether that record was an
 // earlier request's (a replay).
-func (s *Store) run(ctx context.Context, c *claim, direct func(context.Context, dbsqlc.DBTX, RecordRower) (Record, bool, error), change Change) (Record, bool, error) {
+func (s *Store) run(ctx context.Context, c *claim, direct DirectChange, change Change) (Record, bool, error) {
 	if c.scope.name != "" {
 		return s.runClaimed(ctx, c, change)
 	}

@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -331,5 +332,59 @@ func TestRowsNamedByOrdersAreNotDeleted(t *testing.T) {
 	}
 	if _, err := e.pool.Exec(ctx, "DELETE FROM dishes WHERE id = $1", unnamed); err != nil {
 		t.Errorf("delete a dish no order names: %v", err)
+	}
+}
+
+// One key sent with two different carts at the same instant on two
+// instances with Redis down: each one-statement placement inserts its own
+// order, and only the idempotency record's key stands between them. One
+// commits (201); the other's statement fails on the record and rolls back
+// whole, order and stock included, and it is refused as another request
+// under the key; the database holds one order per round.
+func TestOneKeyTwoCartsWithoutRedisPlaceOne(t *testing.T) {
+	t.Parallel()
+	e := newBenchEnv(t)
+	ctx := context.Background()
+	svcs := []*order.Service{e.instanceWithoutRedis(t), e.instanceWithoutRedis(t)}
+	const rounds = 20
+	dishes := []int64{e.dishes[7], e.dishes[8]}
+	for round := range rounds {
+		toks := []string{e.token(t, 7_000+2*round, dishes[0]), e.token(t, 7_001+2*round, dishes[1])}
+		key := fmt.Sprintf("one-key-%d", round)
+		statuses := make([]int, 2)
+		errs := make([]error, 2)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i := range 2 {
+			wg.Go(func() {
+				start.Wait()
+				res, err := svcs[i].Submit(ctx, e.user, key, toks[i], order.PlacedReply)
+				statuses[i], errs[i] = res.Response.Status, err
+			})
+		}
+		start.Done()
+		wg.Wait()
+		created, refused := 0, 0
+		for i := range 2 {
+			switch {
+			case errs[i] == nil && statuses[i] == 201:
+				created++
+			case errors.Is(errs[i], idempotency.ErrMismatch):
+				refused++
+			default:
+				t.Fatalf("round %d copy %d: %d %v", round, i, statuses[i], errs[i])
+			}
+		}
+		if created != 1 || refused != 1 {
+			t.Fatalf("round %d: %d placed, %d refused; want one of each", round, created, refused)
+		}
+	}
+	var orders, records int
+	if err := e.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM idempotency_records)").Scan(&orders, &records); err != nil {
+		t.Fatal(err)
+	}
+	taken := 2*int(benchStock) - e.stock(t, dishes[0]) - e.stock(t, dishes[1])
+	if orders != rounds || records != rounds || taken != rounds {
+		t.Errorf("%d orders, %d records, %d units taken; want %d each", orders, records, taken, rounds)
 	}
 }

@@ -584,22 +584,19 @@ func (s *Service) countSubmit(res idempotency.Result, err error) {
 // (same token, another key, or a retry after Redis forgot) is returned
 // as it is, marked Duplicate.
 func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, beforeTake func(dbsqlc.DBTX, Placed) error) (Placed, error) {
-	digest := in.IntentDigest(tok.Seq)
-	addr, err := json.Marshal(in.Address)
+	o, err := s.newOrderRow(tok, in)
 	if err != nil {
 		return Placed{}, err
 	}
-	now := s.now()
 	row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
-		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID,
-		IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()), IntentSeq: int32(tok.Seq), //nolint:gosec // G115: small, from our signed token
-		DigestAlg: DigestAlg, ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
-		Address: addr, Remark: in.Remark, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now,
+		ID: o.ID, UserID: o.UserID, MerchantID: o.MerchantID, IntentDigest: o.IntentDigest, ContentDigest: o.ContentDigest, IntentSeq: o.IntentSeq,
+		DigestAlg: o.DigestAlg, ItemsTotalFen: o.ItemsTotalFen, PackagingFeeFen: o.PackagingFeeFen, DeliveryFeeFen: o.DeliveryFeeFen, TotalFen: o.TotalFen,
+		Address: o.Address, Remark: o.Remark, PayDeadline: o.PayDeadline, CreatedAt: o.CreatedAt,
 	})
 	var p Placed
 	switch {
 	case errors.Is(err, db.ErrNotFound):
-		existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: tok.UserID, IntentDigest: digest[:]})
+		existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: o.UserID, IntentDigest: o.IntentDigest})
 		if err != nil {
 			return Placed{}, fmt.Errorf("read placed order: %w", err)
 		}
@@ -661,6 +658,24 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	return o, nil
 }
 
+// newOrderRow is the orders row of a verified token's new order, as
+// inserting it writes it (the columns' defaults included): what both
+// placement paths insert, and what the one-statement path answers with.
+func (s *Service) newOrderRow(tok Token, in Intent) (dbsqlc.Order, error) {
+	addr, err := json.Marshal(in.Address)
+	if err != nil {
+		return dbsqlc.Order{}, err
+	}
+	digest := in.IntentDigest(tok.Seq)
+	now := s.now()
+	return dbsqlc.Order{
+		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID, IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()),
+		IntentSeq: int32(tok.Seq), DigestAlg: DigestAlg, Status: statemachine.PendingPayment, //nolint:gosec // G115: small, from our signed token
+		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
+		Address: addr, Remark: in.Remark, Version: 1, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now, UpdatedAt: now,
+	}, nil
+}
+
 // orderItems are the rows of tok's lines for order id.
 func orderItems(id int64, tok Token) []dbsqlc.OrderItem {
 	items := make([]dbsqlc.OrderItem, len(tok.Items))
@@ -695,18 +710,9 @@ const codeTakeNeedsFullPath = "TK001"
 // line's stock needs the full take (a busy, short or changed dish): the
 // caller then runs place in a transaction.
 func (s *Service) placeDirect(ctx context.Context, q dbsqlc.DBTX, tok Token, in Intent, reply Reply, recordRow idempotency.RecordRower) (idempotency.Record, bool, error) {
-	digest := in.IntentDigest(tok.Seq)
-	addr, err := json.Marshal(in.Address)
+	row, err := s.newOrderRow(tok, in)
 	if err != nil {
 		return idempotency.Record{}, false, err
-	}
-	now := s.now()
-	// The row as order_place writes it (the columns' defaults included).
-	row := dbsqlc.Order{
-		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID, IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()),
-		IntentSeq: int32(tok.Seq), DigestAlg: DigestAlg, Status: statemachine.PendingPayment, //nolint:gosec // G115: small, from our signed token
-		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
-		Address: addr, Remark: in.Remark, Version: 1, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now, UpdatedAt: now,
 	}
 	items := orderItems(row.ID, tok)
 	resp, err := reply(Placed{Order: orderFromRow(row, items, in.Address)})
@@ -720,8 +726,8 @@ func (s *Service) placeDirect(ctx context.Context, q dbsqlc.DBTX, tok Token, in 
 	p := dbsqlc.OrderPlaceParams{
 		ID: row.ID, UserID: row.UserID, MerchantID: row.MerchantID, IntentDigest: row.IntentDigest, ContentDigest: row.ContentDigest,
 		IntentSeq: row.IntentSeq, DigestAlg: row.DigestAlg, ItemsTotalFen: row.ItemsTotalFen, PackagingFeeFen: row.PackagingFeeFen,
-		DeliveryFeeFen: row.DeliveryFeeFen, TotalFen: row.TotalFen, Address: addr, Remark: row.Remark,
-		PayDeadline: row.PayDeadline, CreatedAt: now, Actor: placedBy(row.UserID), QuoteVersion: tok.QuoteVersion,
+		DeliveryFeeFen: row.DeliveryFeeFen, TotalFen: row.TotalFen, Address: row.Address, Remark: row.Remark,
+		PayDeadline: row.PayDeadline, CreatedAt: row.CreatedAt, Actor: placedBy(row.UserID), QuoteVersion: tok.QuoteVersion,
 		JobMaxAttempts: s.jobMaxAttempts(), JobMetadata: telemetry.JobMetadata(ctx),
 		RecordKey: rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
 		RecordHeaders: rec.Headers, RecordBody: rec.Body, RecordExpiresAt: rec.ExpiresAt,
