@@ -218,11 +218,13 @@ func TestSubscribeMessagesOncePerStatus(t *testing.T) {
 			return sh.count(t, `SELECT count(*) FROM river_job WHERE kind = 'subscribemsg.send' AND args->>'order_id' = $1 AND cardinality(errors) >= 1`, o) == 1
 		})
 		sh.wx(t, "/sim/messages/config", wxsim.MessageConfig{})
-		// The message went out; the retry finds the one-time subscription
-		// used (43101) and stops.
+		// Whichever reaches WeChat first uses the one-time subscription:
+		// the timed-out send (then the retry finds it used, 43101, and
+		// stops: refused) or, when the retry comes before WeChat's slow
+		// answer, the retry (sent). Either way the customer gets one.
 		waitUntil(t, "the retried message settled", func() bool { return sh.outcome(t, o, "tplAccepted") != "" })
-		if n := messagesFor(sh.wxMessages(t), o, "tplAccepted"); n != 1 || sh.outcome(t, o, "tplAccepted") != "refused" {
-			t.Errorf("%d messages, outcome %q, want 1 and refused", n, sh.outcome(t, o, "tplAccepted"))
+		if n, out := messagesFor(sh.wxMessages(t), o, "tplAccepted"), sh.outcome(t, o, "tplAccepted"); n != 1 || (out != "refused" && out != "sent") {
+			t.Errorf("%d messages, outcome %q, want 1 and refused or sent", n, out)
 		}
 	})
 
