@@ -828,8 +828,8 @@ type notification struct {
 	body   []byte
 }
 
-// notifications creates n unpaid orders with an open payment each (as a
-// prepay leaves them) and signs a TRANSACTION.SUCCESS notification for
+// notifications creates n unpaid orders of two lines with an open
+// payment each (as a prepay leaves them) and signs a TRANSACTION.SUCCESS notification for
 // each, as the platform would send it.
 func (e *env) notifications(ctx context.Context, n int) ([]notification, error) {
 	rows, err := e.db.Query(ctx, `WITH o AS (
@@ -839,7 +839,11 @@ func (e *env) notifications(ctx context.Context, n int) ([]notification, error) 
 	      sha256(convert_to('i' || g || clock_timestamp(), 'UTF8')), sha256(convert_to('c' || g || clock_timestamp(), 'UTF8')), 1, 'SM3',
 	      'PENDING_PAYMENT', 1000, 300, 1300, '{"name":"B","phone":"1","detail":"d"}', now() + interval '1 hour', now(), now()
 	    FROM generate_series(1, $2) g RETURNING id),
-	  h AS (INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) SELECT id, NULL, 'PENDING_PAYMENT', 1, 'user:bench' FROM o)
+	  h AS (INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) SELECT id, NULL, 'PENDING_PAYMENT', 1, 'user:bench' FROM o),
+	  i AS (INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen)
+	    SELECT o.id, l.line, d.id, d.name, l.qty, l.price, l.qty * l.price
+	    FROM o, (VALUES (0::smallint, 2, 300::bigint, 0), (1::smallint, 1, 400::bigint, 1)) AS l(line, qty, price, pick),
+	      LATERAL (SELECT id, name FROM dishes WHERE merchant_id = $1 ORDER BY id OFFSET l.pick LIMIT 1) d)
 	  INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, prepay_id, prepay_expires_at)
 	  SELECT id, $5, $3, $4, 'T' || id || '-1', 1300, 'wx-prepay-' || id, now() + interval '1 hour' FROM o
 	  RETURNING order_id`, e.merchant, n, benchMchID, "wxd0000000000000sim", payment.Channel)

@@ -17,6 +17,28 @@ SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade
 -- name: PaymentGetByOutTradeNoForUpdate :one
 SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade_no = @out_trade_no FOR UPDATE;
 
+-- name: PaymentOrderLines :many
+-- The order a payment is for, with its lines: one row per line (an order
+-- has at least one), the order and its items in one round trip.
+SELECT sqlc.embed(o), sqlc.embed(i)
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+JOIN order_items i ON i.order_id = o.id
+WHERE p.channel = @channel AND p.mchid = @mchid AND p.out_trade_no = @out_trade_no
+ORDER BY i.line;
+
+-- name: PaymentSucceed :one
+-- A successful payment and its order's transition in one statement (see
+-- migration 00021): applied, duplicate or transaction.
+SELECT payment_succeed(
+    sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
+    sqlc.arg(amount_fen)::bigint, sqlc.arg(currency)::text, sqlc.arg(notification_id)::text,
+    sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz, sqlc.arg(order_id)::bigint,
+    sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(version)::bigint,
+    sqlc.arg(updated_at)::timestamptz, sqlc.arg(actor)::text, sqlc.arg(reason)::text,
+    sqlc.narg(event_id)::text, sqlc.narg(event_type)::text, sqlc.narg(event_body)::json
+)::text AS outcome;
+
 -- name: PaymentsByOrder :many
 SELECT * FROM payments WHERE order_id = @order_id ORDER BY id;
 

@@ -199,13 +199,9 @@ func (s *Service) publish(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, out 
 	if !s.opts.WebhookEnabled && s.opts.Events == nil {
 		return nil
 	}
-	body, err := json.Marshal(out)
+	ev, err := orderEvent(row, out, typ, version, at)
 	if err != nil {
 		return err
-	}
-	ev := webhook.Event{
-		ID: webhook.EventID(row.ID, typ, version), Type: typ, OrderID: out.ID, MerchantID: out.MerchantID,
-		Status: string(row.Status), Version: row.Version, OccurredAt: at, Order: body,
 	}
 	if s.opts.Events != nil {
 		if err := s.opts.Events.Record(ctx, tx, row.MerchantID, row.ID, ev); err != nil {
@@ -221,6 +217,19 @@ func (s *Service) publish(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, out 
 		return fmt.Errorf("insert webhook job: %w", err)
 	}
 	return nil
+}
+
+// orderEvent is the event of an order's change: row and out are the
+// order after it.
+func orderEvent(row dbsqlc.Order, out Order, typ string, version int64, at time.Time) (webhook.Event, error) {
+	body, err := json.Marshal(out)
+	if err != nil {
+		return webhook.Event{}, err
+	}
+	return webhook.Event{
+		ID: webhook.EventID(row.ID, typ, version), Type: typ, OrderID: out.ID, MerchantID: out.MerchantID,
+		Status: string(row.Status), Version: row.Version, OccurredAt: at.UTC(), Order: body,
+	}, nil
 }
 
 // AutoCompleteArgs is the job that completes a delivery nobody marked

@@ -54,12 +54,20 @@ func (PaymentTimeoutArgs) Kind() string { return "order.payment_timeout" }
 // (orderstream.Hub).
 type EventRecorder interface {
 	Record(ctx context.Context, tx pgx.Tx, merchantID, orderID int64, ev webhook.Event) error
+	// Body encodes ev as Record stores it, for a statement that writes
+	// the event itself (a DirectTransition); Wrote tells the recorder
+	// that such a statement committed one.
+	Body(ev webhook.Event) ([]byte, error)
+	Wrote()
 }
 
 // CustomerMessages queues the WeChat subscribe message of an order's new
 // status within tx, when the customer granted one (subscribemsg.Sender).
 type CustomerMessages interface {
 	Enqueue(ctx context.Context, tx pgx.Tx, orderID int64, status statemachine.Status) error
+	// Queues reports whether a change to status may queue a message (a
+	// template is configured for it).
+	Queues(status statemachine.Status) bool
 }
 
 // Options configure a Service.

@@ -17,6 +17,7 @@ import (
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment/paystate"
 	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/statemachine"
@@ -33,6 +34,7 @@ const (
 // it applies transitions through, as cmd/api wires them.
 type fixture struct {
 	pool     *pgxpool.Pool
+	hub      *orderstream.Hub // the live-order outbox, which every instance records events in
 	svc      *Service
 	platform *rsa.PrivateKey // signs notifications as the platform does
 	apiV3Key []byte
@@ -57,6 +59,9 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.platform = key
+	if f.hub, err = orderstream.NewHub(orderstream.Options{Pool: pool, Redis: testenv.NewRedis(t).Conn(t)}); err != nil {
+		t.Fatal(err)
+	}
 	f.svc = f.newService(t)
 	return f
 }
@@ -71,7 +76,8 @@ func (f *fixture) newService(t *testing.T) *Service {
 		t.Fatal(err)
 	}
 	effects := NewEffects(inserter)
-	orders, err := order.NewService(order.Options{Pool: f.pool, Jobs: inserter, Payments: effects, Logger: logger, Now: time.Now})
+	orders, err := order.NewService(order.Options{Pool: f.pool, Jobs: inserter, Payments: effects, Logger: logger, Now: time.Now,
+		Events: f.hub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +90,8 @@ func (f *fixture) newService(t *testing.T) *Service {
 	return svc
 }
 
-// order inserts an order of 1,200 fen in status with an open payment
-// attempt and returns the order id and the attempt's out_trade_no.
+// order inserts an order of 1,200 fen (one line) in status with an open
+// payment attempt and returns the order id and the attempt's out_trade_no.
 func (f *fixture) order(t *testing.T, status statemachine.Status) (int64, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -97,6 +103,10 @@ func (f *fixture) order(t *testing.T, status statemachine.Status) (int64, string
 		items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $4, 1, 'sm3/v1', $5, 1200, 0, 1200, '{}', now() + interval '1 hour', now(), now())`,
 		id, f.user, f.merchant, digest, string(status)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(ctx, `INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen)
+		VALUES ($1, 0, 1, 'Rice bowl', 2, 600, 1200)`, id); err != nil {
 		t.Fatal(err)
 	}
 	no := OutTradeNo(id, 1)

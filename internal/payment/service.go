@@ -58,6 +58,10 @@ type Orders interface {
 	Get(ctx context.Context, userID, orderID int64) (order.Order, error)
 	ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event statemachine.Event, actor order.Actor, reason string) (order.Applied, error)
 	PrepareRefundTx(ctx context.Context, tx pgx.Tx, orderID int64, actor order.Actor, lines []order.RefundLine, restock bool) (int64, error)
+	// PrepareDirect and DirectApplied write a transition in one statement
+	// with the payment (payment_succeed), when it can be.
+	PrepareDirect(o dbsqlc.Order, items []dbsqlc.OrderItem, event statemachine.Event, actor order.Actor, reason string) (order.DirectTransition, bool, error)
+	DirectApplied(dt order.DirectTransition)
 }
 
 // Service takes payments and refunds.
@@ -66,7 +70,9 @@ type Service struct {
 	q *dbsqlc.Queries
 
 	callbacks *prometheus.CounterVec
-	anomalies *prometheus.CounterVec
+	// successPaths counts successful payments by how they were applied.
+	successPaths *prometheus.CounterVec
+	anomalies    *prometheus.CounterVec
 	// sweeps counts the reconciliation sweep's checks by kind and outcome.
 	sweeps *prometheus.CounterVec
 	// delivered remembers the exact notifications (headers and body) that
@@ -131,6 +137,10 @@ func NewService(o Options) (*Service, error) {
 			Name: "takeout_payment_callbacks_total",
 			Help: "Payment callbacks by source (v3, v2, query) and outcome (applied, duplicate, in_flight, refunded_late, refunded_double, anomaly, rejected).",
 		}, []string{"source", "outcome"}),
+		successPaths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_payment_success_paths_total",
+			Help: "Successful payment results by how they were applied: one_statement (payment_succeed, one round trip after reading the order) or transaction (statement by statement: an anomaly, a late or second payment, an order that changed meanwhile, or a transition with more effects).",
+		}, []string{"path"}),
 		anomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_payment_anomalies_total",
 			Help: "Payment callbacks that did not match their payment, by kind.",
@@ -153,6 +163,9 @@ func NewService(o Options) (*Service, error) {
 	for _, kind := range anomalyKinds {
 		s.anomalies.WithLabelValues(kind)
 	}
+	for _, path := range []string{"one_statement", "transaction"} {
+		s.successPaths.WithLabelValues(path)
+	}
 	for _, kind := range []string{"payment", "refund"} {
 		for _, outcome := range []string{"checked", "failed", "skipped"} {
 			s.sweeps.WithLabelValues(kind, outcome)
@@ -161,7 +174,7 @@ func NewService(o Options) (*Service, error) {
 	if o.Registerer != nil {
 		attention := &refundsCollector{s: s, desc: prometheus.NewDesc("takeout_refunds_needing_attention",
 			"Refunds that failed at the platform (ABNORMAL, CLOSED) and wait for an operator to retry or settle them: money owed to customers.", nil, nil)}
-		for _, c := range []prometheus.Collector{s.callbacks, s.anomalies, s.sweeps, attention} {
+		for _, c := range []prometheus.Collector{s.callbacks, s.successPaths, s.anomalies, s.sweeps, attention} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register payment metrics: %w", err)
 			}
@@ -361,7 +374,10 @@ func (s *Service) HandleTransaction(ctx context.Context, src Source, t Transacti
 		return ErrInFlight
 	}
 	defer s.applying.Delete(key)
-	outcome, err := s.applyTransaction(ctx, src, t)
+	outcome, done, err := s.applyDirect(ctx, src, t)
+	if err == nil && !done {
+		outcome, err = s.applyTransaction(ctx, src, t)
+	}
 	if err != nil {
 		return err
 	}
@@ -374,7 +390,83 @@ func (s *Service) HandleTransaction(ctx context.Context, src Source, t Transacti
 	return nil
 }
 
+// codeOrderMoved is what payment_succeed raises when the order is no
+// longer at the status and version read (migration 00021).
+const codeOrderMoved = "TK002"
+
+// applyDirect applies a successful transaction in one statement
+// (payment_succeed) after one read of the order and its lines: the
+// notification, the payment, the order's transition, its history and
+// its event, in two round trips where the transaction path takes eight.
+// done is false, with nothing written, when the transaction path must
+// decide: a result that is not a plain success of the payment we asked
+// for, an order the payment cannot simply move (not waiting, or a
+// transition with more effects), or one that changed since it was read.
+func (s *Service) applyDirect(ctx context.Context, src Source, t Transaction) (outcome string, done bool, err error) {
+	if t.TradeState != TradeSuccess || t.MchID != s.o.MchID {
+		return "", false, nil
+	}
+	lines, err := s.q.PaymentOrderLines(ctx, s.o.Pool, dbsqlc.PaymentOrderLinesParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo})
+	if err != nil {
+		return "", false, fmt.Errorf("read the order of %s: %w", t.OutTradeNo, err)
+	}
+	if len(lines) == 0 {
+		return "", false, nil
+	}
+	items := make([]dbsqlc.OrderItem, len(lines))
+	for i, l := range lines {
+		items[i] = l.OrderItem
+	}
+	dt, ok, err := s.o.Orders.PrepareDirect(lines[0].Order, items, statemachine.Pay, paymentActor(src), "paid "+t.TransactionID)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	outcome, err = s.q.PaymentSucceed(ctx, s.o.Pool, dbsqlc.PaymentSucceedParams{
+		Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo, Appid: t.AppID, AmountFen: t.Amount.Total,
+		Currency: t.Amount.Currency, NotificationID: notificationID(src, t), TransactionID: t.TransactionID, PaidAt: s.paidAt(t),
+		OrderID: dt.OrderID, FromStatus: string(dt.From), ToStatus: string(dt.To), Version: dt.Version, UpdatedAt: dt.UpdatedAt,
+		Actor: dt.Actor, Reason: dt.Reason, EventID: dt.EventID, EventType: dt.EventType, EventBody: dt.EventBody,
+	})
+	switch {
+	case db.Raised(err, codeOrderMoved), err == nil && outcome == "transaction":
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("apply payment %s: %w", t.OutTradeNo, err)
+	}
+	if outcome == "applied" {
+		s.o.Orders.DirectApplied(dt)
+	}
+	s.successPaths.WithLabelValues("one_statement").Inc()
+	return outcome, true, nil
+}
+
+// paymentActor is who moves an order on a payment result from src.
+func paymentActor(src Source) order.Actor {
+	return order.Actor{Kind: statemachine.Payment, Name: src.Kind}
+}
+
+// notificationID is the id a payment result is recorded under: the
+// notification's, or, for a result without one (a query), one per
+// source and transaction.
+func notificationID(src Source, t Transaction) string {
+	if src.NotificationID != "" {
+		return src.NotificationID
+	}
+	return src.Kind + ":" + t.TransactionID
+}
+
+// paidAt is when the platform says t was paid, or now.
+func (s *Service) paidAt(t Transaction) time.Time {
+	if ts, err := time.Parse(time.RFC3339, t.SuccessTime); err == nil {
+		return ts
+	}
+	return s.o.Now()
+}
+
 func (s *Service) applyTransaction(ctx context.Context, src Source, t Transaction) (string, error) {
+	if t.TradeState == TradeSuccess {
+		s.successPaths.WithLabelValues("transaction").Inc()
+	}
 	var outcome string
 	err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
 		p, err := s.q.PaymentGetByOutTradeNoForUpdate(ctx, tx, dbsqlc.PaymentGetByOutTradeNoForUpdateParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo})
@@ -388,10 +480,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			outcome = "anomaly"
 			return s.recordAnomaly(ctx, tx, src.NotificationID+"/"+t.TransactionID, t.OutTradeNo, kind, detail, t)
 		}
-		nid := src.NotificationID
-		if nid == "" {
-			nid = src.Kind + ":" + t.TransactionID
-		}
+		nid := notificationID(src, t)
 		if t.TradeState != TradeSuccess {
 			_, err := s.q.NotificationInsert(ctx, tx, dbsqlc.NotificationInsertParams{Channel: Channel, NotificationID: nid,
 				TransactionID: t.TransactionID, EventType: "TRANSACTION.SUCCESS", OrderID: &p.OrderID, Outcome: string(t.TradeState)})
@@ -405,10 +494,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			outcome = "ignored"
 			return nil
 		}
-		paidAt := s.o.Now()
-		if ts, err := time.Parse(time.RFC3339, t.SuccessTime); err == nil {
-			paidAt = ts
-		}
+		paidAt := s.paidAt(t)
 		// The notification and the payment in one statement.
 		rec, err := s.q.PaymentRecordSuccess(ctx, tx, dbsqlc.PaymentRecordSuccessParams{Channel: Channel, NotificationID: nid,
 			TransactionID: t.TransactionID, OrderID: &p.OrderID, PaidAt: &paidAt, PaymentID: p.ID})
@@ -431,7 +517,7 @@ func (s *Service) applyTransaction(ctx context.Context, src Source, t Transactio
 			outcome = "duplicate" // seen before, or already SUCCESS (e.g. the query got there first)
 			return nil
 		}
-		a, err := s.o.Orders.ApplyTx(ctx, tx, p.OrderID, statemachine.Pay, order.Actor{Kind: statemachine.Payment, Name: src.Kind}, "paid "+t.TransactionID)
+		a, err := s.o.Orders.ApplyTx(ctx, tx, p.OrderID, statemachine.Pay, paymentActor(src), "paid "+t.TransactionID)
 		switch pe, _ := problem.As(err); {
 		case err == nil && !a.Replayed:
 			outcome = "applied"

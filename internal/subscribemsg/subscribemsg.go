@@ -115,6 +115,10 @@ type Args struct {
 // Kind names the job.
 func (Args) Kind() string { return "subscribemsg.send" }
 
+// Queues reports whether a change to status may queue a message: a
+// template is configured for it.
+func (s *Sender) Queues(status statemachine.Status) bool { return s.opts.Templates[status] != "" }
+
 // Enqueue queues the message of orderID's new status within tx, when the
 // status has a template the customer granted and no other status took.
 func (s *Sender) Enqueue(ctx context.Context, tx pgx.Tx, orderID int64, status statemachine.Status) error {

@@ -1,0 +1,251 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/order"
+	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/webhook"
+)
+
+// paidRows is what a successful payment leaves in the database for one
+// order, with its ids and times left out so two orders compare.
+type paidRows struct {
+	Status        statemachine.Status
+	Version       int64
+	Payment       string
+	PaidAt        time.Time
+	Notifications []string // event_type/outcome
+	History       []string // from>to@version by actor: reason
+	Events        []string // type@version
+	Refunds       int
+	Jobs          int
+}
+
+func (f *fixture) paidRows(t *testing.T, orderID int64, txn string) paidRows {
+	t.Helper()
+	ctx := context.Background()
+	var r paidRows
+	// The transaction ids differ by order: each reads as TXN.
+	if err := f.pool.QueryRow(ctx, `SELECT o.status, o.version, p.status || '/' || replace(coalesce(p.transaction_id, ''), $2, 'TXN'),
+		coalesce(p.paid_at, 'epoch') FROM orders o JOIN payments p ON p.order_id = o.id WHERE o.id = $1`, orderID, txn).
+		Scan(&r.Status, &r.Version, &r.Payment, &r.PaidAt); err != nil {
+		t.Fatal(err)
+	}
+	r.Notifications = f.strings(t, `SELECT event_type || '/' || outcome FROM payment_notifications WHERE order_id = $1 ORDER BY id`, orderID)
+	r.History = f.strings(t, `SELECT coalesce(from_status, '') || '>' || to_status || '@' || version || ' by ' || actor || ': ' || replace(reason, $2, 'TXN')
+		FROM order_status_history WHERE order_id = $1 ORDER BY version`, orderID, txn)
+	r.Events = f.strings(t, `SELECT type || '@' || (body->>'version') FROM order_events WHERE order_id = $1 ORDER BY seq`, orderID)
+	r.Refunds = f.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1", orderID)
+	r.Jobs = f.count(t, "SELECT count(*) FROM river_job WHERE args->>'order_id' = $1", strconv.FormatInt(orderID, 10))
+	return r
+}
+
+func (f *fixture) strings(t *testing.T, query string, args ...any) []string {
+	t.Helper()
+	rows, err := f.pool.Query(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// paidEvent is the order event of orderID's payment, with the order it
+// states.
+func (f *fixture) paidEvent(t *testing.T, orderID int64) (webhook.Event, order.Order) {
+	t.Helper()
+	var body []byte
+	if err := f.pool.QueryRow(context.Background(), "SELECT body FROM order_events WHERE order_id = $1 AND type = 'order.paid'", orderID).Scan(&body); err != nil {
+		t.Fatal(err)
+	}
+	var ev webhook.Event
+	if err := json.Unmarshal(body, &ev); err != nil {
+		t.Fatal(err)
+	}
+	var o order.Order
+	if err := json.Unmarshal(ev.Order, &o); err != nil {
+		t.Fatal(err)
+	}
+	return ev, o
+}
+
+// A successful payment applied in one statement (payment_succeed) writes
+// what the transaction path writes: the order PAID at version 2, the
+// payment SUCCESS with the platform's time, one notification, one history
+// row, one order.paid event that states the order exactly as it reads
+// afterwards, and no refund; a redelivery to an instance that remembers
+// nothing changes nothing on either.
+func TestOneStatementPaymentWritesWhatTheTransactionWrites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	src := Source{Kind: "v3", NotificationID: "one", EventType: "TRANSACTION.SUCCESS"}
+
+	direct, noDirect := f.order(t, statemachine.PendingPayment)
+	if err := f.svc.HandleTransaction(ctx, src, paid(noDirect, "4200000101", 1200)); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(f.svc.successPaths.WithLabelValues("one_statement")); got != 1 {
+		t.Fatalf("one_statement path counted %v times, want 1", got)
+	}
+	viaTx, noTx := f.order(t, statemachine.PendingPayment)
+	src.NotificationID = "two"
+	if outcome, err := f.svc.applyTransaction(ctx, src, paid(noTx, "4200000102", 1200)); err != nil || outcome != "applied" {
+		t.Fatalf("transaction path: %q, %v", outcome, err)
+	}
+	if got := testutil.ToFloat64(f.svc.successPaths.WithLabelValues("transaction")); got != 1 {
+		t.Fatalf("transaction path counted %v times, want 1", got)
+	}
+
+	want := paidRows{Status: statemachine.Paid, Version: 2, Payment: "SUCCESS/TXN", PaidAt: time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC),
+		Notifications: []string{"TRANSACTION.SUCCESS/SUCCESS"},
+		History:       []string{"PENDING_PAYMENT>PAID@2 by payment:v3: paid TXN"},
+		Events:        []string{"order.paid@2"}}
+	for _, c := range []struct {
+		name string
+		id   int64
+		txn  string
+	}{{"one statement", direct, "4200000101"}, {"transaction", viaTx, "4200000102"}} {
+		if diff := cmp.Diff(want, f.paidRows(t, c.id, c.txn), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+			t.Errorf("%s: rows (-want +got):\n%s", c.name, diff)
+		}
+		ev, stated := f.paidEvent(t, c.id)
+		now, err := f.svc.o.Orders.Get(ctx, f.user, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(now, stated); diff != "" {
+			t.Errorf("%s: the event states the order otherwise than it reads (-reads +states):\n%s", c.name, diff)
+		}
+		if !ev.OccurredAt.Equal(now.UpdatedAt) || ev.Status != string(statemachine.Paid) || ev.Version != 2 || ev.ID != webhook.EventID(c.id, "order.paid", 2) {
+			t.Errorf("%s: event %+v, want it to name the order's change at version 2, %v", c.name, ev, now.UpdatedAt)
+		}
+		// Another instance, with nothing remembered, takes a redelivery
+		// for a duplicate.
+		before := f.paidRows(t, c.id, c.txn)
+		redelivery := Source{Kind: "v3", NotificationID: "again-" + c.txn, EventType: "TRANSACTION.SUCCESS"}
+		if err := f.newService(t).HandleTransaction(ctx, redelivery, paid(OutTradeNo(c.id, 1), c.txn, 1200)); err != nil {
+			t.Fatalf("%s: redelivery: %v", c.name, err)
+		}
+		after := f.paidRows(t, c.id, c.txn)
+		after.Notifications = after.Notifications[:1] // a new id for a known transaction is not recorded
+		if diff := cmp.Diff(before, after, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+			t.Errorf("%s: a redelivery changed (-before +after):\n%s", c.name, diff)
+		}
+	}
+}
+
+// An order that changes between the read and payment_succeed fails the
+// statement whole: no notification, no payment change; the transaction
+// path then applies the payment to the order as it now is.
+func TestOneStatementPaymentRefusesAnOrderThatMoved(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id, no := f.order(t, statemachine.PendingPayment)
+	tr := paid(no, "4200000201", 1200)
+	src := Source{Kind: "v3", NotificationID: "moved", EventType: "TRANSACTION.SUCCESS"}
+
+	lines, err := f.svc.q.PaymentOrderLines(ctx, f.pool, dbsqlc.PaymentOrderLinesParams{Channel: Channel, Mchid: testMchID, OutTradeNo: no})
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("read: %d lines, %v", len(lines), err)
+	}
+	dt, ok, err := f.svc.o.Orders.PrepareDirect(lines[0].Order, []dbsqlc.OrderItem{lines[0].OrderItem}, statemachine.Pay, paymentActor(src), "paid")
+	if err != nil || !ok {
+		t.Fatalf("prepare: %v, %v", ok, err)
+	}
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET version = version + 1 WHERE id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.q.PaymentSucceed(ctx, f.pool, dbsqlc.PaymentSucceedParams{Channel: Channel, Mchid: testMchID, OutTradeNo: no, Appid: testAppID,
+		AmountFen: 1200, Currency: "CNY", NotificationID: src.NotificationID, TransactionID: tr.TransactionID, PaidAt: time.Now(),
+		OrderID: id, FromStatus: string(dt.From), ToStatus: string(dt.To), Version: dt.Version, UpdatedAt: dt.UpdatedAt,
+		Actor: dt.Actor, Reason: dt.Reason, EventID: dt.EventID, EventType: dt.EventType, EventBody: dt.EventBody})
+	if !db.Raised(err, codeOrderMoved) {
+		t.Fatalf("payment_succeed on a moved order: %v, want SQLSTATE %s", err, codeOrderMoved)
+	}
+	if n := f.count(t, "SELECT count(*) FROM payment_notifications") + f.count(t, "SELECT count(*) FROM payments WHERE status = 'SUCCESS'") +
+		f.count(t, "SELECT count(*) FROM order_events"); n != 0 {
+		t.Fatalf("the refused statement left %d rows", n)
+	}
+	if err := f.svc.HandleTransaction(ctx, src, tr); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.paidRows(t, id, tr.TransactionID); got.Status != statemachine.Paid || got.Version != 3 || len(got.Events) != 1 {
+		t.Errorf("after the transaction path: %+v, want PAID at version 3 with one event", got)
+	}
+}
+
+// A payment and the customer's cancel, at the same instant on two
+// instances, 20 times: the cancel always succeeds and the money goes back
+// exactly once, whichever came first: paid first, the order is PAID then
+// REFUNDING (the cancel asks for the refund); cancelled first, it stays
+// CANCELLED and the late payment is refunded. Each change has one history
+// row and one event, and the payment one notification.
+func TestPaymentRacingACancelSettlesOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	other := f.newService(t)
+	orders := other.o.Orders.(*order.Service)
+	ctx := context.Background()
+	for round := range 20 {
+		id, no := f.order(t, statemachine.PendingPayment)
+		txn := "42000003" + strconv.Itoa(round)
+		var payErr, cancelErr error
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			payErr = f.svc.HandleTransaction(ctx, Source{Kind: "v3", NotificationID: "race-" + txn, EventType: "TRANSACTION.SUCCESS"}, paid(no, txn, 1200))
+		})
+		wg.Go(func() {
+			<-start
+			_, cancelErr = orders.Apply(ctx, id, statemachine.Cancel, order.Actor{Kind: statemachine.User, UserID: f.user}, "changed my mind")
+		})
+		close(start)
+		wg.Wait()
+		if payErr != nil {
+			t.Fatalf("round %d: payment: %v", round, payErr)
+		}
+		got := f.paidRows(t, id, txn)
+		if cancelErr != nil || got.Refunds != 1 || got.Payment != "SUCCESS/TXN" {
+			t.Errorf("round %d: cancel %v, %d refunds, payment %s; want the cancel done and one refund of the paid payment", round, cancelErr, got.Refunds, got.Payment)
+		}
+		var want []string
+		switch got.Status {
+		case statemachine.Refunding:
+			want = []string{"order.paid@2", "order.refunding@3"}
+		case statemachine.Cancelled:
+			want = []string{"order.cancelled@2"}
+		default:
+			t.Errorf("round %d: order %s", round, got.Status)
+		}
+		if !cmp.Equal(got.Events, want) || len(got.History) != len(want) {
+			t.Errorf("round %d: %s with events %v and history %v, want events %v", round, got.Status, got.Events, got.History, want)
+		}
+		if len(got.Notifications) != 1 {
+			t.Errorf("round %d: notifications %v, want one", round, got.Notifications)
+		}
+	}
+}
