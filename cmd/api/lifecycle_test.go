@@ -186,15 +186,23 @@ func TestPaymentTimeoutJob(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Let the paid order's job run too: it must change nothing.
-	for sh.count(t, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND state = 'completed'") < 2 {
+	// The paid order gets no timeout job at all: the sweep queues one only
+	// for an order still unpaid past its deadline, once.
+	for sh.count(t, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND state = 'completed'") < 1 {
 		if time.Now().After(deadline) {
-			t.Fatal("timeout jobs did not complete")
+			t.Fatal("the timeout job did not complete")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	time.Sleep(time.Second) // two more sweeps
+	if n := sh.count(t, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND args->>'order_id' = $1", o.ID); n != 1 {
+		t.Errorf("%d timeout jobs for the unpaid order, want 1", n)
+	}
+	if n := sh.count(t, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND args->>'order_id' = $1", paid.ID); n != 0 {
+		t.Errorf("%d timeout jobs for the paid order, want none", n)
+	}
 	if s := sh.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", paid.ID); s != 1 {
-		t.Error("the timeout job touched a paid order")
+		t.Error("the timeout touched a paid order")
 	}
 	if sh.stock(t, 0) != 4 {
 		t.Errorf("stock %d, want 4 (2 returned, 1 sold)", sh.stock(t, 0))

@@ -247,7 +247,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		Payments: orderPayments, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
-		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, JobMaxAttempts: cfg.JobMaxAttempts, Registerer: a.reg,
+		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: a.reg,
 	})
 	if err != nil {
 		return err
@@ -321,10 +321,15 @@ func (a *app) buildIDs(ctx context.Context) error {
 func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error {
 	cfg := a.cfg
 	workers := river.NewWorkers()
-	kinds := []string{idempotency.PruneArgs{}.Kind(), webhook.Args{}.Kind(), order.PaymentTimeoutArgs{}.Kind(), order.AutoCompleteArgs{}.Kind()}
+	kinds := []string{idempotency.PruneArgs{}.Kind(), webhook.Args{}.Kind(), order.PaymentTimeoutArgs{}.Kind(),
+		order.TimeoutSweepArgs{}.Kind(), order.AutoCompleteArgs{}.Kind()}
 	var check order.DeadlineCheck
-	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil)}
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.OrderTimeoutSweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return order.TimeoutSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+	}
 	if payments != nil {
 		check = payments
 		payments.AddWorkers(workers, cfg.WxPayQueryAfter)

@@ -127,9 +127,10 @@ var tracedEnv = map[string]string{
 
 // One submit is one trace: the HTTP span (continuing the caller's
 // traceparent, which the answer names), the Redis claim, the placement's
-// one statement (which also inserts its job, traceparent in its
-// metadata); the payment-timeout job's later run links back to it; the request's log lines name it; and the span
-// says which idempotency layer answered.
+// one statement; the request's log lines name it; and the span says which
+// idempotency layer answered. The order's payment timeout, queued by the
+// sweep past its deadline, runs in a trace that links back to the
+// sweep's run.
 func TestASubmitIsOneTrace(t *testing.T) {
 	t.Parallel()
 	ps := newPayShop(t, tracedEnv, 10)
@@ -152,9 +153,19 @@ func TestASubmitIsOneTrace(t *testing.T) {
 		t.Errorf("answer's traceparent %q does not continue trace %s", tp, traceID)
 	}
 
-	all := waitSpans(t, api, "payment-timeout run linked to the submit", func(all []span) bool {
-		return linkedTo(all, traceID, "river.work/order.payment_timeout")
+	var sweepTrace string
+	all := waitSpans(t, api, "the payment timeout's run, linked to the sweep's", func(all []span) bool {
+		for _, s := range all {
+			if s.Name == "river.work/order.payment_timeout_sweep" && linkedTo(all, s.SpanContext.TraceID, "river.work/order.payment_timeout") {
+				sweepTrace = s.SpanContext.TraceID
+				return true
+			}
+		}
+		return false
 	})
+	if sweepTrace == traceID {
+		t.Error("the sweep ran in the submit's trace")
+	}
 	root, members := traceOf(t, all, traceID)
 	if root.Name != "POST /v1/orders" || root.attr("http.route") != "/v1/orders" {
 		t.Errorf("root span %q (route %q), want POST /v1/orders", root.Name, root.attr("http.route"))
@@ -166,8 +177,7 @@ func TestASubmitIsOneTrace(t *testing.T) {
 		"a Redis claim": func(s span) bool {
 			return strings.Contains(s.InstrumentationScope.Name, "redisotel") && strings.HasPrefix(s.Name, "eval")
 		},
-		// One statement writes the order, its stock and its job (whose
-		// metadata carries the traceparent the job's run links back to).
+		// One statement writes the order and its stock.
 		"the placement's statement": func(s span) bool {
 			return strings.Contains(s.InstrumentationScope.Name, "otelpgx") && strings.Contains(s.attr("db.query.text")+s.Name, "OrderPlace")
 		},

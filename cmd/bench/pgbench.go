@@ -81,8 +81,8 @@ func bind(queries map[string]string, name string, values map[string]string) (str
 }
 
 // submitScript is the placement transaction as submit runs it: the order,
-// its reservation, item, first history row, payment-timeout job and
-// idempotency record, and the stock last (the first try of
+// its reservation, item, first history row and idempotency record, and
+// the stock last (the first try of
 // inventory.Take: one free shard, in a savepoint). The
 // service sends the statements from the reservation on in one round trip;
 // pgbench sends one at a time.
@@ -106,7 +106,6 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 			"unit_price_fen": "1000", "line_total_fen": "1000", "options": "'[]'", "packaging_fee_fen": "0"}},
 		{"OrderHistoryInsert", map[string]string{"order_id": ":oid", "from_status": "NULL", "to_status": "'PENDING_PAYMENT'",
 			"version": "1", "actor": "'user:' || CAST(:uid AS text)", "reason": "'placed'"}},
-		{"PaymentTimeoutJobInsert", map[string]string{"order_id": ":oid", "max_attempts": "25", "scheduled_at": "now() + interval '15 minutes'", "metadata": "'{}'"}},
 		{"IdempotencyRecordInsert", map[string]string{"user_id": ":uid", "key": "'k' || CAST(:oid AS text)", "fingerprint": digest("f"),
 			"digest_alg": "'SM3'", "order_id": ":oid", "status_code": "201",
 			"headers": `'{"Content-Type":"application/json"}'`, "body": "convert_to(repeat('x', 520), 'UTF8')",

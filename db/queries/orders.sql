@@ -96,7 +96,8 @@ SELECT id FROM orders WHERE id = @id FOR UPDATE;
 
 -- name: OrderPlace :one
 -- A new order and everything that goes with it in one statement (see
--- migration 00019): true when placed, false when the order exists.
+-- migrations 00019 and 00022): true when placed, false when the order
+-- exists.
 SELECT order_place(
     sqlc.arg(id)::bigint, sqlc.arg(user_id)::bigint, sqlc.arg(merchant_id)::bigint, sqlc.arg(intent_digest)::bytea,
     sqlc.arg(content_digest)::bytea, sqlc.arg(intent_seq)::integer, sqlc.arg(digest_alg)::text,
@@ -108,8 +109,19 @@ SELECT order_place(
     sqlc.arg(stock_dish_ids)::bigint[], sqlc.arg(stock_qtys)::integer[], sqlc.arg(stock_prices_fen)::bigint[],
     sqlc.arg(stock_packaging_fees_fen)::bigint[], sqlc.arg(stock_options_versions)::bigint[],
     sqlc.arg(stock_start_shards)::smallint[], sqlc.arg(quote_version)::bigint,
-    sqlc.arg(actor)::text, sqlc.arg(job_max_attempts)::smallint, sqlc.arg(job_metadata)::jsonb,
+    sqlc.arg(actor)::text,
     sqlc.arg(record_key)::text, sqlc.arg(record_fingerprint)::bytea, sqlc.arg(record_digest_alg)::text,
     sqlc.arg(record_status_code)::integer, sqlc.arg(record_headers)::jsonb, sqlc.arg(record_body)::bytea,
     sqlc.arg(record_expires_at)::timestamptz
 )::boolean AS placed;
+
+-- name: OrdersOverdueWithoutTimeout :many
+-- Orders still waiting for payment after their deadline that have no
+-- payment-timeout job yet (queued by the sweep, or by a placement before
+-- migration 00022), oldest deadline first.
+SELECT o.id FROM orders o
+WHERE o.status = 'PENDING_PAYMENT' AND o.pay_deadline <= @now
+  AND NOT EXISTS (SELECT 1 FROM river_job j
+                  WHERE j.kind = 'order.payment_timeout' AND j.args @> jsonb_build_object('order_id', o.id::text))
+ORDER BY o.pay_deadline
+LIMIT @max_rows;

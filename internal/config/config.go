@@ -90,17 +90,21 @@ type Config struct {
 	CatalogCacheTTL  time.Duration `env:"TAKEOUT_CATALOG_CACHE_TTL" envDefault:"60s"`
 	CatalogCacheSize int           `env:"TAKEOUT_CATALOG_CACHE_SIZE" envDefault:"10000"`
 
-	ConfirmSecret     Secret        `env:"TAKEOUT_CONFIRM_SECRET"`
-	ConfirmTokenTTL   time.Duration `env:"TAKEOUT_CONFIRM_TOKEN_TTL" envDefault:"15m"`
-	OrderDedupWindow  time.Duration `env:"TAKEOUT_ORDER_DEDUP_WINDOW" envDefault:"10m"`
-	OrderPayWindow    time.Duration `env:"TAKEOUT_ORDER_PAY_WINDOW" envDefault:"15m"`
-	WorkerLeaseTTL    time.Duration `env:"TAKEOUT_WORKER_LEASE_TTL" envDefault:"30s"`
-	IdemRetention     time.Duration `env:"TAKEOUT_IDEMPOTENCY_RETENTION" envDefault:"72h"`
-	IdemInflightTTL   time.Duration `env:"TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL" envDefault:"60s"`
-	IdemCoalesceWait  time.Duration `env:"TAKEOUT_IDEMPOTENCY_COALESCE_WAIT" envDefault:"2s"`
-	IdemL1Bytes       uint64        `env:"TAKEOUT_IDEMPOTENCY_L1_BYTES" envDefault:"134217728"`
-	IdemL1TTL         time.Duration `env:"TAKEOUT_IDEMPOTENCY_L1_TTL" envDefault:"10m"`
-	IdemPruneInterval time.Duration `env:"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
+	ConfirmSecret    Secret        `env:"TAKEOUT_CONFIRM_SECRET"`
+	ConfirmTokenTTL  time.Duration `env:"TAKEOUT_CONFIRM_TOKEN_TTL" envDefault:"15m"`
+	OrderDedupWindow time.Duration `env:"TAKEOUT_ORDER_DEDUP_WINDOW" envDefault:"10m"`
+	OrderPayWindow   time.Duration `env:"TAKEOUT_ORDER_PAY_WINDOW" envDefault:"15m"`
+	// OrderTimeoutSweepInterval is how often orders past their pay
+	// deadline get their payment-timeout job: an unpaid order is
+	// cancelled up to this long after its deadline.
+	OrderTimeoutSweepInterval time.Duration `env:"TAKEOUT_ORDER_TIMEOUT_SWEEP_INTERVAL" envDefault:"5s"`
+	WorkerLeaseTTL            time.Duration `env:"TAKEOUT_WORKER_LEASE_TTL" envDefault:"30s"`
+	IdemRetention             time.Duration `env:"TAKEOUT_IDEMPOTENCY_RETENTION" envDefault:"72h"`
+	IdemInflightTTL           time.Duration `env:"TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL" envDefault:"60s"`
+	IdemCoalesceWait          time.Duration `env:"TAKEOUT_IDEMPOTENCY_COALESCE_WAIT" envDefault:"2s"`
+	IdemL1Bytes               uint64        `env:"TAKEOUT_IDEMPOTENCY_L1_BYTES" envDefault:"134217728"`
+	IdemL1TTL                 time.Duration `env:"TAKEOUT_IDEMPOTENCY_L1_TTL" envDefault:"10m"`
+	IdemPruneInterval         time.Duration `env:"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
 
 	// GCPercent is the garbage collector's GOGC for `api serve`: a heap
 	// of small live size (the L1 not yet full) is then collected a
@@ -384,6 +388,7 @@ func (c Config) validateIdentity(k *checker) {
 	check(c.ConfirmTokenTTL >= time.Minute, "TAKEOUT_CONFIRM_TOKEN_TTL: want at least 1m")
 	check(c.OrderDedupWindow >= 0, "TAKEOUT_ORDER_DEDUP_WINDOW: must not be negative")
 	check(c.OrderPayWindow >= time.Second, "TAKEOUT_ORDER_PAY_WINDOW: want at least 1s")
+	check(c.OrderTimeoutSweepInterval >= 100*time.Millisecond, "TAKEOUT_ORDER_TIMEOUT_SWEEP_INTERVAL: want at least 100ms")
 	check(c.WorkerLeaseTTL >= 10*time.Second, "TAKEOUT_WORKER_LEASE_TTL: want at least 10s")
 	check(c.IdemRetention >= time.Hour, "TAKEOUT_IDEMPOTENCY_RETENTION: want at least 1h (72h or more in production)")
 	check(c.IdemInflightTTL > c.WriteTimeout, "TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL: must exceed TAKEOUT_HTTP_WRITE_TIMEOUT, the longest a request runs")

@@ -279,9 +279,64 @@ func ignoreSettled(_ Applied, err error) error {
 	return err
 }
 
+// TimeoutSweepArgs is the periodic job that queues the payment-timeout
+// job of each order past its pay deadline that has none. Placing an order
+// writes no job: most orders are paid before their deadline, and a job
+// per order cost the placement a row and seven index entries, and a run
+// at each paid order's deadline that found it paid.
+type TimeoutSweepArgs struct{}
+
+// Kind names the job.
+func (TimeoutSweepArgs) Kind() string { return "order.payment_timeout_sweep" }
+
+// timeoutSweepBatch is how many orders one transaction of the sweep
+// queues jobs for.
+const timeoutSweepBatch = 500
+
+// timeoutSweepWorker queues the due orders' payment-timeout jobs.
+type timeoutSweepWorker struct {
+	river.WorkerDefaults[TimeoutSweepArgs]
+	s *Service
+}
+
+// Work queues the due orders' jobs.
+func (w *timeoutSweepWorker) Work(ctx context.Context, _ *river.Job[TimeoutSweepArgs]) error {
+	_, err := w.s.QueueTimeouts(ctx)
+	return err
+}
+
+// QueueTimeouts queues a payment-timeout job for each order waiting for
+// payment past its deadline without one, a batch per transaction until
+// none is left, and returns how many it queued. Each job is unique by its
+// order, so two sweeps at once (a leader handing over) queue one.
+func (s *Service) QueueTimeouts(ctx context.Context) (int, error) {
+	queued := 0
+	for {
+		n, err := db.WithTxV(ctx, s.opts.Pool, func(tx pgx.Tx) (int, error) {
+			ids, err := s.q.OrdersOverdueWithoutTimeout(ctx, tx, dbsqlc.OrdersOverdueWithoutTimeoutParams{Now: s.now(), MaxRows: timeoutSweepBatch})
+			if err != nil {
+				return 0, fmt.Errorf("read overdue orders: %w", err)
+			}
+			for _, id := range ids {
+				if _, err := s.opts.Jobs.InsertTx(ctx, tx, PaymentTimeoutArgs{OrderID: id}, &river.InsertOpts{
+					UniqueOpts: river.UniqueOpts{ByArgs: true},
+				}); err != nil {
+					return 0, fmt.Errorf("insert payment timeout job: %w", err)
+				}
+			}
+			return len(ids), nil
+		})
+		queued += n
+		if err != nil || n < timeoutSweepBatch {
+			return queued, err
+		}
+	}
+}
+
 // AddWorkers registers the order's job workers; check, when not nil,
 // runs before each pay-deadline cancel.
 func (s *Service) AddWorkers(w *river.Workers, check DeadlineCheck) {
+	river.AddWorker(w, &timeoutSweepWorker{s: s})
 	river.AddWorker(w, &timeoutWorker{s: s, check: check})
 	river.AddWorker(w, &autoCompleteWorker{s: s})
 }

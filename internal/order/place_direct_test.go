@@ -30,10 +30,7 @@ type placedRows struct {
 	Items                               []string
 	Reservations                        []string
 	History                             []string
-	JobKind, JobState, JobQueue         string
-	JobArgsOrderID                      string
-	JobMaxAttempts, JobPriority         int
-	JobAtDeadline                       bool
+	Jobs                                int // none: the sweep queues the payment timeout past the deadline
 	RecordStatus                        int
 	RecordIsAnswer, RecordNamesTheOrder bool
 	StockTaken                          int
@@ -71,13 +68,9 @@ func (e benchEnv) placedRows(t *testing.T, id int64, answer []byte, dish int64) 
 	r.Items = rows(`SELECT concat_ws('|', line, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen) FROM order_items WHERE order_id = $1 ORDER BY line`)
 	r.Reservations = rows(`SELECT concat_ws('|', qty, released_at IS NULL) FROM stock_reservations WHERE order_id = $1 ORDER BY dish_id`)
 	r.History = rows(`SELECT concat_ws('|', coalesce(from_status, '-'), to_status, version, actor, reason) FROM order_status_history WHERE order_id = $1 ORDER BY version`)
-	var scheduled time.Time
-	if err := e.pool.QueryRow(ctx, `SELECT kind, state, queue, args->>'order_id', max_attempts, priority, scheduled_at FROM river_job WHERE args->>'order_id' = $1::bigint::text`, id).
-		Scan(&r.JobKind, &r.JobState, &r.JobQueue, &r.JobArgsOrderID, &r.JobMaxAttempts, &r.JobPriority, &scheduled); err != nil {
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'order_id' = $1::bigint::text`, id).Scan(&r.Jobs); err != nil {
 		t.Fatal(err)
 	}
-	r.JobAtDeadline = scheduled.Equal(deadline)
-	r.JobArgsOrderID = map[bool]string{true: "this order"}[r.JobArgsOrderID == jsonID(id)]
 	var body []byte
 	var orderID *int64
 	if err := e.pool.QueryRow(ctx, `SELECT status_code, body, order_id FROM idempotency_records WHERE order_id = $1`, id).Scan(&r.RecordStatus, &body, &orderID); err != nil {
@@ -88,8 +81,6 @@ func (e benchEnv) placedRows(t *testing.T, id int64, answer []byte, dish int64) 
 	r.StockTaken = int(benchStock) - e.stock(t, dish)
 	return r
 }
-
-func jsonID(id int64) string { b, _ := json.Marshal(id); return string(b) }
 
 // A new order is placed in one statement (order_place) when every dish
 // has a free shard, and statement by statement when one has none (all
@@ -167,7 +158,7 @@ func TestOnePlacementStatementWritesWhatTheTransactionWrites(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("one statement wrote other rows than the transaction (-transaction +one statement):\n%s", diff)
 	}
-	if !got.RecordIsAnswer || got.StockTaken != 1 || len(got.Reservations) != 1 || got.JobArgsOrderID == "" {
+	if !got.RecordIsAnswer || got.StockTaken != 1 || len(got.Reservations) != 1 || got.Jobs != 0 {
 		t.Errorf("rows of the one-statement placement: %+v", got)
 	}
 }
@@ -287,7 +278,7 @@ func TestConcurrentCopiesWithoutRedisPlaceOnce(t *testing.T) {
 	}
 	for table, want := range map[string]int{
 		"orders": rounds, "idempotency_records": rounds, "order_status_history": rounds, "order_items": rounds, "stock_reservations": rounds,
-		"river_job WHERE kind = 'order.payment_timeout'": rounds,
+		"river_job WHERE kind = 'order.payment_timeout'": 0, // queued by the sweep, past the deadline
 	} {
 		var n int
 		if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -29,7 +28,6 @@ import (
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
-	"github.com/takeout/takeout/internal/telemetry"
 	"github.com/takeout/takeout/internal/webhook"
 )
 
@@ -40,8 +38,8 @@ type JobInserter interface {
 }
 
 // PaymentTimeoutArgs is the job that cancels an order still unpaid at its
-// pay deadline. Placement writes it with the order (PaymentTimeoutJobInsert
-// in db/queries/jobs.sql, which must encode these args), once per order.
+// pay deadline. The timeout sweep queues it for each such order
+// (TimeoutSweepArgs), once per order.
 type PaymentTimeoutArgs struct {
 	OrderID int64 `json:"order_id,string"`
 }
@@ -101,10 +99,6 @@ type Options struct {
 	// Messages, when set, queues the customer's subscribe message of a
 	// status change, in the transition's transaction.
 	Messages CustomerMessages
-	// JobMaxAttempts bounds the attempts of the payment-timeout job, which
-	// is written to River's table directly (River's client applies its own
-	// setting to the jobs it inserts); 0 means 25, River's default.
-	JobMaxAttempts int
 	// Payments, when set, runs the payment side of transitions (nil when
 	// payments are not configured: nothing was paid, so nothing is
 	// refunded or closed).
@@ -646,12 +640,6 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	}); err != nil {
 		return Order{}, fmt.Errorf("insert order history: %w", err)
 	}
-	if err := s.q.PaymentTimeoutJobInsert(ctx, pipe, dbsqlc.PaymentTimeoutJobInsertParams{
-		OrderID: row.ID, MaxAttempts: s.jobMaxAttempts(), ScheduledAt: row.PayDeadline,
-		Metadata: telemetry.JobMetadata(ctx),
-	}); err != nil {
-		return Order{}, fmt.Errorf("insert payment timeout job: %w", err)
-	}
 	var addr Address
 	if err := json.Unmarshal(row.Address, &addr); err != nil {
 		return Order{}, fmt.Errorf("decode address: %w", err)
@@ -698,15 +686,6 @@ func orderItems(id int64, tok Token) []dbsqlc.OrderItem {
 // placedBy is the actor of an order's first history row.
 func placedBy(userID int64) string { return "user:" + strconv.FormatInt(userID, 10) }
 
-// jobMaxAttempts is how often the payment-timeout job may run.
-func (s *Service) jobMaxAttempts() int16 {
-	attempts := s.opts.JobMaxAttempts
-	if attempts == 0 {
-		attempts = 25
-	}
-	return int16(min(attempts, math.MaxInt16)) //nolint:gosec // G115: clamped
-}
-
 // codeTakeNeedsFullPath is what order_place raises when a line found no
 // free shard with its units at the quoted terms (migration 00019).
 const codeTakeNeedsFullPath = "TK001"
@@ -736,7 +715,6 @@ func (s *Service) placeDirect(ctx context.Context, q dbsqlc.DBTX, tok Token, in 
 		IntentSeq: row.IntentSeq, DigestAlg: row.DigestAlg, ItemsTotalFen: row.ItemsTotalFen, PackagingFeeFen: row.PackagingFeeFen,
 		DeliveryFeeFen: row.DeliveryFeeFen, TotalFen: row.TotalFen, Address: row.Address, Remark: row.Remark,
 		PayDeadline: row.PayDeadline, CreatedAt: row.CreatedAt, Actor: placedBy(row.UserID), QuoteVersion: tok.QuoteVersion,
-		JobMaxAttempts: s.jobMaxAttempts(), JobMetadata: telemetry.JobMetadata(ctx),
 		RecordKey: rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
 		RecordHeaders: rec.Headers, RecordBody: rec.Body, RecordExpiresAt: rec.ExpiresAt,
 	}

@@ -3,9 +3,9 @@ package order_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -14,42 +14,73 @@ import (
 	"github.com/takeout/takeout/internal/order"
 )
 
-// The payment-timeout job, written to River's table by the placement's
-// own SQL, is a job River lists and decodes like one it inserted: one per
-// order, scheduled at the pay deadline, with River's defaults.
-func TestPaymentTimeoutJobIsRiverJob(t *testing.T) {
+// Placing an order writes no job. The sweep queues one payment-timeout
+// job for each order still waiting for payment past its deadline, and
+// none for an order not yet due or no longer waiting: four sweeps at once
+// on two instances, then one more, queue exactly one job per overdue
+// order, which River lists and decodes like any job it inserted.
+func TestTimeoutSweepQueuesOneJobPerOverdueOrder(t *testing.T) {
 	t.Parallel()
 	e := newBenchEnv(t)
+	other := e.instanceWithoutRedis(t)
 	ctx := context.Background()
 	var seq atomic.Int64
-	placed := map[int64]bool{e.place(t, &seq, e.dishes[0]): true, e.place(t, &seq, e.dishes[1]): true}
+	overdue := map[int64]bool{}
+	for range 3 {
+		overdue[e.place(t, &seq, e.dishes[0])] = true
+	}
+	notDue := e.place(t, &seq, e.dishes[1])
+	paidLate := e.place(t, &seq, e.dishes[1])
+	if _, err := e.pool.Exec(ctx, "UPDATE orders SET pay_deadline = now() - interval '1 second' WHERE id <> $1", notDue); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, "UPDATE orders SET status = 'PAID', version = 2 WHERE id = $1", paidLate); err != nil {
+		t.Fatal(err)
+	}
+	var jobs int
+	if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM river_job").Scan(&jobs); err != nil || jobs != 0 {
+		t.Fatalf("placing wrote %d jobs (%v), want none", jobs, err)
+	}
+
+	var wg sync.WaitGroup
+	queued := make([]int, 4)
+	for i := range queued {
+		svc := e.svc
+		if i%2 == 1 {
+			svc = other
+		}
+		wg.Go(func() {
+			n, err := svc.QueueTimeouts(ctx)
+			if err != nil {
+				t.Errorf("sweep %d: %v", i, err)
+			}
+			queued[i] = n
+		})
+	}
+	wg.Wait()
+	if n, err := e.svc.QueueTimeouts(ctx); err != nil || n != 0 {
+		t.Errorf("a sweep after the others queued %d (%v), want 0", n, err)
+	}
 
 	client, err := river.NewClient(riverpgxv5.New(e.pool), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := client.JobList(ctx, river.NewJobListParams().Kinds(order.PaymentTimeoutArgs{}.Kind()).States(rivertype.JobStateScheduled))
+	res, err := client.JobList(ctx, river.NewJobListParams().Kinds(order.PaymentTimeoutArgs{}.Kind()).States(rivertype.JobStateAvailable))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Jobs) != len(placed) {
-		t.Fatalf("%d scheduled payment-timeout jobs, want %d (one per order)", len(res.Jobs), len(placed))
+	if len(res.Jobs) != len(overdue) {
+		t.Fatalf("%d payment-timeout jobs (the sweeps reported %v), want %d: one per overdue order", len(res.Jobs), queued, len(overdue))
 	}
 	for _, j := range res.Jobs {
 		var args order.PaymentTimeoutArgs
 		if err := json.Unmarshal(j.EncodedArgs, &args); err != nil {
 			t.Fatalf("args %s do not decode as PaymentTimeoutArgs: %v", j.EncodedArgs, err)
 		}
-		if !placed[args.OrderID] {
-			t.Errorf("job for order %d, which was not placed", args.OrderID)
+		if !overdue[args.OrderID] {
+			t.Errorf("job for order %d, which is not overdue", args.OrderID)
 		}
-		delete(placed, args.OrderID)
-		var deadline time.Time
-		if err := e.pool.QueryRow(ctx, "SELECT pay_deadline FROM orders WHERE id = $1", args.OrderID).Scan(&deadline); err != nil {
-			t.Fatal(err)
-		}
-		if !j.ScheduledAt.Equal(deadline) || j.MaxAttempts != 25 || j.Queue != river.QueueDefault || j.Priority != 1 || j.Attempt != 0 {
-			t.Errorf("job %+v: want scheduled at %v, 25 attempts, the default queue, priority 1", j, deadline)
-		}
+		delete(overdue, args.OrderID)
 	}
 }

@@ -503,10 +503,10 @@ SELECT order_place(
     $22::bigint[], $23::integer[], $24::bigint[],
     $25::bigint[], $26::bigint[],
     $27::smallint[], $28::bigint,
-    $29::text, $30::smallint, $31::jsonb,
-    $32::text, $33::bytea, $34::text,
-    $35::integer, $36::jsonb, $37::bytea,
-    $38::timestamptz
+    $29::text,
+    $30::text, $31::bytea, $32::text,
+    $33::integer, $34::jsonb, $35::bytea,
+    $36::timestamptz
 )::boolean AS placed
 `
 
@@ -540,8 +540,6 @@ type OrderPlaceParams struct {
 	StockStartShards      []int16
 	QuoteVersion          int64
 	Actor                 string
-	JobMaxAttempts        int16
-	JobMetadata           []byte
 	RecordKey             string
 	RecordFingerprint     []byte
 	RecordDigestAlg       string
@@ -552,7 +550,8 @@ type OrderPlaceParams struct {
 }
 
 // A new order and everything that goes with it in one statement (see
-// migration 00019): true when placed, false when the order exists.
+// migrations 00019 and 00022): true when placed, false when the order
+// exists.
 func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams) (bool, error) {
 	row := db.QueryRow(ctx, orderPlace,
 		arg.ID,
@@ -584,8 +583,6 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 		arg.StockStartShards,
 		arg.QuoteVersion,
 		arg.Actor,
-		arg.JobMaxAttempts,
-		arg.JobMetadata,
 		arg.RecordKey,
 		arg.RecordFingerprint,
 		arg.RecordDigestAlg,
@@ -780,4 +777,41 @@ func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (
 		&i.UrgeCount,
 	)
 	return i, err
+}
+
+const ordersOverdueWithoutTimeout = `-- name: OrdersOverdueWithoutTimeout :many
+SELECT o.id FROM orders o
+WHERE o.status = 'PENDING_PAYMENT' AND o.pay_deadline <= $1
+  AND NOT EXISTS (SELECT 1 FROM river_job j
+                  WHERE j.kind = 'order.payment_timeout' AND j.args @> jsonb_build_object('order_id', o.id::text))
+ORDER BY o.pay_deadline
+LIMIT $2
+`
+
+type OrdersOverdueWithoutTimeoutParams struct {
+	Now     time.Time
+	MaxRows int32
+}
+
+// Orders still waiting for payment after their deadline that have no
+// payment-timeout job yet (queued by the sweep, or by a placement before
+// migration 00022), oldest deadline first.
+func (q *Queries) OrdersOverdueWithoutTimeout(ctx context.Context, db DBTX, arg OrdersOverdueWithoutTimeoutParams) ([]int64, error) {
+	rows, err := db.Query(ctx, ordersOverdueWithoutTimeout, arg.Now, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
