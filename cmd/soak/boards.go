@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // boards are the merchants' order boards: one per merchant on every
@@ -31,11 +34,26 @@ type board struct {
 
 	mu       sync.Mutex
 	lastID   string
-	seen     map[string]bool // event ids
-	paid     map[string]bool // order ids whose order.paid arrived
-	repeats  int
+	seen     map[string]sighting // by event id: its first arrival
+	paid     map[string]bool     // order ids whose order.paid arrived
+	repeats  []repeat            // the first few events that came again
+	nrepeats int
 	connects int
 	events   int
+}
+
+// sighting is when, and on which of the board's connections, an event
+// arrived.
+type sighting struct {
+	at      time.Time
+	connect int
+}
+
+// repeat is an event a board got twice: the report names it, with both
+// arrivals, so that its cause can be told from the outbox.
+type repeat struct {
+	id           string
+	first, again sighting
 }
 
 // startBoards connects a board per merchant to every instance and returns
@@ -47,7 +65,7 @@ func startBoards(ctx context.Context, d *driver) (*boards, error) {
 	client := &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second, MaxIdleConnsPerHost: 64}}
 	for _, in := range d.insts {
 		for _, m := range d.merchants {
-			b := &board{inst: in, merchantID: m.ID, token: m.Staff, client: client, seen: map[string]bool{}, paid: map[string]bool{}}
+			b := &board{inst: in, merchantID: m.ID, token: m.Staff, client: client, seen: map[string]sighting{}, paid: map[string]bool{}}
 			bs.list = append(bs.list, b)
 			bs.wg.Go(func() { b.follow(bctx) })
 		}
@@ -105,6 +123,7 @@ func (b *board) read(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	b.connects++
+	connect := b.connects
 	b.mu.Unlock()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -114,7 +133,7 @@ func (b *board) read(ctx context.Context) error {
 		switch {
 		case line == "":
 			if id != "" {
-				b.got(id, typ)
+				b.got(id, typ, connect)
 			}
 			id, typ = "", ""
 		case strings.HasPrefix(line, "id: "):
@@ -126,17 +145,22 @@ func (b *board) read(ctx context.Context) error {
 	return sc.Err()
 }
 
-// got records an event: its id is "order:type:version".
-func (b *board) got(id, typ string) {
+// got records an event that arrived on the board's connect'th
+// connection: its id is "order:type:version".
+func (b *board) got(id, typ string, connect int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lastID = id
 	b.events++
-	if b.seen[id] {
-		b.repeats++
+	now := sighting{at: time.Now(), connect: connect}
+	if first, ok := b.seen[id]; ok {
+		b.nrepeats++
+		if len(b.repeats) < 5 {
+			b.repeats = append(b.repeats, repeat{id: id, first: first, again: now})
+		}
 		return
 	}
-	b.seen[id] = true
+	b.seen[id] = now
 	if typ == "order.paid" {
 		order, _, _ := strings.Cut(id, ":")
 		b.paid[order] = true
@@ -153,15 +177,15 @@ type boardStats struct {
 }
 
 // verify waits (up to wait) until every paid order reached every board of
-// its merchant, then stops the boards and returns what is still missing,
-// with a few examples.
-func (bs *boards) verify(ctx context.Context, db querier, wait time.Duration) (boardStats, []string, error) {
+// its merchant, then stops the boards and returns what is still missing
+// and what came twice, with a few examples of each.
+func (bs *boards) verify(ctx context.Context, db querier, wait time.Duration) (boardStats, []string, []string, error) {
 	defer bs.close()
 	deadline := time.Now().Add(wait)
 	for {
 		paid, err := paidOrders(ctx, db)
 		if err != nil {
-			return boardStats{}, nil, err
+			return boardStats{}, nil, nil, err
 		}
 		st := boardStats{Boards: len(bs.list)}
 		var examples []string
@@ -177,16 +201,51 @@ func (bs *boards) verify(ctx context.Context, db querier, wait time.Duration) (b
 			}
 			st.Events += b.events
 			st.Connects += b.connects
-			st.Repeats += b.repeats
+			st.Repeats += b.nrepeats
 			b.mu.Unlock()
 		}
 		if st.Missed == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			sort.Strings(examples)
-			return st, examples, nil
+			repeated, err := bs.repeated(ctx, db)
+			return st, examples, repeated, err
 		}
 		sleep(ctx, 500*time.Millisecond)
 	}
 }
+
+// repeated describes the first few events a board got twice, each with
+// when its outbox row was written: a row written after the first arrival
+// means the first copy was read from a commit that a failover then lost
+// (and the transition, retried, wrote again).
+func (bs *boards) repeated(ctx context.Context, db querier) ([]string, error) {
+	var out []string
+	for _, b := range bs.list {
+		b.mu.Lock()
+		reps := append([]repeat(nil), b.repeats...)
+		b.mu.Unlock()
+		for _, r := range reps {
+			row := "no outbox row now"
+			var written time.Time
+			var xid, seq int64
+			err := db.QueryRow(ctx, `SELECT created_at, xid, seq FROM order_events WHERE event_id = $1`, r.id).Scan(&written, &xid, &seq)
+			switch {
+			case err == nil:
+				row = fmt.Sprintf("its outbox row (xid %d, seq %d) written %s", xid, seq, written.UTC().Format(stamp))
+			case !errors.Is(err, pgx.ErrNoRows):
+				return nil, fmt.Errorf("outbox row of %s: %w", r.id, err)
+			}
+			out = append(out, fmt.Sprintf("event %s twice on merchant %s's board on instance %d: %s (connection %d), again %s (connection %d); %s",
+				r.id, b.merchantID, b.inst.n, r.first.at.UTC().Format(stamp), r.first.connect, r.again.at.UTC().Format(stamp), r.again.connect, row))
+			if len(out) == 5 {
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+// stamp is how the report writes an instant: to the millisecond.
+const stamp = "15:04:05.000"
 
 // paidOrders lists, by merchant, every order that was ever paid.
 func paidOrders(ctx context.Context, db querier) (map[string][]string, error) {

@@ -65,7 +65,7 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 		return nil, err
 	}
 	// The boards must have every paid order while the instances still run.
-	boardStats, boardMissed, err := bs.verify(ctx, st.direct, 60*time.Second)
+	boardStats, boardMissed, boardRepeated, err := bs.verify(ctx, st.direct, 60*time.Second)
 	st.stopInstances()
 	if err != nil {
 		return nil, err
@@ -82,6 +82,9 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 		return nil, fmt.Errorf("check: %w", err)
 	}
 	f.add(invBoardRepeated, boardStats.Repeats, "")
+	for _, ex := range boardRepeated {
+		f.add(invBoardRepeated, 0, ex)
+	}
 	f.add(invBoardMissed, boardStats.Missed, "")
 	for _, ex := range boardMissed {
 		f.add(invBoardMissed, 0, ex)

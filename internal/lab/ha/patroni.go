@@ -302,27 +302,32 @@ func (m *pgMember) start(ctx context.Context, runAs []string, dir string) error 
 // postmaster in a session of its own (so that PostgreSQL outlives a
 // Patroni crash) and each backend calls setsid too, so neither process
 // group holds them all: the postmaster's children are found by their
-// parent.
+// parent. They are all stopped (SIGSTOP) before any is killed: a backend
+// that outlived its postmaster by a moment would stop waiting for the
+// synchronous standby and show its commit to the others, a commit the
+// standby may not have, which no power cut does.
 func (m *pgMember) kill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var frozen []int
+	if raw, err := os.ReadFile(filepath.Join(m.dir, "postmaster.pid")); err == nil {
+		first, _, _ := strings.Cut(string(raw), "\n")
+		if pm, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pm > 1 {
+			// A stopped postmaster forks no more children.
+			_ = syscall.Kill(pm, syscall.SIGSTOP)
+			frozen = append(frozen, pm)
+			for _, c := range childrenOf(pm) {
+				_ = syscall.Kill(c, syscall.SIGSTOP)
+				frozen = append(frozen, c)
+			}
+		}
+	}
 	if m.proc != nil {
 		m.proc.KillGroup()
 		m.proc = nil
 	}
-	raw, err := os.ReadFile(filepath.Join(m.dir, "postmaster.pid"))
-	if err != nil {
-		return
-	}
-	first, _, _ := strings.Cut(string(raw), "\n")
-	pm, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pm <= 1 {
-		return
-	}
-	children := childrenOf(pm)
-	_ = syscall.Kill(pm, syscall.SIGKILL)
-	for _, c := range children {
-		_ = syscall.Kill(c, syscall.SIGKILL)
+	for _, pid := range frozen {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 
