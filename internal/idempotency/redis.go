@@ -84,9 +84,10 @@ func (s *Store) claimRedis(ctx context.Context, c *claim) (claimResult, error) {
 }
 
 // finalize makes the completed response the answer to every retry: in L1
-// at once, and in Redis when the claim was taken there (or Redis is
-// usable). It runs after the PostgreSQL transaction committed. Failures
-// are logged: PostgreSQL already holds the record.
+// at once, and in Redis, when the claim was taken there (or Redis is
+// usable), shortly after (see finalizer). It runs after the PostgreSQL
+// transaction committed. Failures are logged: PostgreSQL already holds the
+// record.
 func (c *claim) finalize(ctx context.Context, rec Record) {
 	s := c.s
 	s.l1.set(c.scope.l1Key(c.key), rec)
@@ -98,13 +99,7 @@ func (c *claim) finalize(ctx context.Context, rec Record) {
 		s.logger.ErrorContext(ctx, "encode idempotency record", "err", err)
 		return
 	}
-	_, err = s.breakers.forKey(ctx, c.rk).Execute(func() (any, error) {
-		return finalizeScript.Run(context.WithoutCancel(ctx), s.opts.Redis.Client, []string{c.rk},
-			c.owner, rec.Fingerprint, raw, s.opts.Retention.Milliseconds()).Result()
-	})
-	if err != nil {
-		s.logger.WarnContext(ctx, "finalize idempotency record in redis", "err", err)
-	}
+	s.finals.add(finalWrite{ctx: context.WithoutCancel(ctx), rk: c.rk, owner: c.owner, fp: rec.Fingerprint, record: raw})
 }
 
 // release gives the key up after a failure before commit, so that a retry

@@ -115,6 +115,9 @@ type Options struct {
 	L1Bytes uint64
 	// L1TTL is how long a response stays in L1.
 	L1TTL time.Duration
+	// FinalizeWindow is how long an answer may wait to go to Redis with
+	// the answers of other requests (2ms when 0): see finalizer.
+	FinalizeWindow time.Duration
 	// Now is the clock (time.Now when nil): expiries, waits, L1's TTL.
 	Now        func() time.Time
 	Registerer prometheus.Registerer
@@ -127,6 +130,7 @@ type Store struct {
 	q    *dbsqlc.Queries
 	// breakers hold the idempotency layer off failing Redis shards.
 	breakers *breakers
+	finals   *finalizer
 	logger   *slog.Logger
 
 	outcomes *prometheus.CounterVec
@@ -136,6 +140,9 @@ type Store struct {
 func NewStore(opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.FinalizeWindow <= 0 {
+		opts.FinalizeWindow = defaultFinalizeWindow
 	}
 	s := &Store{
 		opts:   opts,
@@ -148,6 +155,7 @@ func NewStore(opts Options) (*Store, error) {
 		}, []string{"layer", "outcome"}),
 		breakers: newBreakers(opts.Redis, opts.Logger),
 	}
+	s.finals = &finalizer{s: s}
 	if opts.Registerer != nil {
 		for _, c := range []prometheus.Collector{s.outcomes, s.breakers.open, newL1Collector(s)} {
 			if err := opts.Registerer.Register(c); err != nil {
@@ -167,8 +175,12 @@ func (s *Store) L1Size() (entries int, bytes uint64) { return s.l1.size() }
 // fills L1 with it without a database.
 func (s *Store) Remember(scope Scope, key string, rec Record) { s.l1.set(scope.l1Key(key), rec) }
 
-// Close empties the in-process cache and frees its memory.
-func (s *Store) Close() { s.l1.release() }
+// Close stores the answers still on their way to Redis, then empties the
+// in-process cache and frees its memory. It runs after the last request.
+func (s *Store) Close() {
+	s.finals.close()
+	s.l1.release()
+}
 
 // Retention is how long records are kept.
 func (s *Store) Retention() time.Duration { return s.opts.Retention }
