@@ -116,12 +116,21 @@ SELECT order_place(
 )::boolean AS placed;
 
 -- name: OrdersOverdueWithoutTimeout :many
--- Orders still waiting for payment after their deadline that have no
--- payment-timeout job yet (queued by the sweep, or by a placement before
--- migration 00022), oldest deadline first.
-SELECT o.id FROM orders o
-WHERE o.status = 'PENDING_PAYMENT' AND o.pay_deadline <= @now
+-- Orders still waiting for payment whose deadline came due in
+-- [@since, @up_to] and that have no payment-timeout job yet (queued by
+-- the sweep, or by a placement before migration 00022), oldest deadline
+-- first.
+SELECT o.id, o.pay_deadline FROM orders o
+WHERE o.pay_deadline >= @since AND o.pay_deadline <= @up_to
+  AND o.status = 'PENDING_PAYMENT'
   AND NOT EXISTS (SELECT 1 FROM river_job j
                   WHERE j.kind = 'order.payment_timeout' AND j.args @> jsonb_build_object('order_id', o.id::text))
 ORDER BY o.pay_deadline
 LIMIT @max_rows;
+
+-- name: OrderTimeoutSweptTo :one
+-- Every order due before this has its payment-timeout job.
+SELECT swept_to FROM order_timeout_sweep;
+
+-- name: OrderTimeoutSweptToAdvance :exec
+UPDATE order_timeout_sweep SET swept_to = greatest(swept_to, @swept_to);

@@ -293,6 +293,12 @@ func (TimeoutSweepArgs) Kind() string { return "order.payment_timeout_sweep" }
 // queues jobs for.
 const timeoutSweepBatch = 500
 
+// timeoutSweepOverlap is how far before the last sweep's end the next
+// one starts reading deadlines again: an order is visible long before its
+// deadline (a payment window of minutes), so this only covers instances'
+// clocks that disagree by a little.
+const timeoutSweepOverlap = 5 * time.Second
+
 // timeoutSweepWorker queues the due orders' payment-timeout jobs.
 type timeoutSweepWorker struct {
 	river.WorkerDefaults[TimeoutSweepArgs]
@@ -306,31 +312,53 @@ func (w *timeoutSweepWorker) Work(ctx context.Context, _ *river.Job[TimeoutSweep
 }
 
 // QueueTimeouts queues a payment-timeout job for each order waiting for
-// payment past its deadline without one, a batch per transaction until
-// none is left, and returns how many it queued. Each job is unique by its
-// order, so two sweeps at once (a leader handing over) queue one.
+// payment whose deadline came due since the last sweep (less
+// timeoutSweepOverlap) without one, a batch per transaction until none is
+// left, then records how far it swept; it returns how many it queued.
+// Each job is unique by its order, so two sweeps at once (a leader
+// handing over) queue one, and a sweep cut short is done again by the
+// next.
 func (s *Service) QueueTimeouts(ctx context.Context) (int, error) {
+	upTo := s.now()
+	sweptTo, err := s.q.OrderTimeoutSweptTo(ctx, s.opts.Pool)
+	if err != nil {
+		return 0, fmt.Errorf("read how far the timeout sweep went: %w", err)
+	}
+	since := sweptTo.Add(-timeoutSweepOverlap)
 	queued := 0
 	for {
-		n, err := db.WithTxV(ctx, s.opts.Pool, func(tx pgx.Tx) (int, error) {
-			ids, err := s.q.OrdersOverdueWithoutTimeout(ctx, tx, dbsqlc.OrdersOverdueWithoutTimeoutParams{Now: s.now(), MaxRows: timeoutSweepBatch})
+		rows, err := db.WithTxV(ctx, s.opts.Pool, func(tx pgx.Tx) ([]dbsqlc.OrdersOverdueWithoutTimeoutRow, error) {
+			rows, err := s.q.OrdersOverdueWithoutTimeout(ctx, tx, dbsqlc.OrdersOverdueWithoutTimeoutParams{
+				Since: since, UpTo: upTo, MaxRows: timeoutSweepBatch,
+			})
 			if err != nil {
-				return 0, fmt.Errorf("read overdue orders: %w", err)
+				return nil, fmt.Errorf("read overdue orders: %w", err)
 			}
-			for _, id := range ids {
-				if _, err := s.opts.Jobs.InsertTx(ctx, tx, PaymentTimeoutArgs{OrderID: id}, &river.InsertOpts{
+			for _, r := range rows {
+				if _, err := s.opts.Jobs.InsertTx(ctx, tx, PaymentTimeoutArgs{OrderID: r.ID}, &river.InsertOpts{
 					UniqueOpts: river.UniqueOpts{ByArgs: true},
 				}); err != nil {
-					return 0, fmt.Errorf("insert payment timeout job: %w", err)
+					return nil, fmt.Errorf("insert payment timeout job: %w", err)
 				}
 			}
-			return len(ids), nil
+			return rows, nil
 		})
-		queued += n
-		if err != nil || n < timeoutSweepBatch {
+		if err != nil {
 			return queued, err
 		}
+		queued += len(rows)
+		if len(rows) < timeoutSweepBatch {
+			break
+		}
+		// The next batch starts at this one's last deadline: orders due at
+		// that very instant and not queued yet are read again, the queued
+		// ones no more (they have their job).
+		since = rows[len(rows)-1].PayDeadline
 	}
+	if err := s.q.OrderTimeoutSweptToAdvance(ctx, s.opts.Pool, upTo); err != nil {
+		return queued, fmt.Errorf("record how far the timeout sweep went: %w", err)
+	}
+	return queued, nil
 }
 
 // AddWorkers registers the order's job workers; check, when not nil,

@@ -229,6 +229,11 @@ type OrderSubscription struct {
 	FinishedAt *time.Time
 }
 
+type OrderTimeoutSweep struct {
+	Singleton bool
+	SweptTo   time.Time
+}
+
 type Payment struct {
 	ID              int64
 	OrderID         int64

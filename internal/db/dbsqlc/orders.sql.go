@@ -681,6 +681,27 @@ func (q *Queries) OrderStatusForShare(ctx context.Context, db DBTX, id int64) (s
 	return status, err
 }
 
+const orderTimeoutSweptTo = `-- name: OrderTimeoutSweptTo :one
+SELECT swept_to FROM order_timeout_sweep
+`
+
+// Every order due before this has its payment-timeout job.
+func (q *Queries) OrderTimeoutSweptTo(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, orderTimeoutSweptTo)
+	var swept_to time.Time
+	err := row.Scan(&swept_to)
+	return swept_to, err
+}
+
+const orderTimeoutSweptToAdvance = `-- name: OrderTimeoutSweptToAdvance :exec
+UPDATE order_timeout_sweep SET swept_to = greatest(swept_to, $1)
+`
+
+func (q *Queries) OrderTimeoutSweptToAdvance(ctx context.Context, db DBTX, sweptTo time.Time) error {
+	_, err := db.Exec(ctx, orderTimeoutSweptToAdvance, sweptTo)
+	return err
+}
+
 const orderTransition = `-- name: OrderTransition :one
 UPDATE orders SET status = $1, version = version + 1, updated_at = now()
 WHERE id = $2 AND status = $3 AND version = $4
@@ -780,35 +801,43 @@ func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (
 }
 
 const ordersOverdueWithoutTimeout = `-- name: OrdersOverdueWithoutTimeout :many
-SELECT o.id FROM orders o
-WHERE o.status = 'PENDING_PAYMENT' AND o.pay_deadline <= $1
+SELECT o.id, o.pay_deadline FROM orders o
+WHERE o.pay_deadline >= $1 AND o.pay_deadline <= $2
+  AND o.status = 'PENDING_PAYMENT'
   AND NOT EXISTS (SELECT 1 FROM river_job j
                   WHERE j.kind = 'order.payment_timeout' AND j.args @> jsonb_build_object('order_id', o.id::text))
 ORDER BY o.pay_deadline
-LIMIT $2
+LIMIT $3
 `
 
 type OrdersOverdueWithoutTimeoutParams struct {
-	Now     time.Time
+	Since   time.Time
+	UpTo    time.Time
 	MaxRows int32
 }
 
-// Orders still waiting for payment after their deadline that have no
-// payment-timeout job yet (queued by the sweep, or by a placement before
-// migration 00022), oldest deadline first.
-func (q *Queries) OrdersOverdueWithoutTimeout(ctx context.Context, db DBTX, arg OrdersOverdueWithoutTimeoutParams) ([]int64, error) {
-	rows, err := db.Query(ctx, ordersOverdueWithoutTimeout, arg.Now, arg.MaxRows)
+type OrdersOverdueWithoutTimeoutRow struct {
+	ID          int64
+	PayDeadline time.Time
+}
+
+// Orders still waiting for payment whose deadline came due in
+// [@since, @up_to] and that have no payment-timeout job yet (queued by
+// the sweep, or by a placement before migration 00022), oldest deadline
+// first.
+func (q *Queries) OrdersOverdueWithoutTimeout(ctx context.Context, db DBTX, arg OrdersOverdueWithoutTimeoutParams) ([]OrdersOverdueWithoutTimeoutRow, error) {
+	rows, err := db.Query(ctx, ordersOverdueWithoutTimeout, arg.Since, arg.UpTo, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []int64{}
+	items := []OrdersOverdueWithoutTimeoutRow{}
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i OrdersOverdueWithoutTimeoutRow
+		if err := rows.Scan(&i.ID, &i.PayDeadline); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
