@@ -118,10 +118,6 @@ func (f *finalizer) send(batch []finalWrite) {
 	for shard, ws := range byShard {
 		ctx := ws[0].ctx
 		_, err := s.breakers.forShard(shard).Execute(func() (any, error) {
-			if len(ws) == 1 {
-				w := ws[0]
-				return finalizeScript.Run(ctx, s.opts.Redis.Client, []string{w.rk}, w.owner, w.fp, w.record, retention).Result()
-			}
 			pipe := s.opts.Redis.Client.Pipeline()
 			cmds := make([]*redis.Cmd, len(ws))
 			for i, w := range ws {

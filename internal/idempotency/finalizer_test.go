@@ -15,9 +15,10 @@ import (
 
 // Answers go to Redis after Do returns, many in one round trip: each key
 // ends up holding its own answer (none lost, none crossed with a
-// neighbour's in a shared pipeline), another instance replays every one
-// from Redis without running anything, and the answers still on their way
-// when an instance shuts down are stored by Close.
+// neighbour's in a shared pipeline, none lost to a Redis that forgot the
+// script), another instance replays every one from Redis without running
+// anything, and the answers still on their way when an instance shuts
+// down are stored by Close.
 func TestDeferredFinalizesStoreEveryAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -35,6 +36,11 @@ func TestDeferredFinalizesStoreEveryAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Redis forgot the scripts (a restart, SCRIPT FLUSH): the pipelined
+	// finalizes are refused NOSCRIPT and load the script again.
+	if err := rds.Client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 	const keys = 300
 	var wg sync.WaitGroup
 	for i := range keys {

@@ -10,8 +10,10 @@ import (
 
 // The scripts run by SHA (EVALSHA) and fall back to EVAL when Redis says
 // NOSCRIPT (after a restart or SCRIPT FLUSH): go-redis's Script.Run does
-// exactly that. Each is one round trip on one key; keys carry a hash tag,
-// so they stay valid on a Redis Cluster when a script grows a second key.
+// exactly that, and the finalizer does it per command of its pipelines.
+// Each call is on one key; a claim or a release is a round trip of its
+// own, finalizes share one (finalizer.go). Keys carry a hash tag, so they
+// stay valid on a Redis Cluster when a script grows a second key.
 
 // claimScript: absent -> claim in-flight with our owner token and a TTL;
 // in-flight -> "inflight"; done -> the record. Another fingerprint is a
