@@ -248,6 +248,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
 		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: a.reg,
+		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabaseGroupCommitSlots,
 	})
 	if err != nil {
 		return err
@@ -503,5 +504,6 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, e
 	return payment.NewService(payment.Options{
 		Pool: pool, Client: client, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
 		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
+		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabaseGroupCommitSlots,
 	})
 }

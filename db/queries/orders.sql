@@ -115,6 +115,27 @@ SELECT order_place(
     sqlc.arg(record_expires_at)::timestamptz
 )::boolean AS placed;
 
+-- name: OrderPlaceGrouped :batchone
+-- OrderPlace for orders committed together, one statement each in one
+-- pipeline (migration 00025): 1 placed, 0 the order exists, -1 a line
+-- needs the statement-by-statement take; in the last two nothing was written.
+SELECT order_place_grouped(
+    sqlc.arg(id)::bigint, sqlc.arg(user_id)::bigint, sqlc.arg(merchant_id)::bigint, sqlc.arg(intent_digest)::bytea,
+    sqlc.arg(content_digest)::bytea, sqlc.arg(intent_seq)::integer, sqlc.arg(digest_alg)::text,
+    sqlc.arg(items_total_fen)::bigint, sqlc.arg(packaging_fee_fen)::bigint, sqlc.arg(delivery_fee_fen)::bigint,
+    sqlc.arg(total_fen)::bigint, sqlc.arg(address)::jsonb, sqlc.arg(remark)::text,
+    sqlc.arg(pay_deadline)::timestamptz, sqlc.arg(created_at)::timestamptz,
+    sqlc.arg(item_dish_ids)::bigint[], sqlc.arg(item_names)::text[], sqlc.arg(item_qtys)::integer[],
+    sqlc.arg(item_unit_prices_fen)::bigint[], sqlc.arg(item_options)::jsonb[], sqlc.arg(item_packaging_fees_fen)::bigint[],
+    sqlc.arg(stock_dish_ids)::bigint[], sqlc.arg(stock_qtys)::integer[], sqlc.arg(stock_prices_fen)::bigint[],
+    sqlc.arg(stock_packaging_fees_fen)::bigint[], sqlc.arg(stock_options_versions)::bigint[],
+    sqlc.arg(stock_start_shards)::smallint[], sqlc.arg(quote_version)::bigint,
+    sqlc.arg(actor)::text,
+    sqlc.arg(record_key)::text, sqlc.arg(record_fingerprint)::bytea, sqlc.arg(record_digest_alg)::text,
+    sqlc.arg(record_status_code)::integer, sqlc.arg(record_headers)::jsonb, sqlc.arg(record_body)::bytea,
+    sqlc.arg(record_expires_at)::timestamptz
+)::smallint AS outcome;
+
 -- name: OrdersOverdueWithoutTimeout :many
 -- Orders still waiting for payment whose deadline came due in
 -- [@since, @up_to] and that have no payment-timeout job yet (queued by

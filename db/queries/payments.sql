@@ -39,6 +39,18 @@ SELECT payment_succeed(
     sqlc.narg(event_id)::text, sqlc.narg(event_type)::text, sqlc.narg(event_body)::json
 )::text AS outcome;
 
+-- name: PaymentSucceedGrouped :batchone
+-- PaymentSucceed for payments committed together, one statement each in
+-- one pipeline (migration 00025): its outcomes, or moved (nothing written).
+SELECT payment_succeed_grouped(
+    sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
+    sqlc.arg(amount_fen)::bigint, sqlc.arg(currency)::text, sqlc.arg(notification_id)::text,
+    sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz, sqlc.arg(order_id)::bigint,
+    sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(version)::bigint,
+    sqlc.arg(updated_at)::timestamptz, sqlc.arg(actor)::text, sqlc.arg(reason)::text,
+    sqlc.narg(event_id)::text, sqlc.narg(event_type)::text, sqlc.narg(event_body)::json
+)::text AS outcome;
+
 -- name: PaymentsByOrder :many
 SELECT * FROM payments WHERE order_id = @order_id ORDER BY id;
 

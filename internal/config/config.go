@@ -68,6 +68,12 @@ type Config struct {
 	// no statement, lock wait or idle transaction holds a connection
 	// longer than these.
 	DatabaseStatementTimeout time.Duration `env:"TAKEOUT_DATABASE_STATEMENT_TIMEOUT" envDefault:"10s"`
+	// DatabaseGroupCommitMax is the most placements (or payment
+	// successes) committed together (1: each in its own transaction);
+	// DatabaseGroupCommitSlots how many such groups of each an instance
+	// sends at once.
+	DatabaseGroupCommitMax   int           `env:"TAKEOUT_DATABASE_GROUP_COMMIT_MAX" envDefault:"32"`
+	DatabaseGroupCommitSlots int           `env:"TAKEOUT_DATABASE_GROUP_COMMIT_SLOTS" envDefault:"1"`
 	DatabaseLockTimeout      time.Duration `env:"TAKEOUT_DATABASE_LOCK_TIMEOUT" envDefault:"5s"`
 	DatabaseIdleInTxTimeout  time.Duration `env:"TAKEOUT_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT" envDefault:"30s"`
 
@@ -389,6 +395,13 @@ func (c Config) validateIdentity(k *checker) {
 	check(c.OrderDedupWindow >= 0, "TAKEOUT_ORDER_DEDUP_WINDOW: must not be negative")
 	check(c.OrderPayWindow >= time.Second, "TAKEOUT_ORDER_PAY_WINDOW: want at least 1s")
 	check(c.OrderTimeoutSweepInterval >= 100*time.Millisecond, "TAKEOUT_ORDER_TIMEOUT_SWEEP_INTERVAL: want at least 100ms")
+	// More than 64 subtransactions in one transaction overflow each
+	// backend's cache of them and slow every snapshot.
+	check(c.DatabaseGroupCommitMax >= 1 && c.DatabaseGroupCommitMax <= 64, "TAKEOUT_DATABASE_GROUP_COMMIT_MAX: want 1 to 64, got %d", c.DatabaseGroupCommitMax)
+	// Placements and payments each have their slots; the pool keeps a
+	// connection for everything else.
+	check(c.DatabaseGroupCommitSlots >= 1 && 2*c.DatabaseGroupCommitSlots < int(c.DatabaseMaxConns),
+		"TAKEOUT_DATABASE_GROUP_COMMIT_SLOTS: want at least 1 and less than half of TAKEOUT_DATABASE_MAX_CONNS, got %d", c.DatabaseGroupCommitSlots)
 	check(c.WorkerLeaseTTL >= 10*time.Second, "TAKEOUT_WORKER_LEASE_TTL: want at least 10s")
 	check(c.IdemRetention >= time.Hour, "TAKEOUT_IDEMPOTENCY_RETENTION: want at least 1h (72h or more in production)")
 	check(c.IdemInflightTTL > c.WriteTimeout, "TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL: must exceed TAKEOUT_HTTP_WRITE_TIMEOUT, the longest a request runs")

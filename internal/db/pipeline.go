@@ -79,6 +79,26 @@ func (p *Pipeline) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return pipelinedRow{p: p, ctx: ctx, sql: sql, args: args}
 }
 
+// SendBatch sends b's statements after everything queued, in one round
+// trip, and returns the results of b's statements. After a queued
+// statement's error PostgreSQL runs none of b's, and reading their results
+// reports that error.
+func (p *Pipeline) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	pending := p.batch.Len()
+	for _, q := range b.QueuedQueries {
+		p.batch.Queue(q.SQL, q.Arguments...)
+	}
+	batch := p.batch
+	p.batch = pgx.Batch{}
+	results := p.tx.SendBatch(ctx, &batch)
+	for range pending {
+		if _, err := results.Exec(); err != nil {
+			break
+		}
+	}
+	return results
+}
+
 // Send runs the queued statements in order, in one round trip, and
 // returns the first error (PostgreSQL skips the rest after it, and the
 // transaction is then aborted). The pipeline is empty afterwards.

@@ -102,8 +102,12 @@ type Options struct {
 	// Payments, when set, runs the payment side of transitions (nil when
 	// payments are not configured: nothing was paid, so nothing is
 	// refunded or closed).
-	Payments   Payments
-	Registerer prometheus.Registerer
+	Payments Payments
+	// GroupCommitMax is the most one-statement placements committed
+	// together (1: each alone; 0: 32); GroupCommitSlots the groups sent
+	// at once (0: 1). See db.Group.
+	GroupCommitMax, GroupCommitSlots int
+	Registerer                       prometheus.Registerer
 }
 
 // Payments is what the order lifecycle asks of the payments capability,
@@ -126,8 +130,9 @@ type DeadlineCheck interface {
 
 // Service confirms, places and reads orders.
 type Service struct {
-	opts Options
-	q    *dbsqlc.Queries
+	opts   Options
+	q      *dbsqlc.Queries
+	groups *db.Group[dbsqlc.OrderPlaceParams, placeOutcome]
 
 	stockConflicts prometheus.Counter
 	placed         *prometheus.CounterVec
@@ -157,8 +162,16 @@ func NewService(opts Options) (*Service, error) {
 			Help: "Order status transitions by from and to status.",
 		}, []string{"from", "to"}),
 	}
+	groupMax, groupSlots := opts.GroupCommitMax, opts.GroupCommitSlots
+	if groupMax <= 0 {
+		groupMax = 32
+	}
+	if groupSlots <= 0 {
+		groupSlots = 1
+	}
+	s.groups = s.newPlaceGroup(groupMax, groupSlots)
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions} {
+		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions}, s.groups.Collectors()...) {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register order metrics: %w", err)
 			}
@@ -522,9 +535,10 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 	placed := false
 	res, err := s.opts.Idempotency.Do(ctx, idempotency.Request{
 		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken, Check: check,
-		Direct: func(ctx context.Context, q dbsqlc.DBTX, row idempotency.RecordRower) (idempotency.Record, bool, error) {
+		// The store's pool is the service's: placeDirect's groups use it.
+		Direct: func(ctx context.Context, _ dbsqlc.DBTX, row idempotency.RecordRower) (idempotency.Record, bool, error) {
 			placed = true
-			return s.placeDirect(ctx, q, tok, in, reply, row)
+			return s.placeDirect(ctx, tok, in, reply, row)
 		},
 	}, func(ctx context.Context, tx *idempotency.Tx) (idempotency.Record, error) {
 		placed = true
@@ -692,11 +706,12 @@ const codeTakeNeedsFullPath = "TK001"
 
 // placeDirect places a new order, and records the answer rendered by
 // reply, in one statement (order_place): the same rows as place and the
-// record, in one round trip. It reports false, having written nothing,
-// when the order exists (a duplicate, answered the usual way) or when a
-// line's stock needs the full take (a busy, short or changed dish): the
-// caller then runs place in a transaction.
-func (s *Service) placeDirect(ctx context.Context, q dbsqlc.DBTX, tok Token, in Intent, reply Reply, recordRow idempotency.RecordRower) (idempotency.Record, bool, error) {
+// record, in one round trip, committed with the placements of the same
+// moment (newPlaceGroup). It reports false, having written nothing, when
+// the order exists (a duplicate, answered the usual way) or when a line's
+// stock needs the full take (a busy, short or changed dish): the caller
+// then runs place in a transaction.
+func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply Reply, recordRow idempotency.RecordRower) (idempotency.Record, bool, error) {
 	row, err := s.newOrderRow(tok, in)
 	if err != nil {
 		return idempotency.Record{}, false, err
@@ -729,14 +744,9 @@ func (s *Service) placeDirect(ctx context.Context, q dbsqlc.DBTX, tok Token, in 
 	take := inventory.FreeTakeOf(stockLines(tok))
 	p.StockDishIds, p.StockQtys, p.StockPricesFen = take.DishIDs, take.Qtys, take.PricesFen
 	p.StockPackagingFeesFen, p.StockOptionsVersions, p.StockStartShards = take.PackagingFeesFen, take.OptionsVersions, take.StartShards
-	placed, err := s.q.OrderPlace(ctx, q, p)
-	switch {
-	case db.Raised(err, codeTakeNeedsFullPath):
-		return idempotency.Record{}, false, nil
-	case err != nil:
-		return idempotency.Record{}, false, fmt.Errorf("place order: %w", err)
-	case !placed:
-		return idempotency.Record{}, false, nil
+	outcome, err := s.groups.Do(ctx, p)
+	if err != nil || outcome != outcomePlaced {
+		return idempotency.Record{}, false, err
 	}
 	s.placePath.WithLabelValues("one_statement").Inc()
 	return idempotency.Record{OrderID: row.ID, Response: resp}, true, nil

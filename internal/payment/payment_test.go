@@ -70,6 +70,12 @@ func newFixture(t *testing.T) *fixture {
 // is one instance.
 func (f *fixture) newService(t *testing.T) *Service {
 	t.Helper()
+	return f.newServiceWith(t, nil)
+}
+
+// newServiceWith is newService with its options changed by with.
+func (f *fixture) newServiceWith(t *testing.T, with func(*Options)) *Service {
+	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	inserter, err := jobs.NewInserter(f.pool, logger, 25)
 	if err != nil {
@@ -81,9 +87,13 @@ func (f *fixture) newService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(Options{Pool: f.pool, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
+	opts := Options{Pool: f.pool, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
 		MchID: testMchID, AppID: testAppID, Platform: wxpay.NewKeyring(wxpay.PublicKey{Serial: testSerial, Key: &f.platform.PublicKey}),
-		APIv3Key: f.apiV3Key})
+		APIv3Key: f.apiV3Key}
+	if with != nil {
+		with(&opts)
+	}
+	svc, err := NewService(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

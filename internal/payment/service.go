@@ -48,7 +48,10 @@ type Options struct {
 	Platform    wxpay.Keyring   // verifies callbacks
 	APIv3Key    []byte
 	V2Key       string
-	Registerer  prometheus.Registerer
+	// GroupCommitMax and GroupCommitSlots configure the group commit of
+	// successful payments (db.Group; 0: 32 and 1).
+	GroupCommitMax, GroupCommitSlots int
+	Registerer                       prometheus.Registerer
 }
 
 // Orders is what payments need of the order capability: an order as its
@@ -68,6 +71,8 @@ type Orders interface {
 type Service struct {
 	o Options
 	q *dbsqlc.Queries
+	// succeed commits the one-statement successes of a moment together.
+	succeed *db.Group[dbsqlc.PaymentSucceedParams, string]
 
 	callbacks *prometheus.CounterVec
 	// successPaths counts successful payments by how they were applied.
@@ -171,10 +176,15 @@ func NewService(o Options) (*Service, error) {
 			s.sweeps.WithLabelValues(kind, outcome)
 		}
 	}
+	groupMax, groupSlots := o.GroupCommitMax, o.GroupCommitSlots
+	if groupMax <= 0 {
+		groupMax = 32
+	}
+	s.succeed = s.newSucceedGroup(groupMax, groupSlots)
 	if o.Registerer != nil {
 		attention := &refundsCollector{s: s, desc: prometheus.NewDesc("takeout_refunds_needing_attention",
 			"Refunds that failed at the platform (ABNORMAL, CLOSED) and wait for an operator to retry or settle them: money owed to customers.", nil, nil)}
-		for _, c := range []prometheus.Collector{s.callbacks, s.successPaths, s.anomalies, s.sweeps, attention} {
+		for _, c := range append([]prometheus.Collector{s.callbacks, s.successPaths, s.anomalies, s.sweeps, attention}, s.succeed.Collectors()...) {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register payment metrics: %w", err)
 			}
@@ -421,17 +431,17 @@ func (s *Service) applyDirect(ctx context.Context, src Source, t Transaction) (o
 	if err != nil || !ok {
 		return "", false, err
 	}
-	outcome, err = s.q.PaymentSucceed(ctx, s.o.Pool, dbsqlc.PaymentSucceedParams{
+	outcome, err = s.succeed.Do(ctx, dbsqlc.PaymentSucceedParams{
 		Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo, Appid: t.AppID, AmountFen: t.Amount.Total,
 		Currency: t.Amount.Currency, NotificationID: notificationID(src, t), TransactionID: t.TransactionID, PaidAt: s.paidAt(t),
 		OrderID: dt.OrderID, FromStatus: string(dt.From), ToStatus: string(dt.To), Version: dt.Version, UpdatedAt: dt.UpdatedAt,
 		Actor: dt.Actor, Reason: dt.Reason, EventID: dt.EventID, EventType: dt.EventType, EventBody: dt.EventBody,
 	})
 	switch {
-	case db.Raised(err, codeOrderMoved), err == nil && outcome == "transaction":
-		return "", false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("apply payment %s: %w", t.OutTradeNo, err)
+		return "", false, err
+	case outcome == outcomeMoved, outcome == "transaction":
+		return "", false, nil
 	}
 	if outcome == "applied" {
 		s.o.Orders.DirectApplied(dt)

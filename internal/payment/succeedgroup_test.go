@@ -1,0 +1,152 @@
+package payment
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/takeout/takeout/internal/statemachine"
+)
+
+// metricValue reads one metric of reg by name: a gauge's or counter's
+// value, or a histogram's count of samples above over (all of them for
+// 0).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, over float64) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		m := f.GetMetric()[0]
+		switch f.GetType() {
+		case dto.MetricType_GAUGE:
+			return m.GetGauge().GetValue()
+		case dto.MetricType_COUNTER:
+			return m.GetCounter().GetValue()
+		case dto.MetricType_HISTOGRAM:
+			h := m.GetHistogram()
+			if over == 0 {
+				return float64(h.GetSampleCount())
+			}
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() == over {
+					return float64(h.GetSampleCount() - b.GetCumulativeCount())
+				}
+			}
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// Payment successes that arrive while a group commits are committed
+// together, each with its own outcome: every order is paid once, with
+// one notification, one history row and one event; an order that moved
+// after its read (its statement answers moved, undoing only its own rows)
+// is paid by the transaction path, and no other payment of its group is
+// undone.
+func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	svc := f.newServiceWith(t, func(o *Options) { o.Registerer, o.GroupCommitMax, o.GroupCommitSlots = reg, 32, 1 })
+	src := func(n string) Source { return Source{Kind: "v3", NotificationID: n, EventType: "TRANSACTION.SUCCESS"} }
+
+	// The slot held: a payment whose statement waits for the lock another
+	// transaction holds on its row.
+	heldID, heldNo := f.order(t, statemachine.PendingPayment)
+	holder, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(ctx) })
+	if _, err := holder.Exec(ctx, "SELECT 1 FROM payments WHERE out_trade_no = $1 FOR UPDATE", heldNo); err != nil {
+		t.Fatal(err)
+	}
+	heldDone := make(chan error, 1)
+	go func() { heldDone <- svc.HandleTransaction(ctx, src("held"), paid(heldNo, "4200009000", 1200)) }()
+	for deadline := time.Now().Add(10 * time.Second); metricValue(t, reg, "takeout_db_group_commit_size", 0) < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the held payment never reached its statement")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	const payments = 20
+	ids := make([]int64, payments)
+	errs := make([]error, payments+1)
+	var wg sync.WaitGroup
+	for i := range payments {
+		id, no := f.order(t, statemachine.PendingPayment)
+		ids[i] = id
+		wg.Go(func() { errs[i] = svc.HandleTransaction(ctx, src(fmt.Sprintf("n-%d", i)), paid(no, fmt.Sprintf("42000091%02d", i), 1200)) })
+	}
+	waitQueued := func(n float64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); metricValue(t, reg, "takeout_db_group_commit_waiting", 0) < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v payments waiting for the slot, want %v", metricValue(t, reg, "takeout_db_group_commit_waiting", 0), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitQueued(payments)
+	// One more, whose order moves (a version bump) after the payment read
+	// it and before its group runs.
+	movedID, movedNo := f.order(t, statemachine.PendingPayment)
+	wg.Go(func() { errs[payments] = svc.HandleTransaction(ctx, src("moved"), paid(movedNo, "4200009200", 1200)) })
+	waitQueued(payments + 1)
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET version = version + 1 WHERE id = $1", movedID); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := <-heldDone; err != nil {
+		t.Fatalf("the held payment: %v", err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("payment %d: %v", i, err)
+		}
+	}
+
+	if n := metricValue(t, reg, "takeout_db_group_commit_size", 16); n != 1 {
+		t.Errorf("%v group commits of more than 16 payments, want 1", n)
+	}
+	if n := metricValue(t, reg, "takeout_db_group_commit_failures_total", 0); n != 0 {
+		t.Errorf("%v group commits failed, want none: the moved order's payment must not undo the others", n)
+	}
+	for _, id := range append(append(ids, heldID), movedID) {
+		if got := f.orderStatus(t, id); got != statemachine.Paid {
+			t.Errorf("order %d is %s, want PAID", id, got)
+		}
+		for query, want := range map[string]int{
+			"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'": 1,
+			"SELECT count(*) FROM payment_notifications WHERE order_id = $1":                        1,
+			"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'":              1,
+			"SELECT count(*) FROM order_events WHERE order_id = $1":                                 1,
+		} {
+			if n := f.count(t, query, id); n != want {
+				t.Errorf("order %d: %s: %d, want %d", id, query, n, want)
+			}
+		}
+	}
+	if v := f.count(t, "SELECT version FROM orders WHERE id = $1", movedID); v != 3 {
+		t.Errorf("the moved order is at version %d, want 3 (moved, then paid)", v)
+	}
+	if n := f.count(t, "SELECT count(*) FROM refunds"); n != 0 {
+		t.Errorf("%d refunds, want none", n)
+	}
+}
