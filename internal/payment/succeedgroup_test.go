@@ -89,7 +89,9 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 	for i := range payments {
 		id, no := f.order(t, statemachine.PendingPayment)
 		ids[i] = id
-		wg.Go(func() { errs[i] = svc.HandleTransaction(ctx, src(fmt.Sprintf("n-%d", i)), paid(no, fmt.Sprintf("42000091%02d", i), 1200)) })
+		wg.Go(func() {
+			errs[i] = svc.HandleTransaction(ctx, src(fmt.Sprintf("n-%d", i)), paid(no, fmt.Sprintf("42000091%02d", i), 1200))
+		})
 	}
 	waitQueued := func(n float64) {
 		t.Helper()
@@ -134,9 +136,9 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 		}
 		for query, want := range map[string]int{
 			"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'": 1,
-			"SELECT count(*) FROM payment_notifications WHERE order_id = $1":                        1,
-			"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'":              1,
-			"SELECT count(*) FROM order_events WHERE order_id = $1":                                 1,
+			"SELECT count(*) FROM payment_notifications WHERE order_id = $1":                       1,
+			"SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'":             1,
+			"SELECT count(*) FROM order_events WHERE order_id = $1":                                1,
 		} {
 			if n := f.count(t, query, id); n != want {
 				t.Errorf("order %d: %s: %d, want %d", id, query, n, want)
