@@ -43,10 +43,14 @@ type Group[P, R any] struct {
 type GroupOptions struct {
 	// Statement names the group's statement in its metrics.
 	Statement string
-	// Max is the most changes committed together (1: each alone). Slots
-	// is how many groups run at once.
+	// Max is the most changes committed together (1: each alone; 0:
+	// DefaultGroupMax). Slots is how many groups run at once (0: 1).
 	Max, Slots int
 }
+
+// DefaultGroupMax is GroupOptions.Max when unset: well below the 64
+// subtransactions a transaction holds before every snapshot slows.
+const DefaultGroupMax = 32
 
 type groupCall[P, R any] struct {
 	ctx    context.Context //nolint:containedctx // the request's, for the group's trace
@@ -61,7 +65,10 @@ type groupCall[P, R any] struct {
 // NewGroup returns a group that runs one change with alone and several
 // with together, which returns one result per change, in order.
 func NewGroup[P, R any](opts GroupOptions, alone func(ctx context.Context, p P) (R, error), together func(ctx context.Context, ps []P) ([]R, error)) *Group[P, R] {
-	opts.Max, opts.Slots = max(opts.Max, 1), max(opts.Slots, 1)
+	if opts.Max <= 0 {
+		opts.Max = DefaultGroupMax
+	}
+	opts.Slots = max(opts.Slots, 1)
 	labels := prometheus.Labels{"statement": opts.Statement}
 	return &Group[P, R]{
 		opts: opts, alone: alone, together: together,

@@ -103,9 +103,8 @@ type Options struct {
 	// payments are not configured: nothing was paid, so nothing is
 	// refunded or closed).
 	Payments Payments
-	// GroupCommitMax is the most one-statement placements committed
-	// together (1: each alone; 0: 32); GroupCommitSlots the groups sent
-	// at once (0: 1). See db.Group.
+	// GroupCommitMax and GroupCommitSlots configure the group commit of
+	// one-statement placements (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int
 	Registerer                       prometheus.Registerer
 }
@@ -162,14 +161,7 @@ func NewService(opts Options) (*Service, error) {
 			Help: "Order status transitions by from and to status.",
 		}, []string{"from", "to"}),
 	}
-	groupMax, groupSlots := opts.GroupCommitMax, opts.GroupCommitSlots
-	if groupMax <= 0 {
-		groupMax = 32
-	}
-	if groupSlots <= 0 {
-		groupSlots = 1
-	}
-	s.groups = s.newPlaceGroup(groupMax, groupSlots)
+	s.groups = s.newPlaceGroup(opts.GroupCommitMax, opts.GroupCommitSlots)
 	if opts.Registerer != nil {
 		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions}, s.groups.Collectors()...) {
 			if err := opts.Registerer.Register(c); err != nil {

@@ -49,7 +49,7 @@ type Options struct {
 	APIv3Key    []byte
 	V2Key       string
 	// GroupCommitMax and GroupCommitSlots configure the group commit of
-	// successful payments (db.Group; 0: 32 and 1).
+	// one-statement payment successes (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int
 	Registerer                       prometheus.Registerer
 }
@@ -176,11 +176,7 @@ func NewService(o Options) (*Service, error) {
 			s.sweeps.WithLabelValues(kind, outcome)
 		}
 	}
-	groupMax, groupSlots := o.GroupCommitMax, o.GroupCommitSlots
-	if groupMax <= 0 {
-		groupMax = 32
-	}
-	s.succeed = s.newSucceedGroup(groupMax, groupSlots)
+	s.succeed = s.newSucceedGroup(o.GroupCommitMax, o.GroupCommitSlots)
 	if o.Registerer != nil {
 		attention := &refundsCollector{s: s, desc: prometheus.NewDesc("takeout_refunds_needing_attention",
 			"Refunds that failed at the platform (ABNORMAL, CLOSED) and wait for an operator to retry or settle them: money owed to customers.", nil, nil)}
