@@ -181,3 +181,31 @@ func (g *Group[P, R]) send(group []*groupCall[P, R]) {
 }
 
 var errGroupResults = errors.New("group commit: not one result per change")
+
+// BatchOne is what sqlc generates for a :batchone query: each statement's
+// row in turn, then the batch's end (for a group, its commit).
+type BatchOne[T any] interface {
+	QueryRow(f func(i int, row T, err error))
+	Close() error
+}
+
+// BatchRows reads the n rows of a :batchone batch, for a Group's together
+// function: every row, or the first error of a row or of the commit.
+func BatchRows[T any](n int, results BatchOne[T]) ([]T, error) {
+	out := make([]T, n)
+	var err error
+	results.QueryRow(func(i int, row T, rowErr error) {
+		if rowErr != nil {
+			err = errors.Join(err, rowErr)
+			return
+		}
+		out[i] = row
+	})
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/takeout/takeout/internal/db"
@@ -52,21 +51,13 @@ func (s *Service) placeTogether(ctx context.Context, ps []dbsqlc.OrderPlaceParam
 	for i, p := range ps {
 		params[i] = dbsqlc.OrderPlaceGroupedParams(p)
 	}
-	out := make([]placeOutcome, len(ps))
-	var err error
-	results := s.q.OrderPlaceGrouped(ctx, s.opts.Pool, params)
-	results.QueryRow(func(i int, outcome int16, rowErr error) {
-		if rowErr != nil {
-			err = errors.Join(err, rowErr)
-			return
-		}
-		out[i] = placeOutcome(outcome)
-	})
-	if cerr := results.Close(); err == nil {
-		err = cerr
-	}
+	rows, err := db.BatchRows(len(ps), s.q.OrderPlaceGrouped(ctx, s.opts.Pool, params))
 	if err != nil {
 		return nil, fmt.Errorf("place orders together: %w", err)
+	}
+	out := make([]placeOutcome, len(rows))
+	for i, r := range rows {
+		out[i] = placeOutcome(r)
 	}
 	return out, nil
 }

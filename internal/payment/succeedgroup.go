@@ -3,7 +3,6 @@ package payment
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -49,21 +48,13 @@ func (s *Service) succeedTogether(ctx context.Context, ps []dbsqlc.PaymentSuccee
 	for i, j := range order {
 		params[i] = dbsqlc.PaymentSucceedGroupedParams(ps[j])
 	}
-	out := make([]string, len(ps))
-	var err error
-	results := s.q.PaymentSucceedGrouped(ctx, s.o.Pool, params)
-	results.QueryRow(func(i int, outcome string, rowErr error) {
-		if rowErr != nil {
-			err = errors.Join(err, rowErr)
-			return
-		}
-		out[order[i]] = outcome
-	})
-	if cerr := results.Close(); err == nil {
-		err = cerr
-	}
+	rows, err := db.BatchRows(len(ps), s.q.PaymentSucceedGrouped(ctx, s.o.Pool, params))
 	if err != nil {
 		return nil, fmt.Errorf("apply payments together: %w", err)
+	}
+	out := make([]string, len(ps))
+	for i, j := range order {
+		out[j] = rows[i]
 	}
 	return out, nil
 }
