@@ -190,7 +190,11 @@ func (s *Store) Retention() time.Duration { return s.opts.Retention }
 // says which layer answered.
 func (s *Store) count(ctx context.Context, layer, outcome string) {
 	s.outcomes.WithLabelValues(layer, outcome).Inc()
-	telemetry.Attr(ctx, "takeout.idempotency."+layer, outcome)
+	// The attribute's name is built only for a span that records it: a
+	// replay answered from L1 would otherwise allocate it for nothing.
+	if telemetry.Recording(ctx) {
+		telemetry.Attr(ctx, "takeout.idempotency."+layer, outcome)
+	}
 }
 
 // outcome is what begin found.

@@ -147,6 +147,12 @@ func SetRoute(ctx context.Context, method, route string) {
 	span.SetAttributes(semconv.HTTPRoute(route))
 }
 
+// Recording reports whether ctx carries a span that records attributes:
+// callers that build an attribute's name check it first.
+func Recording(ctx context.Context) bool {
+	return trace.SpanFromContext(ctx).IsRecording()
+}
+
 // Attr records a string attribute on the current span, when it is traced:
 // which layer answered, what an outcome was.
 func Attr(ctx context.Context, key, value string) {

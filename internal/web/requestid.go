@@ -22,6 +22,7 @@ type request struct {
 	logger    *slog.Logger
 	mu        sync.Mutex
 	attrs     []slog.Attr
+	attrsBuf  [2]slog.Attr // attrs' first home: most requests add one or two
 	// unavailable tells errors that mean a dependency is down (retry
 	// shortly, 503) from the rest (500); the server supplies it, since
 	// what "down" looks like belongs to the database layer.
@@ -33,7 +34,9 @@ type request struct {
 // attributes, and how Error recognises an error that means a dependency
 // is unavailable (nil: none does).
 func WithRequest(ctx context.Context, id string, logger *slog.Logger, unavailable func(error) bool) context.Context {
-	return context.WithValue(ctx, requestKey, &request{id: id, base: logger, unavailable: unavailable})
+	r := &request{id: id, base: logger, unavailable: unavailable}
+	r.attrs = r.attrsBuf[:0]
+	return context.WithValue(ctx, requestKey, r)
 }
 
 // dependencyDown reports whether err means, to the server of ctx's
