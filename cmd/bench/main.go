@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,7 +130,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// hello serves the HTTP floor: a bare chi router with one JSON handler.
+// hello serves the HTTP floor: a bare chi router with one JSON handler,
+// and one that answers a replay's request the way a replay is answered.
 func hello(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hello", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
@@ -140,6 +142,26 @@ func hello(ctx context.Context, args []string) error {
 	r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"hello": "world"})
+	})
+	// A replay's HTTP exchange with nothing behind it: the same request
+	// read whole, and an answer with a replay's status, header names and
+	// body length (?bytes=), from memory.
+	answer := bytes.Repeat([]byte("x"), 16<<10)
+	r.Post("/replay", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.URL.Query().Get("bytes"))
+		if err != nil || n < 0 || n > len(answer) {
+			http.Error(w, "bytes: 0 to 16384", http.StatusBadRequest)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h.Set("X-Request-Id", "0123456789abcdef01234567")
+		h.Set("Content-Type", "application/json")
+		h.Set("Location", "/v1/orders/1000000000000000000")
+		h.Set("Idempotent-Replayed", "true")
+		h.Set("Content-Length", strconv.Itoa(n))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(answer[:n])
 	})
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {

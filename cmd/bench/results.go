@@ -136,16 +136,7 @@ func (r *results) finish() {
 	}
 	best("submit_vs_pgbench_best", "submit", "pgbench_submit")
 	best("callback_vs_pgbench_best", "callback", "pgbench_callback")
-	// The floor at each client count, and takeout's own transaction.
-	for _, c := range []int{16, 64} {
-		for _, p := range [][3]string{{"submit_vs_floor", "submit", "floor_place"}, {"callback_vs_floor", "callback", "floor_pay"}, {"submit_vs_pgbench", "submit", "pgbench_submit"}} {
-			x, ok1 := r.find(p[1], c)
-			y, ok2 := r.find(p[2], c)
-			if ok1 && ok2 && y.Throughput > 0 {
-				contextRatio(fmt.Sprintf("%s_%d", p[0], c), x.Throughput/y.Throughput)
-			}
-		}
-	}
+	r.pairContext(contextRatio)
 	if x, y := bestOf("floor_hot"), bestOf("floor_place"); x > 0 && y > 0 {
 		contextRatio("floor_hot_vs_floor_place_best", x/y)
 	}
@@ -163,6 +154,31 @@ func (r *results) finish() {
 	}
 	if r.ReplayMillion != nil {
 		ceiling("replay_million_heap_growth_mb", r.ReplayMillion.GrowthMB, replayHeapSlackMB)
+	}
+}
+
+// pairContext records the context ratios of one scenario against another
+// at the same client count: the floor at 16 and 64 clients, and what
+// HTTP alone costs a replay.
+func (r *results) pairContext(contextRatio func(name string, v float64)) {
+	// The floor at each client count, and takeout's own transaction.
+	for _, c := range []int{16, 64} {
+		for _, p := range [][3]string{{"submit_vs_floor", "submit", "floor_place"}, {"callback_vs_floor", "callback", "floor_pay"}, {"submit_vs_pgbench", "submit", "pgbench_submit"}} {
+			x, ok1 := r.find(p[1], c)
+			y, ok2 := r.find(p[2], c)
+			if ok1 && ok2 && y.Throughput > 0 {
+				contextRatio(fmt.Sprintf("%s_%d", p[0], c), x.Throughput/y.Throughput)
+			}
+		}
+	}
+	// What HTTP alone costs a replay: hello answering a replay's request
+	// with a replay's bytes, against hello and against the replay itself.
+	for _, p := range [][3]string{{"hello_replay_vs_hello", "hello_replay", "hello"}, {"replay_vs_hello_replay", "replay", "hello_replay"}} {
+		x, ok1 := r.find(p[1], 64)
+		y, ok2 := r.find(p[2], 64)
+		if ok1 && ok2 && y.Throughput > 0 {
+			contextRatio(p[0], x.Throughput/y.Throughput)
+		}
 	}
 }
 
@@ -230,7 +246,7 @@ func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
 		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
-		"hello with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
+		"hello and hello_replay with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
 		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128 alone, over three api instances). "+
 		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
@@ -263,7 +279,7 @@ func (r *results) markdown() string {
 			continue
 		}
 		server := c["api"]
-		if x.Scenario == "hello" {
+		if strings.HasPrefix(x.Scenario, "hello") {
 			server = c["hello"]
 		} else if strings.HasPrefix(x.Scenario, "pgbench") {
 			server = 0
