@@ -253,20 +253,7 @@ func (h *Hub) round(ctx context.Context) (int, error) {
 	defer h.mu.Unlock()
 	if !h.fresh || h.nsubs == 0 {
 		// Nobody to deliver to: skip to the end.
-		last, err := h.q.OrderEventsLatest(ctx, h.opts.Pool)
-		if err != nil {
-			return 0, err
-		}
-		p := Position{Xid: last.Xid, Seq: last.Seq}
-		n := 0
-		if h.fresh && p.After(h.cursor) {
-			n = 1
-		}
-		if p.After(h.cursor) {
-			h.cursor = p
-		}
-		h.fresh = true
-		return n, nil
+		return h.skipToLatest(ctx)
 	}
 	total := 0
 	for {
@@ -290,13 +277,41 @@ func (h *Hub) round(ctx context.Context) (int, error) {
 	}
 }
 
-// subscribe registers a stream of merchantID's events; it fails when the
-// instance has as many streams as it may.
-func (h *Hub) subscribe(merchantID int64) (*subscriber, bool) {
+// skipToLatest moves the cursor to the outbox's latest final event; it
+// returns 1 if that moved a cursor already set, else 0. h.mu is held.
+func (h *Hub) skipToLatest(ctx context.Context) (int, error) {
+	last, err := h.q.OrderEventsLatest(ctx, h.opts.Pool)
+	if err != nil {
+		return 0, err
+	}
+	p := Position{Xid: last.Xid, Seq: last.Seq}
+	n := 0
+	if h.fresh && p.After(h.cursor) {
+		n = 1
+	}
+	if p.After(h.cursor) {
+		h.cursor = p
+	}
+	h.fresh = true
+	return n, nil
+}
+
+// subscribe registers a stream of merchantID's events; ok is false when
+// the instance has as many streams as it may.
+func (h *Hub) subscribe(ctx context.Context, merchantID int64) (sub *subscriber, ok bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.opts.MaxStreams > 0 && h.nsubs >= h.opts.MaxStreams {
-		return nil, false
+		return nil, false, nil
+	}
+	if !h.fresh {
+		// The hub has not read the outbox yet. Its cursor is set now,
+		// before the stream reads its start: a first round that found a
+		// subscriber would otherwise skip to the end, past events the
+		// stream is waiting for.
+		if _, err := h.skipToLatest(ctx); err != nil {
+			return nil, false, fmt.Errorf("latest order event: %w", err)
+		}
 	}
 	s := &subscriber{events: make(chan Event, h.opts.Buffer), merchantID: merchantID}
 	if h.subs[merchantID] == nil {
@@ -305,7 +320,7 @@ func (h *Hub) subscribe(merchantID int64) (*subscriber, bool) {
 	h.subs[merchantID][s] = struct{}{}
 	h.nsubs++
 	h.streams.Inc()
-	return s, true
+	return s, true, nil
 }
 
 func (h *Hub) unsubscribe(s *subscriber) {

@@ -36,7 +36,11 @@ func HandleStream(h *Hub) http.Handler {
 			web.Error(w, r, auth.ErrOtherMerchant)
 			return
 		}
-		sub, ok := h.subscribe(merchantID)
+		sub, ok, err := h.subscribe(r.Context(), merchantID)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
 		if !ok {
 			w.Header().Set("Retry-After", "5")
 			web.Error(w, r, problem.New(problem.Unavailable, "this instance serves as many order streams as it may; retry shortly"))

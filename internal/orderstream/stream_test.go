@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -30,16 +31,21 @@ type fixture struct {
 
 func newFixture(t *testing.T, o Options) *fixture {
 	t.Helper()
+	f := newStoppedFixture(t, o)
+	f.run(t)
+	return f
+}
+
+// newStoppedFixture is a fixture whose hub has not started: run starts it.
+func newStoppedFixture(t *testing.T, o Options) *fixture {
+	t.Helper()
 	pool := testenv.NewDB(t)
 	o.Pool, o.Redis, o.Logger, o.Registerer = pool, testenv.NewRedis(t).Conn(t), slog.New(slog.DiscardHandler), prometheus.NewRegistry()
 	hub, err := NewHub(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); hub.Run(ctx) }()
-	t.Cleanup(func() { hub.CloseStreams(); cancel(); <-done })
+	t.Cleanup(hub.CloseStreams)
 	tokens := auth.NewTokens([]byte(strings.Repeat("u", 32)), []byte(strings.Repeat("s", 32)), time.Hour, time.Now)
 	tok, _, err := tokens.IssueStaff("cook", auth.Role{MerchantID: 7}, time.Hour)
 	if err != nil {
@@ -50,6 +56,15 @@ func newFixture(t *testing.T, o Options) *fixture {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &fixture{pool: pool, hub: hub, url: srv.URL + "/s/7", token: tok}
+}
+
+// run starts the hub until the test ends.
+func (f *fixture) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.hub.Run(ctx) }()
+	t.Cleanup(func() { f.hub.CloseStreams(); cancel(); <-done })
 }
 
 // insert writes n events of merchant 7 in one transaction, each with a
@@ -63,9 +78,14 @@ func (f *fixture) insert(t *testing.T, first, n, size int) {
 	}
 }
 
-// ids reads n event ids from a stream.
-func readIDs(t *testing.T, sc *bufio.Scanner, n int) []string {
+// readIDs reads n event ids from a stream, or what arrives within 15 s:
+// a stream that misses an event keeps its connection open, and the test
+// must fail, not wait for ever.
+func readIDs(t *testing.T, resp *http.Response, n int) []string {
 	t.Helper()
+	timer := time.AfterFunc(15*time.Second, func() { resp.Body.Close() })
+	defer timer.Stop()
+	sc := bufio.NewScanner(resp.Body)
 	var ids []string
 	for len(ids) < n && sc.Scan() {
 		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
@@ -101,7 +121,7 @@ func TestAStreamBehindCatchesUpFromTheOutbox(t *testing.T) {
 	for i := 0; i < n; i += 100 {
 		f.insert(t, i, 100, 200)
 	}
-	ids := readIDs(t, bufio.NewScanner(resp.Body), n)
+	ids := readIDs(t, resp, n)
 	var want []string
 	for i := range n {
 		want = append(want, fmt.Sprint("ev-", i))
@@ -111,6 +131,25 @@ func TestAStreamBehindCatchesUpFromTheOutbox(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.hub.lagged); got == 0 {
 		t.Errorf("no catch-up counted: the buffer of 2 never overflowed, the test proves nothing")
+	}
+}
+
+// A board that connects before the hub's first read of the outbox gets
+// the events committed after it connected: the hub's first read must not
+// skip past them to the end.
+func TestAStreamOpenedBeforeTheHubStartsMissesNothing(t *testing.T) {
+	t.Parallel()
+	f := newStoppedFixture(t, Options{Buffer: 64, Poll: 20 * time.Millisecond})
+	resp := f.open(t)
+	f.insert(t, 0, 10, 10)
+	f.run(t)
+	ids := readIDs(t, resp, 10)
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprint("ev-", i))
+	}
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Fatalf("event ids (-want +got):\n%s", diff)
 	}
 }
 
