@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -150,5 +151,126 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 	}
 	if n := f.count(t, "SELECT count(*) FROM refunds"); n != 0 {
 		t.Errorf("%d refunds, want none", n)
+	}
+}
+
+// Two instances whose groups hold the same two payments, queued in
+// opposite orders (a provider retrying a notification on another
+// instance), wait for each other and do not deadlock: each group locks
+// its payments in out_trade_no order. Both groups are made to reach the
+// rows while other transactions hold them, so that without that order
+// each would hold the row the other needs next.
+func TestGroupsPayingTheSameOrdersDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	svcA := f.newServiceWith(t, func(o *Options) { o.Registerer, o.GroupCommitMax, o.GroupCommitSlots = regA, 32, 1 })
+	svcB := f.newServiceWith(t, func(o *Options) { o.Registerer, o.GroupCommitMax, o.GroupCommitSlots = regB, 32, 1 })
+	src := func(n string) Source { return Source{Kind: "v3", NotificationID: n, EventType: "TRANSACTION.SUCCESS"} }
+	hold := func(no string) pgx.Tx {
+		t.Helper()
+		tx, err := f.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM payments WHERE out_trade_no = $1 FOR UPDATE", no); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	release := func(tx pgx.Tx) {
+		t.Helper()
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	lockWaits := func() int {
+		return f.count(t, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+	}
+
+	loID, lo := f.order(t, statemachine.PendingPayment)
+	hiID, hi := f.order(t, statemachine.PendingPayment)
+	if hi < lo {
+		loID, lo, hiID, hi = hiID, hi, loID, lo
+	}
+	var wg sync.WaitGroup
+	errs := map[string]error{}
+	var mu sync.Mutex
+	pay := func(name string, svc *Service, no, txn string) {
+		wg.Go(func() {
+			err := svc.HandleTransaction(ctx, src("n-"+txn), paid(no, txn, 1200))
+			mu.Lock()
+			errs[name] = err
+			mu.Unlock()
+		})
+	}
+	// Each instance's slot is held by a payment waiting for its row; the
+	// two shared payments queue behind it, lo then hi on A, hi then lo on B.
+	var ids []int64
+	var slotHolders []pgx.Tx
+	for _, s := range []struct {
+		name string
+		svc  *Service
+		reg  *prometheus.Registry
+		nos  []string
+	}{{"A", svcA, regA, []string{lo, hi}}, {"B", svcB, regB, []string{hi, lo}}} {
+		id, no := f.order(t, statemachine.PendingPayment)
+		ids = append(ids, id)
+		slotHolders = append(slotHolders, hold(no))
+		pay(s.name+"-held", s.svc, no, "42000093"+s.name)
+		waitFor(s.name+"'s held payment in its statement", func() bool {
+			return metricValue(t, s.reg, "takeout_db_group_commit_size", 0) >= 1
+		})
+		for i, no := range s.nos {
+			pay(s.name+"-"+no, s.svc, no, "4200009"+no)
+			waitFor(fmt.Sprintf("%d payments queued on %s", i+1, s.name), func() bool {
+				return metricValue(t, s.reg, "takeout_db_group_commit_waiting", 0) >= float64(i+1)
+			})
+		}
+	}
+	// The shared rows held; the slots let go: both groups go and wait.
+	loHolder, hiHolder := hold(lo), hold(hi)
+	for _, tx := range slotHolders {
+		release(tx)
+	}
+	waitFor("both groups waiting for a row", func() bool { return lockWaits() == 2 })
+	release(loHolder)
+	time.Sleep(50 * time.Millisecond) // let the group that takes lo reach hi
+	release(hiHolder)
+	wg.Wait()
+
+	for name, err := range errs {
+		if err != nil {
+			t.Errorf("payment %s: %v", name, err)
+		}
+	}
+	for name, reg := range map[string]*prometheus.Registry{"A": regA, "B": regB} {
+		if n := metricValue(t, reg, "takeout_db_group_commit_failures_total", 0); n != 0 {
+			t.Errorf("%v of %s's group commits failed (a deadlock), want none", n, name)
+		}
+	}
+	for _, id := range append(ids, loID, hiID) {
+		if got := f.orderStatus(t, id); got != statemachine.Paid {
+			t.Errorf("order %d is %s, want PAID", id, got)
+		}
+		for query, want := range map[string]int{
+			"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'": 1,
+			"SELECT count(*) FROM payment_notifications WHERE order_id = $1":                       1,
+			"SELECT count(*) FROM order_events WHERE order_id = $1":                                1,
+		} {
+			if n := f.count(t, query, id); n != want {
+				t.Errorf("order %d: %s: %d, want %d", id, query, n, want)
+			}
+		}
 	}
 }
