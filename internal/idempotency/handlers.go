@@ -132,22 +132,13 @@ func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) 
 // WriteResponse sends a response Do answered with, marking a replay with
 // Idempotent-Replayed: true.
 func WriteResponse(w http.ResponseWriter, res Result) {
-	// Every value shares one backing array (Header.Set makes a slice for
-	// each); each field's slice is capped so that none can grow into the
-	// next.
-	h, vals := w.Header(), make([]string, 0, 8)
-	set := func(k, v string) {
-		vals = append(vals, v)
-		n := len(vals)
-		h[http.CanonicalHeaderKey(k)] = vals[n-1 : n : n]
-	}
 	for k, v := range res.Response.HeaderFields() {
-		set(k, v)
+		w.Header().Set(k, v)
 	}
 	if res.Replayed {
-		set("Idempotent-Replayed", "true")
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	set("Content-Length", strconv.Itoa(len(res.Response.Body)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(res.Response.Body)))
 	w.WriteHeader(res.Response.Status)
 	_, _ = w.Write(res.Response.Body)
 }

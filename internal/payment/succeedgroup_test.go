@@ -49,6 +49,32 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, over float
 	return 0
 }
 
+// lockPayment holds the payment row of out_trade_no no in a transaction
+// of its own until the returned transaction ends (or the test does).
+func (f *fixture) lockPayment(t *testing.T, no string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM payments WHERE out_trade_no = $1 FOR UPDATE", no); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 // Payment successes that arrive while a group commits are committed
 // together, each with its own outcome: every order is paid once, with
 // one notification, one history row and one event; an order that moved
@@ -66,22 +92,12 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 	// The slot held: a payment whose statement waits for the lock another
 	// transaction holds on its row.
 	heldID, heldNo := f.order(t, statemachine.PendingPayment)
-	holder, err := f.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Rollback(ctx) })
-	if _, err := holder.Exec(ctx, "SELECT 1 FROM payments WHERE out_trade_no = $1 FOR UPDATE", heldNo); err != nil {
-		t.Fatal(err)
-	}
+	holder := f.lockPayment(t, heldNo)
 	heldDone := make(chan error, 1)
 	go func() { heldDone <- svc.HandleTransaction(ctx, src("held"), paid(heldNo, "4200009000", 1200)) }()
-	for deadline := time.Now().Add(10 * time.Second); metricValue(t, reg, "takeout_db_group_commit_size", 0) < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the held payment never reached its statement")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the held payment in its statement", func() bool {
+		return metricValue(t, reg, "takeout_db_group_commit_size", 0) >= 1
+	})
 
 	const payments = 20
 	ids := make([]int64, payments)
@@ -96,12 +112,9 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 	}
 	waitQueued := func(n float64) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); metricValue(t, reg, "takeout_db_group_commit_waiting", 0) < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%v payments waiting for the slot, want %v", metricValue(t, reg, "takeout_db_group_commit_waiting", 0), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitFor(t, fmt.Sprintf("%v payments waiting for the slot", n), func() bool {
+			return metricValue(t, reg, "takeout_db_group_commit_waiting", 0) >= n
+		})
 	}
 	waitQueued(payments)
 	// One more, whose order moves (a version bump) after the payment read
@@ -168,30 +181,10 @@ func TestGroupsPayingTheSameOrdersDoNotDeadlock(t *testing.T) {
 	svcA := f.newServiceWith(t, func(o *Options) { o.Registerer, o.GroupCommitMax, o.GroupCommitSlots = regA, 32, 1 })
 	svcB := f.newServiceWith(t, func(o *Options) { o.Registerer, o.GroupCommitMax, o.GroupCommitSlots = regB, 32, 1 })
 	src := func(n string) Source { return Source{Kind: "v3", NotificationID: n, EventType: "TRANSACTION.SUCCESS"} }
-	hold := func(no string) pgx.Tx {
-		t.Helper()
-		tx, err := f.pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tx.Rollback(ctx) })
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM payments WHERE out_trade_no = $1 FOR UPDATE", no); err != nil {
-			t.Fatal(err)
-		}
-		return tx
-	}
 	release := func(tx pgx.Tx) {
 		t.Helper()
 		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
-		}
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
 		}
 	}
 	lockWaits := func() int {
@@ -226,26 +219,27 @@ func TestGroupsPayingTheSameOrdersDoNotDeadlock(t *testing.T) {
 	}{{"A", svcA, regA, []string{lo, hi}}, {"B", svcB, regB, []string{hi, lo}}} {
 		id, no := f.order(t, statemachine.PendingPayment)
 		ids = append(ids, id)
-		slotHolders = append(slotHolders, hold(no))
+		slotHolders = append(slotHolders, f.lockPayment(t, no))
 		pay(s.name+"-held", s.svc, no, "42000093"+s.name)
-		waitFor(s.name+"'s held payment in its statement", func() bool {
+		waitFor(t, s.name+"'s held payment in its statement", func() bool {
 			return metricValue(t, s.reg, "takeout_db_group_commit_size", 0) >= 1
 		})
 		for i, no := range s.nos {
 			pay(s.name+"-"+no, s.svc, no, "4200009"+no)
-			waitFor(fmt.Sprintf("%d payments queued on %s", i+1, s.name), func() bool {
+			waitFor(t, fmt.Sprintf("%d payments queued on %s", i+1, s.name), func() bool {
 				return metricValue(t, s.reg, "takeout_db_group_commit_waiting", 0) >= float64(i+1)
 			})
 		}
 	}
 	// The shared rows held; the slots let go: both groups go and wait.
-	loHolder, hiHolder := hold(lo), hold(hi)
+	loHolder, hiHolder := f.lockPayment(t, lo), f.lockPayment(t, hi)
 	for _, tx := range slotHolders {
 		release(tx)
 	}
-	waitFor("both groups waiting for a row", func() bool { return lockWaits() == 2 })
+	waitFor(t, "both groups waiting for a row", func() bool { return lockWaits() == 2 })
+	// Unordered, A takes lo and B, first in line for hi, takes hi: each
+	// then waits for the other. Ordered, both wait at lo and go in turn.
 	release(loHolder)
-	time.Sleep(50 * time.Millisecond) // let the group that takes lo reach hi
 	release(hiHolder)
 	wg.Wait()
 
