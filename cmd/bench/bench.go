@@ -426,13 +426,13 @@ func (r *runner) floorScenarios(ctx context.Context, c int) ([]scenario, error) 
 			return nil, err
 		}
 		// The first submit places the order; every one after it replays.
-		n, err := e.answerBytes(ctx, toks[0])
+		n, err := e.postLen(ctx, e.api+"/v1/orders", toks[0].header, toks[0].body, http.StatusCreated)
 		if err != nil {
 			return nil, err
 		}
 		floor = append(floor, closedScenario("replay", c, nil, r.meter, e.replay(toks[0])))
 		if r.want("hello_replay") {
-			u := e.hello + "/replay?bytes=" + strconv.Itoa(n)
+			u := e.hello + "/replay?bytes=" + strconv.FormatInt(n, 10)
 			floor = append(floor, closedScenario("hello_replay", c, nil, r.meter, func(ctx context.Context, _ int, _ int64) error {
 				return e.post(ctx, u, toks[0].header, toks[0].body, http.StatusCreated)
 			}))
@@ -784,28 +784,6 @@ func (e *env) get(u string) op {
 	}
 }
 
-// answerBytes submits p and returns the length of the answer's body.
-func (e *env) answerBytes(ctx context.Context, p prepared) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.api+"/v1/orders", bytes.NewReader(p.body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header = p.header
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusCreated {
-		return 0, fmt.Errorf("POST /v1/orders: %d %.200s", resp.StatusCode, b)
-	}
-	return len(b), nil
-}
-
 func (e *env) submit(ctx context.Context, p prepared) error {
 	return e.post(ctx, e.api+"/v1/orders", p.header, p.body, http.StatusCreated)
 }
@@ -813,22 +791,27 @@ func (e *env) submit(ctx context.Context, p prepared) error {
 // post sends body with header (shared between requests, never written)
 // and expects status want; the answer is read only when it is not.
 func (e *env) post(ctx context.Context, url string, header http.Header, body []byte, want int) error {
+	_, err := e.postLen(ctx, url, header, body, want)
+	return err
+}
+
+// postLen is post, returning the length of the answer's body.
+func (e *env) postLen(ctx context.Context, url string, header http.Header, body []byte, want int) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header = header
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("POST %s: %d %.200s", url, resp.StatusCode, b)
+		return 0, fmt.Errorf("POST %s: %d %.200s", url, resp.StatusCode, b)
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err
+	return io.Copy(io.Discard, resp.Body)
 }
 
 func (e *env) submitEach(ps []prepared) op {
