@@ -17,38 +17,27 @@ SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade
 -- name: PaymentGetByOutTradeNoForUpdate :one
 SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade_no = @out_trade_no FOR UPDATE;
 
--- name: PaymentOrderLines :many
--- The order a payment is for, with its lines: one row per line (an order
--- has at least one), the order and its items in one round trip.
-SELECT sqlc.embed(o), sqlc.embed(i)
-FROM payments p
-JOIN orders o ON o.id = p.order_id
-JOIN order_items i ON i.order_id = o.id
-WHERE p.channel = @channel AND p.mchid = @mchid AND p.out_trade_no = @out_trade_no
-ORDER BY i.line;
-
--- name: PaymentSucceed :one
--- A successful payment and its order's transition in one statement (see
--- migration 00021): applied, duplicate or transaction.
-SELECT payment_succeed(
+-- name: PaymentSettle :one
+-- A successful payment and its order's transition in one statement and
+-- one round trip (see migration 00026): applied, duplicate or
+-- transaction.
+SELECT payment_settle(
     sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
     sqlc.arg(amount_fen)::bigint, sqlc.arg(currency)::text, sqlc.arg(notification_id)::text,
-    sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz, sqlc.arg(order_id)::bigint,
-    sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(version)::bigint,
-    sqlc.arg(updated_at)::timestamptz, sqlc.arg(actor)::text, sqlc.arg(reason)::text,
-    sqlc.narg(event_id)::text, sqlc.narg(event_type)::text, sqlc.narg(event_body)::json
+    sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz,
+    sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(updated_at)::timestamptz,
+    sqlc.arg(actor)::text, sqlc.arg(reason)::text, sqlc.narg(event_type)::text
 )::text AS outcome;
 
--- name: PaymentSucceedGrouped :batchone
--- PaymentSucceed for payments committed together, one statement each in
--- one pipeline (migration 00025): its outcomes, or moved (nothing written).
-SELECT payment_succeed_grouped(
+-- name: PaymentSettleGrouped :batchone
+-- PaymentSettle for payments committed together, one statement each in
+-- one pipeline (migration 00026): its outcomes, or moved (nothing written).
+SELECT payment_settle_grouped(
     sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
     sqlc.arg(amount_fen)::bigint, sqlc.arg(currency)::text, sqlc.arg(notification_id)::text,
-    sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz, sqlc.arg(order_id)::bigint,
-    sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(version)::bigint,
-    sqlc.arg(updated_at)::timestamptz, sqlc.arg(actor)::text, sqlc.arg(reason)::text,
-    sqlc.narg(event_id)::text, sqlc.narg(event_type)::text, sqlc.narg(event_body)::json
+    sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz,
+    sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(updated_at)::timestamptz,
+    sqlc.arg(actor)::text, sqlc.arg(reason)::text, sqlc.narg(event_type)::text
 )::text AS outcome;
 
 -- name: PaymentsByOrder :many

@@ -6,6 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/takeout/takeout/internal/db"
 )
@@ -30,27 +34,29 @@ func TestGroupAnswersEachChangeItsOwn(t *testing.T) {
 			t.Parallel()
 			var (
 				running, most, groups atomic.Int64
+				held                  atomic.Int64 // changes in a running statement
 				mu                    sync.Mutex
 				aloneRuns             = map[int]int{}
 				togetherRuns          = map[int]int{}
 				block                 = make(chan struct{})
 			)
-			enter := func() func() {
+			enter := func(changes int) func() {
+				held.Add(int64(changes))
 				n := running.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
 				<-block // the first group holds its slot until all callers wait
-				return func() { running.Add(-1) }
+				return func() { running.Add(-1); held.Add(-int64(changes)) }
 			}
 			alone := func(_ context.Context, p int) (int, error) {
-				defer enter()()
+				defer enter(1)()
 				mu.Lock()
 				aloneRuns[p]++
 				mu.Unlock()
 				return p * 10, nil
 			}
 			together := func(_ context.Context, ps []int) ([]int, error) {
-				defer enter()()
+				defer enter(len(ps))()
 				if len(ps) > tc.max {
 					t.Errorf("a group of %d, want at most %d", len(ps), tc.max)
 				}
@@ -79,6 +85,15 @@ func TestGroupAnswersEachChangeItsOwn(t *testing.T) {
 					got[i] = r
 				})
 			}
+			// Every caller is in a slot or waiting for one before the first
+			// slot is let go, however slowly the goroutines start.
+			waiting := waitingGauge(t, g)
+			for deadline := time.Now().Add(10 * time.Second); held.Load()+int64(testutil.ToFloat64(waiting)) < callers; {
+				if time.Now().After(deadline) {
+					t.Fatalf("only %d changes running and %v waiting after 10 s", held.Load(), testutil.ToFloat64(waiting))
+				}
+				time.Sleep(time.Millisecond)
+			}
 			close(block)
 			wg.Wait()
 			for i, r := range got {
@@ -98,4 +113,16 @@ func TestGroupAnswersEachChangeItsOwn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitingGauge is g's gauge of the changes waiting for a slot.
+func waitingGauge[P, R any](t *testing.T, g *db.Group[P, R]) prometheus.Gauge {
+	t.Helper()
+	for _, c := range g.Collectors() {
+		if gauge, ok := c.(prometheus.Gauge); ok {
+			return gauge
+		}
+	}
+	t.Fatal("the group has no waiting gauge")
+	return nil
 }

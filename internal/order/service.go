@@ -52,10 +52,8 @@ func (PaymentTimeoutArgs) Kind() string { return "order.payment_timeout" }
 // (orderstream.Hub).
 type EventRecorder interface {
 	Record(ctx context.Context, tx pgx.Tx, merchantID, orderID int64, ev webhook.Event) error
-	// Body encodes ev as Record stores it, for a statement that writes
-	// the event itself (a DirectTransition); Wrote tells the recorder
-	// that such a statement committed one.
-	Body(ev webhook.Event) ([]byte, error)
+	// Wrote tells the recorder that a statement which renders the event
+	// itself (a DirectTransition) committed one.
 	Wrote()
 }
 

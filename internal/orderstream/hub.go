@@ -143,9 +143,9 @@ func NewHub(o Options) (*Hub, error) {
 // Record writes an order event of merchantID's order orderID to the
 // outbox in the transition's transaction.
 func (h *Hub) Record(ctx context.Context, tx pgx.Tx, merchantID, orderID int64, ev webhook.Event) error {
-	body, err := h.Body(ev)
+	body, err := json.Marshal(ev)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode order event: %w", err)
 	}
 	if err := h.q.OrderEventInsert(ctx, tx, dbsqlc.OrderEventInsertParams{
 		EventID: ev.ID, MerchantID: merchantID, OrderID: orderID, Type: ev.Type, Body: body,
@@ -154,16 +154,6 @@ func (h *Hub) Record(ctx context.Context, tx pgx.Tx, merchantID, orderID int64, 
 	}
 	h.Wrote()
 	return nil
-}
-
-// Body encodes ev as the outbox stores it, for a statement that writes
-// the event itself (order.DirectTransition).
-func (h *Hub) Body(ev webhook.Event) ([]byte, error) {
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("encode order event: %w", err)
-	}
-	return body, nil
 }
 
 // Wrote tells the hub this instance wrote events: it reads the outbox on

@@ -62,8 +62,8 @@ type Orders interface {
 	ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event statemachine.Event, actor order.Actor, reason string) (order.Applied, error)
 	PrepareRefundTx(ctx context.Context, tx pgx.Tx, orderID int64, actor order.Actor, lines []order.RefundLine, restock bool) (int64, error)
 	// PrepareDirect and DirectApplied write a transition in one statement
-	// with the payment (payment_succeed), when it can be.
-	PrepareDirect(o dbsqlc.Order, items []dbsqlc.OrderItem, event statemachine.Event, actor order.Actor, reason string) (order.DirectTransition, bool, error)
+	// with the payment (payment_settle), when it can be.
+	PrepareDirect(from statemachine.Status, event statemachine.Event, actor order.Actor, reason string) (order.DirectTransition, bool)
 	DirectApplied(dt order.DirectTransition)
 }
 
@@ -72,7 +72,7 @@ type Service struct {
 	o Options
 	q *dbsqlc.Queries
 	// succeed commits the one-statement successes of a moment together.
-	succeed *db.Group[dbsqlc.PaymentSucceedParams, string]
+	succeed *db.Group[dbsqlc.PaymentSettleParams, string]
 
 	callbacks *prometheus.CounterVec
 	// successPaths counts successful payments by how they were applied.
@@ -144,7 +144,7 @@ func NewService(o Options) (*Service, error) {
 		}, []string{"source", "outcome"}),
 		successPaths: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_payment_success_paths_total",
-			Help: "Successful payment results by how they were applied: one_statement (payment_succeed, one round trip after reading the order) or transaction (statement by statement: an anomaly, a late or second payment, an order that changed meanwhile, or a transition with more effects).",
+			Help: "Successful payment results by how they were applied: one_statement (payment_settle, one round trip) or transaction (statement by statement: an anomaly, a late or second payment, an order that changed meanwhile, or a transition with more effects).",
 		}, []string{"path"}),
 		anomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_payment_anomalies_total",
@@ -396,42 +396,31 @@ func (s *Service) HandleTransaction(ctx context.Context, src Source, t Transacti
 	return nil
 }
 
-// codeOrderMoved is what payment_succeed raises when the order is no
-// longer at the status and version read (migration 00021).
+// codeOrderMoved is what payment_settle raises when the order is not at
+// the status the transition leaves (migration 00026).
 const codeOrderMoved = "TK002"
 
-// applyDirect applies a successful transaction in one statement
-// (payment_succeed) after one read of the order and its lines: the
-// notification, the payment, the order's transition, its history and
-// its event, in two round trips where the transaction path takes eight.
-// done is false, with nothing written, when the transaction path must
-// decide: a result that is not a plain success of the payment we asked
-// for, an order the payment cannot simply move (not waiting, or a
-// transition with more effects), or one that changed since it was read.
+// applyDirect applies a successful transaction in one statement and one
+// round trip (payment_settle): the notification, the payment, the
+// order's transition, its history and its event, where the transaction
+// path takes eight round trips. The order is not read first: the
+// statement moves it only if it is waiting for payment. done is false,
+// with nothing written, when the transaction path must decide: a result
+// that is not a plain success of the payment we asked for, a transition
+// with more effects, or an order that is no longer waiting.
 func (s *Service) applyDirect(ctx context.Context, src Source, t Transaction) (outcome string, done bool, err error) {
 	if t.TradeState != TradeSuccess || t.MchID != s.o.MchID {
 		return "", false, nil
 	}
-	lines, err := s.q.PaymentOrderLines(ctx, s.o.Pool, dbsqlc.PaymentOrderLinesParams{Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo})
-	if err != nil {
-		return "", false, fmt.Errorf("read the order of %s: %w", t.OutTradeNo, err)
-	}
-	if len(lines) == 0 {
+	dt, ok := s.o.Orders.PrepareDirect(statemachine.PendingPayment, statemachine.Pay, paymentActor(src), "paid "+t.TransactionID)
+	if !ok {
 		return "", false, nil
 	}
-	items := make([]dbsqlc.OrderItem, len(lines))
-	for i, l := range lines {
-		items[i] = l.OrderItem
-	}
-	dt, ok, err := s.o.Orders.PrepareDirect(lines[0].Order, items, statemachine.Pay, paymentActor(src), "paid "+t.TransactionID)
-	if err != nil || !ok {
-		return "", false, err
-	}
-	outcome, err = s.succeed.Do(ctx, dbsqlc.PaymentSucceedParams{
+	outcome, err = s.succeed.Do(ctx, dbsqlc.PaymentSettleParams{
 		Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo, Appid: t.AppID, AmountFen: t.Amount.Total,
 		Currency: t.Amount.Currency, NotificationID: notificationID(src, t), TransactionID: t.TransactionID, PaidAt: s.paidAt(t),
-		OrderID: dt.OrderID, FromStatus: string(dt.From), ToStatus: string(dt.To), Version: dt.Version, UpdatedAt: dt.UpdatedAt,
-		Actor: dt.Actor, Reason: dt.Reason, EventID: dt.EventID, EventType: dt.EventType, EventBody: dt.EventBody,
+		FromStatus: string(dt.From), ToStatus: string(dt.To), UpdatedAt: dt.UpdatedAt,
+		Actor: dt.Actor, Reason: dt.Reason, EventType: dt.EventType,
 	})
 	switch {
 	case err != nil:

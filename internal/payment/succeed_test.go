@@ -90,7 +90,7 @@ func (f *fixture) paidEvent(t *testing.T, orderID int64) (webhook.Event, order.O
 	return ev, o
 }
 
-// A successful payment applied in one statement (payment_succeed) writes
+// A successful payment applied in one statement (payment_settle) writes
 // what the transaction path writes: the order PAID at version 2, the
 // payment SUCCESS with the platform's time, one notification, one history
 // row, one order.paid event that states the order exactly as it reads
@@ -156,9 +156,10 @@ func TestOneStatementPaymentWritesWhatTheTransactionWrites(t *testing.T) {
 	}
 }
 
-// An order that changes between the read and payment_succeed fails the
-// statement whole: no notification, no payment change; the transaction
-// path then applies the payment to the order as it now is.
+// An order that is no longer waiting for payment when payment_settle
+// runs (cancelled in the moment before) fails the statement whole: no
+// notification, no payment change, no event; the transaction path then
+// applies the payment to the order as it now is: a late payment, refunded.
 func TestOneStatementPaymentRefusesAnOrderThatMoved(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -167,33 +168,31 @@ func TestOneStatementPaymentRefusesAnOrderThatMoved(t *testing.T) {
 	tr := paid(no, "4200000201", 1200)
 	src := Source{Kind: "v3", NotificationID: "moved", EventType: "TRANSACTION.SUCCESS"}
 
-	lines, err := f.svc.q.PaymentOrderLines(ctx, f.pool, dbsqlc.PaymentOrderLinesParams{Channel: Channel, Mchid: testMchID, OutTradeNo: no})
-	if err != nil || len(lines) != 1 {
-		t.Fatalf("read: %d lines, %v", len(lines), err)
+	dt, ok := f.svc.o.Orders.PrepareDirect(statemachine.PendingPayment, statemachine.Pay, paymentActor(src), "paid")
+	if !ok {
+		t.Fatal("a payment of a waiting order cannot be prepared for one statement")
 	}
-	dt, ok, err := f.svc.o.Orders.PrepareDirect(lines[0].Order, []dbsqlc.OrderItem{lines[0].OrderItem}, statemachine.Pay, paymentActor(src), "paid")
-	if err != nil || !ok {
-		t.Fatalf("prepare: %v, %v", ok, err)
-	}
-	if _, err := f.pool.Exec(ctx, "UPDATE orders SET version = version + 1 WHERE id = $1", id); err != nil {
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET status = 'CANCELLED', version = version + 1 WHERE id = $1", id); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.svc.q.PaymentSucceed(ctx, f.pool, dbsqlc.PaymentSucceedParams{Channel: Channel, Mchid: testMchID, OutTradeNo: no, Appid: testAppID,
+	_, err := f.svc.q.PaymentSettle(ctx, f.pool, dbsqlc.PaymentSettleParams{Channel: Channel, Mchid: testMchID, OutTradeNo: no, Appid: testAppID,
 		AmountFen: 1200, Currency: "CNY", NotificationID: src.NotificationID, TransactionID: tr.TransactionID, PaidAt: time.Now(),
-		OrderID: id, FromStatus: string(dt.From), ToStatus: string(dt.To), Version: dt.Version, UpdatedAt: dt.UpdatedAt,
-		Actor: dt.Actor, Reason: dt.Reason, EventID: dt.EventID, EventType: dt.EventType, EventBody: dt.EventBody})
+		FromStatus: string(dt.From), ToStatus: string(dt.To), UpdatedAt: dt.UpdatedAt, Actor: dt.Actor, Reason: dt.Reason, EventType: dt.EventType})
 	if !db.Raised(err, codeOrderMoved) {
-		t.Fatalf("payment_succeed on a moved order: %v, want SQLSTATE %s", err, codeOrderMoved)
+		t.Fatalf("payment_settle on a cancelled order: %v, want SQLSTATE %s", err, codeOrderMoved)
 	}
 	if n := f.count(t, "SELECT count(*) FROM payment_notifications") + f.count(t, "SELECT count(*) FROM payments WHERE status = 'SUCCESS'") +
-		f.count(t, "SELECT count(*) FROM order_events"); n != 0 {
+		f.count(t, "SELECT count(*) FROM order_events") + f.count(t, "SELECT count(*) FROM order_status_history WHERE order_id = $1 AND version > 1", id); n != 0 {
 		t.Fatalf("the refused statement left %d rows", n)
 	}
 	if err := f.svc.HandleTransaction(ctx, src, tr); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.paidRows(t, id, tr.TransactionID); got.Status != statemachine.Paid || got.Version != 3 || len(got.Events) != 1 {
-		t.Errorf("after the transaction path: %+v, want PAID at version 3 with one event", got)
+	if got := f.paidRows(t, id, tr.TransactionID); got.Status != statemachine.Cancelled || got.Version != 2 || len(got.Events) != 0 || got.Refunds != 1 {
+		t.Errorf("after the transaction path: %+v, want CANCELLED at version 2, no event, the payment refunded once", got)
+	}
+	if got := testutil.ToFloat64(f.svc.successPaths.WithLabelValues("transaction")); got != 1 {
+		t.Errorf("transaction path counted %v times, want 1", got)
 	}
 }
 

@@ -154,24 +154,23 @@ func (b *OrderPlaceGroupedBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const paymentSucceedGrouped = `-- name: PaymentSucceedGrouped :batchone
-SELECT payment_succeed_grouped(
+const paymentSettleGrouped = `-- name: PaymentSettleGrouped :batchone
+SELECT payment_settle_grouped(
     $1::text, $2::text, $3::text, $4::text,
     $5::bigint, $6::text, $7::text,
-    $8::text, $9::timestamptz, $10::bigint,
-    $11::text, $12::text, $13::bigint,
-    $14::timestamptz, $15::text, $16::text,
-    $17::text, $18::text, $19::json
+    $8::text, $9::timestamptz,
+    $10::text, $11::text, $12::timestamptz,
+    $13::text, $14::text, $15::text
 )::text AS outcome
 `
 
-type PaymentSucceedGroupedBatchResults struct {
+type PaymentSettleGroupedBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type PaymentSucceedGroupedParams struct {
+type PaymentSettleGroupedParams struct {
 	Channel        string
 	Mchid          string
 	OutTradeNo     string
@@ -181,21 +180,17 @@ type PaymentSucceedGroupedParams struct {
 	NotificationID string
 	TransactionID  string
 	PaidAt         time.Time
-	OrderID        int64
 	FromStatus     string
 	ToStatus       string
-	Version        int64
 	UpdatedAt      time.Time
 	Actor          string
 	Reason         string
-	EventID        *string
 	EventType      *string
-	EventBody      []byte
 }
 
-// PaymentSucceed for payments committed together, one statement each in
-// one pipeline (migration 00025): its outcomes, or moved (nothing written).
-func (q *Queries) PaymentSucceedGrouped(ctx context.Context, db DBTX, arg []PaymentSucceedGroupedParams) *PaymentSucceedGroupedBatchResults {
+// PaymentSettle for payments committed together, one statement each in
+// one pipeline (migration 00026): its outcomes, or moved (nothing written).
+func (q *Queries) PaymentSettleGrouped(ctx context.Context, db DBTX, arg []PaymentSettleGroupedParams) *PaymentSettleGroupedBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
@@ -208,24 +203,20 @@ func (q *Queries) PaymentSucceedGrouped(ctx context.Context, db DBTX, arg []Paym
 			a.NotificationID,
 			a.TransactionID,
 			a.PaidAt,
-			a.OrderID,
 			a.FromStatus,
 			a.ToStatus,
-			a.Version,
 			a.UpdatedAt,
 			a.Actor,
 			a.Reason,
-			a.EventID,
 			a.EventType,
-			a.EventBody,
 		}
-		batch.Queue(paymentSucceedGrouped, vals...)
+		batch.Queue(paymentSettleGrouped, vals...)
 	}
 	br := db.SendBatch(ctx, batch)
-	return &PaymentSucceedGroupedBatchResults{br, len(arg), false}
+	return &PaymentSettleGroupedBatchResults{br, len(arg), false}
 }
 
-func (b *PaymentSucceedGroupedBatchResults) QueryRow(f func(int, string, error)) {
+func (b *PaymentSettleGroupedBatchResults) QueryRow(f func(int, string, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
 		var outcome string
@@ -243,7 +234,7 @@ func (b *PaymentSucceedGroupedBatchResults) QueryRow(f func(int, string, error))
 	}
 }
 
-func (b *PaymentSucceedGroupedBatchResults) Close() error {
+func (b *PaymentSettleGroupedBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

@@ -234,80 +234,6 @@ func (q *Queries) PaymentMarkRefunded(ctx context.Context, db DBTX, id int64) er
 	return err
 }
 
-const paymentOrderLines = `-- name: PaymentOrderLines :many
-SELECT o.id, o.user_id, o.merchant_id, o.intent_digest, o.content_digest, o.intent_seq, o.digest_alg, o.status, o.items_total_fen, o.delivery_fee_fen, o.total_fen, o.address, o.remark, o.version, o.pay_deadline, o.created_at, o.updated_at, o.packaging_fee_fen, o.urged_at, o.urge_count, i.order_id, i.dish_id, i.name, i.qty, i.unit_price_fen, i.line_total_fen, i.line, i.options, i.packaging_fee_fen, i.refunded_qty, i.restocked_qty
-FROM payments p
-JOIN orders o ON o.id = p.order_id
-JOIN order_items i ON i.order_id = o.id
-WHERE p.channel = $1 AND p.mchid = $2 AND p.out_trade_no = $3
-ORDER BY i.line
-`
-
-type PaymentOrderLinesParams struct {
-	Channel    string
-	Mchid      string
-	OutTradeNo string
-}
-
-type PaymentOrderLinesRow struct {
-	Order     Order
-	OrderItem OrderItem
-}
-
-// The order a payment is for, with its lines: one row per line (an order
-// has at least one), the order and its items in one round trip.
-func (q *Queries) PaymentOrderLines(ctx context.Context, db DBTX, arg PaymentOrderLinesParams) ([]PaymentOrderLinesRow, error) {
-	rows, err := db.Query(ctx, paymentOrderLines, arg.Channel, arg.Mchid, arg.OutTradeNo)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []PaymentOrderLinesRow{}
-	for rows.Next() {
-		var i PaymentOrderLinesRow
-		if err := rows.Scan(
-			&i.Order.ID,
-			&i.Order.UserID,
-			&i.Order.MerchantID,
-			&i.Order.IntentDigest,
-			&i.Order.ContentDigest,
-			&i.Order.IntentSeq,
-			&i.Order.DigestAlg,
-			&i.Order.Status,
-			&i.Order.ItemsTotalFen,
-			&i.Order.DeliveryFeeFen,
-			&i.Order.TotalFen,
-			&i.Order.Address,
-			&i.Order.Remark,
-			&i.Order.Version,
-			&i.Order.PayDeadline,
-			&i.Order.CreatedAt,
-			&i.Order.UpdatedAt,
-			&i.Order.PackagingFeeFen,
-			&i.Order.UrgedAt,
-			&i.Order.UrgeCount,
-			&i.OrderItem.OrderID,
-			&i.OrderItem.DishID,
-			&i.OrderItem.Name,
-			&i.OrderItem.Qty,
-			&i.OrderItem.UnitPriceFen,
-			&i.OrderItem.LineTotalFen,
-			&i.OrderItem.Line,
-			&i.OrderItem.Options,
-			&i.OrderItem.PackagingFeeFen,
-			&i.OrderItem.RefundedQty,
-			&i.OrderItem.RestockedQty,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const paymentRecordSuccess = `-- name: PaymentRecordSuccess :one
 WITH n AS (
     INSERT INTO payment_notifications (channel, notification_id, transaction_id, event_type, order_id, outcome)
@@ -392,18 +318,17 @@ func (q *Queries) PaymentSetPrepay(ctx context.Context, db DBTX, arg PaymentSetP
 	return i, err
 }
 
-const paymentSucceed = `-- name: PaymentSucceed :one
-SELECT payment_succeed(
+const paymentSettle = `-- name: PaymentSettle :one
+SELECT payment_settle(
     $1::text, $2::text, $3::text, $4::text,
     $5::bigint, $6::text, $7::text,
-    $8::text, $9::timestamptz, $10::bigint,
-    $11::text, $12::text, $13::bigint,
-    $14::timestamptz, $15::text, $16::text,
-    $17::text, $18::text, $19::json
+    $8::text, $9::timestamptz,
+    $10::text, $11::text, $12::timestamptz,
+    $13::text, $14::text, $15::text
 )::text AS outcome
 `
 
-type PaymentSucceedParams struct {
+type PaymentSettleParams struct {
 	Channel        string
 	Mchid          string
 	OutTradeNo     string
@@ -413,22 +338,19 @@ type PaymentSucceedParams struct {
 	NotificationID string
 	TransactionID  string
 	PaidAt         time.Time
-	OrderID        int64
 	FromStatus     string
 	ToStatus       string
-	Version        int64
 	UpdatedAt      time.Time
 	Actor          string
 	Reason         string
-	EventID        *string
 	EventType      *string
-	EventBody      []byte
 }
 
-// A successful payment and its order's transition in one statement (see
-// migration 00021): applied, duplicate or transaction.
-func (q *Queries) PaymentSucceed(ctx context.Context, db DBTX, arg PaymentSucceedParams) (string, error) {
-	row := db.QueryRow(ctx, paymentSucceed,
+// A successful payment and its order's transition in one statement and
+// one round trip (see migration 00026): applied, duplicate or
+// transaction.
+func (q *Queries) PaymentSettle(ctx context.Context, db DBTX, arg PaymentSettleParams) (string, error) {
+	row := db.QueryRow(ctx, paymentSettle,
 		arg.Channel,
 		arg.Mchid,
 		arg.OutTradeNo,
@@ -438,16 +360,12 @@ func (q *Queries) PaymentSucceed(ctx context.Context, db DBTX, arg PaymentSuccee
 		arg.NotificationID,
 		arg.TransactionID,
 		arg.PaidAt,
-		arg.OrderID,
 		arg.FromStatus,
 		arg.ToStatus,
-		arg.Version,
 		arg.UpdatedAt,
 		arg.Actor,
 		arg.Reason,
-		arg.EventID,
 		arg.EventType,
-		arg.EventBody,
 	)
 	var outcome string
 	err := row.Scan(&outcome)
