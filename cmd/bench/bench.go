@@ -82,7 +82,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			return nil, err
 		}
 	}
-	if r.want("submit_128") {
+	if r.want("submit_128") || r.want("submit_128_instances") {
 		if err := r.manyConnections(ctx); err != nil {
 			return nil, err
 		}
@@ -248,9 +248,9 @@ func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret stri
 }
 
 // startInstances starts n more api instances like the first (same
-// database, Redis, secrets and pool size) and returns their base URLs and
-// process ids.
-func (e *env) startInstances(ctx context.Context, n int) (urls []string, pids []int, err error) {
+// database, Redis, secrets and pool size), with env's settings over the
+// first's, and returns their base URLs and process ids.
+func (e *env) startInstances(ctx context.Context, name string, n int, env ...string) (urls []string, pids []int, err error) {
 	for i := range n {
 		addr, err := lab.FreeAddr()
 		if err != nil {
@@ -260,8 +260,9 @@ func (e *env) startInstances(ctx context.Context, n int) (urls []string, pids []
 		if err != nil {
 			return nil, nil, err
 		}
-		env := append(slices.Clone(e.apiEnv), "TAKEOUT_HTTP_ADDR="+addr, "TAKEOUT_OPS_ADDR="+ops)
-		p, err := e.startAndWait(ctx, fmt.Sprintf("api-%d", i+2), e.o.apiBin, env, "http://"+addr+"/readyz", "serve")
+		// The last of a repeated variable is the one the process sees.
+		vars := append(append(slices.Clone(e.apiEnv), env...), "TAKEOUT_HTTP_ADDR="+addr, "TAKEOUT_OPS_ADDR="+ops)
+		p, err := e.startAndWait(ctx, fmt.Sprintf("%s-%d", name, i+1), e.o.apiBin, vars, "http://"+addr+"/readyz", "serve")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -485,13 +486,44 @@ func (r *runner) writeScenarios(ctx context.Context, c int) (placement, callback
 	return placement, callbacks, nil
 }
 
-// manyConnections is submit at 128 clients over three api instances,
-// each with its pool: the database sees as many connections as a
-// deployment of three opens, where pgbench's own transaction collapses.
-// Its CPU figures add up the three instances.
+// manyInstances is how many api instances' pools submit_128 stands for.
+const manyInstances = 3
+
+// manyConnections is submit at 128 clients against an api whose pool is
+// as large as a deployment of three opens (3 x the pool, with a group
+// commit slot for each instance): the database sees the connections and
+// the concurrent groups of three instances, where pgbench's own
+// transaction collapses. submit_128_instances is the same load over three
+// api processes, for context: on this machine their CPU is the
+// database's, which a deployment's three machines would not share.
 func (r *runner) manyConnections(ctx context.Context) error {
 	e := r.e
-	urls, pids, err := e.startInstances(ctx, 2)
+	if r.want("submit_128") {
+		conns := manyInstances * r.o.apiDBConns
+		wide, widePIDs, err := e.startInstances(ctx, "api-wide", 1,
+			"TAKEOUT_DATABASE_MAX_CONNS="+strconv.Itoa(conns), "TAKEOUT_DATABASE_GROUP_COMMIT_SLOTS="+strconv.Itoa(manyInstances))
+		if err != nil {
+			return err
+		}
+		toks, err := e.confirmMany(ctx, r.unique, false)
+		if err != nil {
+			return err
+		}
+		s := closedScenario("submit_128", 128, r.settle(ctx), processCPU("/proc", map[string]int{"api": widePIDs[0]}), e.submitAcross(toks, wide))
+		rs, err := interleaved(ctx, 128, r.o.warmup, r.o.duration, rounds, []scenario{s}, nil)
+		for _, x := range rs {
+			x.Note = strings.TrimPrefix(x.Note+"; ", "; ") +
+				fmt.Sprintf("one api instance with three instances' pools: %d database connections, %d group commit slots", conns, manyInstances)
+			r.add(x)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !r.want("submit_128_instances") {
+		return nil
+	}
+	urls, pids, err := e.startInstances(ctx, "api", manyInstances-1)
 	if err != nil {
 		return err
 	}
@@ -503,8 +535,7 @@ func (r *runner) manyConnections(ctx context.Context) error {
 	for i, pid := range pids {
 		procs[fmt.Sprintf("api-%d", i+2)] = pid
 	}
-	meter := processCPU("/proc", procs)
-	s := closedScenario("submit_128", 128, r.settle(ctx), meter, e.submitAcross(toks, append([]string{e.api}, urls...)))
+	s := closedScenario("submit_128_instances", 128, r.settle(ctx), processCPU("/proc", procs), e.submitAcross(toks, append([]string{e.api}, urls...)))
 	rs, err := interleaved(ctx, 128, r.o.warmup, r.o.duration, rounds, []scenario{s}, nil)
 	for _, x := range rs {
 		for k, v := range x.CPUUsPerRequest {

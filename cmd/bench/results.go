@@ -197,14 +197,18 @@ func (r *results) tailAndScale(ceiling func(name string, v, goal float64)) {
 			ceiling("half_rate_tail_vs_floor", median(pairs), 1.25)
 		}
 	}
-	// Submit at 128 clients over three instances' pools against submit at
-	// its best: no collapse with connections.
-	if x, ok := r.find("submit_128", 128); ok {
-		if top := r.bestThroughput("submit"); top > 0 {
-			v := round3(x.Throughput / top)
-			r.Ratios["submit_128_vs_best"] = v
-			r.Targets = append(r.Targets, target{Name: "submit_128_vs_best >= 0.9", Ratio: v, Goal: 0.9, Met: v >= 0.9})
-		}
+	// Submit at 128 clients with three instances' pools against submit at
+	// its best: no collapse with connections. The same over three api
+	// processes is context: what three processes on this machine's cores
+	// cost.
+	top := r.bestThroughput("submit")
+	if x, ok := r.find("submit_128", 128); ok && top > 0 {
+		v := round3(x.Throughput / top)
+		r.Ratios["submit_128_vs_best"] = v
+		r.Targets = append(r.Targets, target{Name: "submit_128_vs_best >= 0.9", Ratio: v, Goal: 0.9, Met: v >= 0.9})
+	}
+	if x, ok := r.find("submit_128_instances", 128); ok && top > 0 {
+		r.Ratios["submit_128_instances_vs_best"] = round3(x.Throughput / top)
 	}
 }
 
@@ -247,7 +251,7 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
 		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
 		"hello and hello_replay with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
-		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128 alone, over three api instances). "+
+		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128 alone, one api with three instances' pools, then submit_128_instances over three api processes). "+
 		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
 		cmp.Or(r.Tracing, "none"))
