@@ -445,6 +445,12 @@ func (r *runner) floorScenarios(ctx context.Context, c int) ([]scenario, error) 
 			return nil, err
 		}
 		floor = append(floor, closedScenario("callback_dup", c, nil, r.meter, e.callbackSame(notes[0])))
+		if r.want("hello_callback") {
+			nt := notes[0]
+			floor = append(floor, closedScenario("hello_callback", c, nil, r.meter, func(ctx context.Context, _ int, _ int64) error {
+				return e.post(ctx, e.hello+"/notify", nt.header, nt.body, http.StatusNoContent)
+			}))
+		}
 	}
 	return floor, nil
 }

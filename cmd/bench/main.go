@@ -131,7 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // hello serves the HTTP floor: a bare chi router with one JSON handler,
-// and one that answers a replay's request the way a replay is answered.
+// one that answers a replay's request the way a replay is answered and
+// one that answers a callback's the way a duplicate is.
 func hello(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("hello", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
@@ -162,6 +163,13 @@ func hello(ctx context.Context, args []string) error {
 		h.Set("Content-Length", strconv.Itoa(n))
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(answer[:n])
+	})
+	// A duplicate callback's HTTP exchange with nothing behind it: the
+	// notification read whole, answered 204 as the api answers one.
+	r.Post("/notify", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Request-Id", "0123456789abcdef01234567")
+		w.WriteHeader(http.StatusNoContent)
 	})
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {

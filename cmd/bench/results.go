@@ -171,9 +171,11 @@ func (r *results) pairContext(contextRatio func(name string, v float64)) {
 			}
 		}
 	}
-	// What HTTP alone costs a replay: hello answering a replay's request
-	// with a replay's bytes, against hello and against the replay itself.
-	for _, p := range [][3]string{{"hello_replay_vs_hello", "hello_replay", "hello"}, {"replay_vs_hello_replay", "replay", "hello_replay"}} {
+	// What HTTP alone costs a replay and a duplicate callback: hello
+	// answering their requests with their answers' bytes, against hello and
+	// against takeout's own.
+	for _, p := range [][3]string{{"hello_replay_vs_hello", "hello_replay", "hello"}, {"replay_vs_hello_replay", "replay", "hello_replay"},
+		{"hello_callback_vs_hello", "hello_callback", "hello"}, {"callback_dup_vs_hello_callback", "callback_dup", "hello_callback"}} {
 		x, ok1 := r.find(p[1], 64)
 		y, ok2 := r.find(p[2], 64)
 		if ok1 && ok2 && y.Throughput > 0 {
@@ -250,7 +252,7 @@ func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
 		"(the two sides of each ratio take turns, a third of each at a time, so that they see the same moments: "+
-		"hello and hello_replay with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
+		"hello, hello_replay and hello_callback with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
 		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128 alone, one api with three instances' pools, then submit_128_instances over three api processes). "+
 		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,

@@ -3,7 +3,6 @@ package payment
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -57,16 +56,16 @@ func notifyFail(w http.ResponseWriter, status int, msg string) {
 }
 
 // callbackBody reads a callback's body up to limit bytes, reporting false
-// when it is larger (the caller answers in the platform's shape).
-func callbackBody(r *http.Request, limit int64) ([]byte, bool) {
+// when it is larger or cannot be read (the caller answers in the
+// platform's shape). It reads into one buffer of the announced length
+// (web.ReadBody), not one grown by io.ReadAll.
+func callbackBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
 	if r.ContentLength > limit {
 		return nil, false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil || int64(len(body)) > limit {
-		return nil, false
-	}
-	return body, true
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	body, err := web.ReadBody(r)
+	return body, err == nil
 }
 
 // HandleNotifyV3 serves POST /v1/payments/wechat/notify: the body, read
@@ -82,7 +81,7 @@ func HandleNotifyV3(s *Service, maxBody int64) http.Handler {
 			notifyFail(w, http.StatusServiceUnavailable, "payments are not configured")
 			return
 		}
-		body, ok := callbackBody(r, maxBody)
+		body, ok := callbackBody(w, r, maxBody)
 		if !ok {
 			notifyFail(w, http.StatusRequestEntityTooLarge, "body too large")
 			return

@@ -21,7 +21,7 @@ func HandleNotifyV2(s *Service, maxBody int64) http.Handler {
 			v2Reply(w, false, "v2 callbacks are not configured")
 			return
 		}
-		body, ok := callbackBody(r, maxBody)
+		body, ok := callbackBody(w, r, maxBody)
 		if !ok {
 			v2Reply(w, false, "body too large")
 			return
