@@ -79,3 +79,32 @@ func TestFinishRatios(t *testing.T) {
 		}
 	}
 }
+
+// Submit at 128 clients is held against submit at its best as of the
+// moments it ran: submit at 64 taking turns with it, scaled by the main
+// run's best over its 64; without that turn, against the main run's best.
+func TestSubmit128AgainstSubmitInItsMoments(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		beside float64 // submit_beside_128's throughput; 0 for none
+		want   float64
+	}{
+		{"no turns", 0, 0.9},            // 810 / 900
+		{"a slower moment", 560, 1.125}, // 810 / (560 x 900 / 700)
+		{"a faster moment", 1050, 0.6},  // 810 / (1050 x 900 / 700)
+	} {
+		r := results{Results: []result{
+			{Scenario: "submit", Concurrency: 16, Throughput: 900},
+			{Scenario: "submit", Concurrency: 64, Throughput: 700},
+			{Scenario: "submit_128", Concurrency: 128, Throughput: 810},
+		}}
+		if c.beside > 0 {
+			r.Results = append(r.Results, result{Scenario: "submit_beside_128", Concurrency: 64, Throughput: c.beside})
+		}
+		r.finish()
+		if got := r.Ratios["submit_128_vs_best"]; got != c.want {
+			t.Errorf("%s: submit_128_vs_best %v, want %v", c.name, got, c.want)
+		}
+	}
+}
