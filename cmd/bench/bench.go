@@ -369,15 +369,16 @@ func (r *runner) settle(ctx context.Context) func() error {
 	}
 }
 
-// turns runs scenarios interleaved (see interleaved), with a CPU profile
-// of each API scenario from its middle round at the highest concurrency.
-func (r *runner) turns(ctx context.Context, c int, ss []scenario) error {
+// turns runs scenarios interleaved over n rounds (see interleaved), with
+// a CPU profile of each API scenario from its middle round at the highest
+// concurrency.
+func (r *runner) turns(ctx context.Context, c int, ss []scenario, n int) error {
 	if len(ss) == 0 {
 		return nil
 	}
 	top := r.o.conc[len(r.o.conc)-1]
-	rs, err := interleaved(ctx, c, r.o.warmup, r.o.duration, rounds, ss, func(s scenario, round int, window time.Duration) func() {
-		if strings.HasPrefix(s.name, "pgbench") || s.name == "hello" || round != rounds/2 || c != top || window < time.Second {
+	rs, err := interleaved(ctx, c, r.o.warmup, r.o.duration, n, ss, func(s scenario, round int, window time.Duration) func() {
+		if strings.HasPrefix(s.name, "pgbench") || s.name == "hello" || round != n/2 || c != top || window < time.Second {
 			return func() {}
 		}
 		return r.cpuProfile(ctx, s.name, c, int(window.Seconds()))
@@ -405,13 +406,23 @@ func (r *runner) closedLoops(ctx context.Context, c int) error {
 	if r.want("menu") {
 		menu = append(menu, closedScenario("menu", c, nil, r.meter, r.e.get(r.e.api+"/v1/merchants/"+strconv.FormatInt(r.e.merchant, 10)+"/menu")))
 	}
-	for _, ss := range [][]scenario{floor, placement, callbacks, menu} {
-		if err := r.turns(ctx, c, ss); err != nil {
+	for _, t := range []struct {
+		ss     []scenario
+		rounds int
+	}{{floor, memoryRounds}, {placement, rounds}, {callbacks, rounds}, {menu, rounds}} {
+		if err := r.turns(ctx, c, t.ss, t.rounds); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// memoryRounds is how many times over the scenarios answered from memory
+// take turns: each costs some 40 µs of CPU a request, so a second of
+// this machine's steal or frequency decides a window's figure, and
+// shorter turns put both sides of a ratio in more of the same moments.
+// Each turn stays a second long or more, for its profile.
+const memoryRounds = 2 * rounds
 
 // floorScenarios are the ones answered from memory: hello, a replayed
 // submit and a duplicate callback.
