@@ -82,7 +82,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 			return nil, err
 		}
 	}
-	if r.want("submit_128") || r.want("submit_128_instances") {
+	if r.want("submit_128") || r.named("submit_128_instances") {
 		if err := r.manyConnections(ctx); err != nil {
 			return nil, err
 		}
@@ -331,6 +331,10 @@ func newRunner(ctx context.Context, e *env, logf func(string, ...any)) (*runner,
 
 func (r *runner) want(s string) bool { return r.o.only == nil || r.o.only[s] }
 
+// named reports whether -only names s: a scenario that runs only when
+// asked for (context that would lengthen every run).
+func (r *runner) named(s string) bool { return r.o.only[s] }
+
 func (r *runner) add(x result) {
 	r.logf("%-16s c=%-3d %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  errors %d %s", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors, x.FirstError)
 	r.res.Results = append(r.res.Results, x)
@@ -510,9 +514,10 @@ const manyInstances = 3
 // as large as a deployment of three opens (3 x the pool, with a group
 // commit slot for each instance): the database sees the connections and
 // the concurrent groups of three instances, where pgbench's own
-// transaction collapses. submit_128_instances is the same load over three
-// api processes, for context: on this machine their CPU is the
-// database's, which a deployment's three machines would not share.
+// transaction collapses. submit_128_instances (only when -only names it)
+// is the same load over three api processes, for context: on this
+// machine their CPU is the database's, which a deployment's three
+// machines would not share.
 func (r *runner) manyConnections(ctx context.Context) error {
 	e := r.e
 	if r.want("submit_128") {
@@ -551,7 +556,7 @@ func (r *runner) manyConnections(ctx context.Context) error {
 			return err
 		}
 	}
-	if !r.want("submit_128_instances") {
+	if !r.named("submit_128_instances") {
 		return nil
 	}
 	urls, pids, err := e.startInstances(ctx, "api", manyInstances-1)

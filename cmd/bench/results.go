@@ -261,7 +261,7 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
 		"(the two sides of each ratio take turns, a third of each at a time (a sixth for the ones answered from memory), so that they see the same moments: "+
 		"hello, hello_replay and hello_callback with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
-		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128, one api with three instances' pools, with submit at 64 clients (submit_beside_128); then submit_128_instances alone, over three api processes). "+
+		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128, one api with three instances' pools, with submit at 64 clients (submit_beside_128); submit_128_instances, when named, alone over three api processes). "+
 		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
 		cmp.Or(r.Tracing, "none"))
