@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/takeout/takeout/internal/statemachine"
@@ -77,10 +78,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // Payment successes that arrive while a group commits are committed
 // together, each with its own outcome: every order is paid once, with
-// one notification, one history row and one event; an order that moved
-// after its read (its statement answers moved, undoing only its own rows)
-// is paid by the transaction path, and no other payment of its group is
-// undone.
+// one notification, one history row and one event; an order cancelled
+// while its payment waited (its statement answers moved, undoing only its
+// own rows) gets the transaction path's late payment, refunded once, and
+// no other payment of its group is undone.
 func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -117,12 +118,12 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 		})
 	}
 	waitQueued(payments)
-	// One more, whose order moves (a version bump) after the payment read
-	// it and before its group runs.
+	// One more, whose order is cancelled while its payment waits for the
+	// group.
 	movedID, movedNo := f.order(t, statemachine.PendingPayment)
 	wg.Go(func() { errs[payments] = svc.HandleTransaction(ctx, src("moved"), paid(movedNo, "4200009200", 1200)) })
 	waitQueued(payments + 1)
-	if _, err := f.pool.Exec(ctx, "UPDATE orders SET version = version + 1 WHERE id = $1", movedID); err != nil {
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET status = 'CANCELLED', version = version + 1 WHERE id = $1", movedID); err != nil {
 		t.Fatal(err)
 	}
 	if err := holder.Rollback(ctx); err != nil {
@@ -144,7 +145,7 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 	if n := metricValue(t, reg, "takeout_db_group_commit_failures_total", 0); n != 0 {
 		t.Errorf("%v group commits failed, want none: the moved order's payment must not undo the others", n)
 	}
-	for _, id := range append(append(ids, heldID), movedID) {
+	for _, id := range append(ids, heldID) {
 		if got := f.orderStatus(t, id); got != statemachine.Paid {
 			t.Errorf("order %d is %s, want PAID", id, got)
 		}
@@ -159,11 +160,15 @@ func TestGroupCommitPaysEachOrderOnce(t *testing.T) {
 			}
 		}
 	}
-	if v := f.count(t, "SELECT version FROM orders WHERE id = $1", movedID); v != 3 {
-		t.Errorf("the moved order is at version %d, want 3 (moved, then paid)", v)
+	if got := f.paidRows(t, movedID, "4200009200"); got.Status != statemachine.Cancelled || got.Version != 2 ||
+		len(got.Notifications) != 1 || got.Payment != "SUCCESS/TXN" || len(got.Events) != 0 || got.Refunds != 1 {
+		t.Errorf("the cancelled order: %+v, want CANCELLED at version 2, its payment recorded once, no event, refunded once", got)
 	}
-	if n := f.count(t, "SELECT count(*) FROM refunds"); n != 0 {
-		t.Errorf("%d refunds, want none", n)
+	if got := testutil.ToFloat64(svc.successPaths.WithLabelValues("transaction")); got != 1 {
+		t.Errorf("transaction path taken %v times, want once (the cancelled order's)", got)
+	}
+	if n := f.count(t, "SELECT count(*) FROM refunds"); n != 1 {
+		t.Errorf("%d refunds, want the cancelled order's one", n)
 	}
 }
 
