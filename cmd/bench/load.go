@@ -36,6 +36,10 @@ type result struct {
 	// RoundTails is p99/p50 of each round alone, in round order (for the
 	// scenarios that ask: a tail is compared round by round, pair by pair).
 	RoundTails []float64 `json:"round_p99_over_p50,omitempty"`
+	// RoundThroughputs is the throughput of each round alone, in round
+	// order, when the scenario took turns with others: how much one
+	// window moves against the next on this machine.
+	RoundThroughputs []float64 `json:"round_throughputs_per_s,omitempty"`
 }
 
 // op is one request of a scenario; n counts requests across the workers
@@ -101,6 +105,7 @@ func closedScenario(name string, conc int, before func() error, meter cpuMeter, 
 func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds int, ss []scenario, during func(s scenario, round int, window time.Duration) func()) ([]result, error) {
 	sums := make([]window, len(ss))
 	tails := make([][]float64, len(ss))
+	rates := make([][]float64, len(ss))
 	for round := range rounds {
 		for i, s := range ss {
 			if s.before != nil {
@@ -123,6 +128,9 @@ func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds 
 				if one.P50Ms > 0 {
 					tails[i] = append(tails[i], one.P99Ms/one.P50Ms)
 				}
+			}
+			if w.elapsed > 0 {
+				rates[i] = append(rates[i], math.Round(float64(len(w.lat))/w.elapsed.Seconds()))
 			}
 			sums[i].lat = append(sums[i].lat, w.lat...)
 			sums[i].errors += w.errors
@@ -148,6 +156,9 @@ func interleaved(ctx context.Context, conc int, warmup, d time.Duration, rounds 
 		out[i].summarize(sums[i].lat, sums[i].elapsed)
 		out[i].CPUUsPerRequest = sums[i].cpu.perRequest(len(sums[i].lat) + sums[i].errors)
 		out[i].RoundTails = tails[i]
+		if rounds > 1 {
+			out[i].RoundThroughputs = rates[i]
+		}
 	}
 	return out, nil
 }

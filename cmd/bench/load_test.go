@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -118,5 +119,44 @@ func TestPacedLogsEveryMeasuredRequest(t *testing.T) {
 	}
 	if n := int64((warmup + d).Seconds() * rate); r.Errors == 0 || calls.Load() != n || seq.Load() != n {
 		t.Errorf("errors %d, calls %d, numbered %d: want some errors and every request made and numbered", r.Errors, calls.Load(), seq.Load())
+	}
+}
+
+// Scenarios that take turns report each round's throughput, in round
+// order, beside the whole run's; one that runs alone in one round does
+// not.
+func TestInterleavedKeepsEachRoundsThroughput(t *testing.T) {
+	t.Parallel()
+	// Each scenario answers a fixed number of requests per second in each
+	// round: a's windows 100, 300, 200 requests in a second.
+	fixed := func(name string, perRound ...int) scenario {
+		round := 0
+		return scenario{name: name, measure: func(context.Context, time.Duration, time.Duration) (window, error) {
+			n := perRound[round]
+			round++
+			return window{lat: make([]time.Duration, n), elapsed: time.Second}, nil
+		}}
+	}
+	rs, err := interleaved(context.Background(), 8, 0, 3*time.Second, 3, []scenario{fixed("a", 100, 300, 200), fixed("b", 50, 50, 80)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for _, x := range rs {
+		got[x.Scenario] = x.RoundThroughputs
+		if x.Scenario == "a" && x.Throughput != 200 {
+			t.Errorf("a's throughput %v, want 200 (600 requests in 3 s)", x.Throughput)
+		}
+	}
+	want := map[string][]float64{"a": {100, 300, 200}, "b": {50, 50, 80}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("round throughputs (-want +got):\n%s", diff)
+	}
+	alone, err := interleaved(context.Background(), 8, 0, time.Second, 1, []scenario{fixed("c", 10)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone[0].RoundThroughputs != nil {
+		t.Errorf("one round: round throughputs %v, want none", alone[0].RoundThroughputs)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 && args[1] == "l1" {
 		return l1Fill(ctx, args[2:], stdout)
 	}
+	began := time.Now()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
@@ -117,6 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	res.ElapsedS = math.Round(time.Since(began).Seconds())
 	res.Command = strings.Join(args, " ")
 	if c := os.Getenv("TAKEOUT_BENCH_COMMAND"); c != "" {
 		res.Command = c

@@ -24,7 +24,10 @@ type target struct {
 
 // results is one bench run.
 type results struct {
-	Started   time.Time         `json:"started"`
+	Started time.Time `json:"started"`
+	// ElapsedS is the whole run's wall time in seconds, its setup and
+	// seeding included (make bench's builds before it are not).
+	ElapsedS  float64           `json:"elapsed_s,omitempty"`
 	Command   string            `json:"command"`
 	Machine   map[string]string `json:"machine"`
 	DurationS float64           `json:"duration_s"`
@@ -262,9 +265,9 @@ func (r *results) markdown() string {
 		"(the two sides of each ratio take turns, a third of each at a time (a sixth for the ones answered from memory), so that they see the same moments: "+
 		"hello, hello_replay and hello_callback with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
 		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128, one api with three instances' pools, with submit at 64 clients (submit_beside_128); submit_128_instances, when named, alone over three api processes). "+
-		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s.\n\n",
+		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s. The run took %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
-		cmp.Or(r.Tracing, "none"))
+		cmp.Or(r.Tracing, "none"), (time.Duration(r.ElapsedS) * time.Second).String())
 	b.WriteString("| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Results {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |\n", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors)
