@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -151,23 +150,6 @@ func recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// deadline bounds each request's work: when its context ends, its
-// statements are cancelled and its transaction rolls back, so no request
-// holds a database connection longer than d (answered 503 with
-// Retry-After).
-func deadline(d time.Duration) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		if d <= 0 {
-			return next
-		}
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(r.Context(), d)
-			defer cancel()
-			next.ServeHTTP(w, r.WithContext(ctx))
-		})
-	}
 }
 
 // wellFormedQuery refuses a query string that does not parse (a bad
