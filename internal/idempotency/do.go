@@ -131,8 +131,8 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 		}
 		return fp
 	}
-	if resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, fingerprint); err != nil || ok {
-		return Result{Response: resp, Replayed: ok}, err
+	if res, ok, err := s.remembered(ctx, req, fingerprint); err != nil || ok {
+		return res, err
 	}
 	s.count(ctx, "l1", "miss")
 	var refused error
@@ -161,6 +161,23 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 	rec.Request = req.Body
 	c.finalize(ctx, rec)
 	return Result{Response: rec.Response, Replayed: replayed}, nil
+}
+
+// Remembered is Do's first layer alone: the answer this process keeps
+// (L1) for req, replayed, or ErrMismatch for another request with its
+// key; ok is false when L1 has nothing for the key, and then Do must run.
+// A caller that builds its change's closures and state for Do looks here
+// first, so that a retry answered from memory allocates none of them.
+func (s *Store) Remembered(ctx context.Context, req Request) (Result, bool, error) {
+	return s.remembered(ctx, req, func() []byte { return RequestFingerprint(req.Route, req.Body) })
+}
+
+func (s *Store) remembered(ctx context.Context, req Request, fingerprint func() []byte) (Result, bool, error) {
+	resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, fingerprint)
+	if err != nil || ok {
+		return Result{Response: resp, Replayed: ok}, true, err
+	}
+	return Result{}, false, nil
 }
 
 func (s *Store) replayed(resp *Response) Result {

@@ -516,6 +516,45 @@ func TestCachedRequest(t *testing.T) {
 	}
 }
 
+// Remembered answers from L1 alone: a replay of the kept request, a
+// mismatch for another request with the key, and nothing (ok false, so
+// the caller runs Do) for a key L1 does not hold.
+func TestRememberedAnswersFromL1Only(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds, _ := redisconn.New(redisconn.Options{Logger: slog.New(slog.DiscardHandler)})
+	s, err := idempotency.NewStore(idempotency.Options{Redis: rds, Logger: slog.New(slog.DiscardHandler),
+		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: 1 << 20, L1TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Begin(ctx, 1, "kept", []byte("fp-a"))
+	if err != nil || out.Claim == nil {
+		t.Fatalf("begin: %v", err)
+	}
+	out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte("fp-a"), Request: "token-a", Response: idempotency.Response{Status: 201, Body: []byte("answer")}})
+	for _, tc := range []struct {
+		name, key, body string
+		ok, replayed    bool
+		mismatch        bool
+	}{
+		{"the kept request", "kept", "token-a", true, true, false},
+		{"another request with the key", "kept", "token-b", true, false, true},
+		{"a key L1 does not hold", "other", "token-a", false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, ok, err := s.Remembered(ctx, idempotency.Request{Scope: idempotency.UserScope(1), Key: tc.key, Route: "POST /v1/orders", Body: tc.body})
+			if ok != tc.ok || res.Replayed != tc.replayed || errors.Is(err, idempotency.ErrMismatch) != tc.mismatch {
+				t.Fatalf("ok %v, replayed %v, err %v; want ok %v, replayed %v, mismatch %v", ok, res.Replayed, err, tc.ok, tc.replayed, tc.mismatch)
+			}
+			if tc.replayed && (string(res.Response.Body) != "answer" || res.Response.Status != 201) {
+				t.Errorf("replayed %d %q, want 201 %q", res.Response.Status, res.Response.Body, "answer")
+			}
+		})
+	}
+}
+
 // A record larger than an L1 chunk (a header field over 64 KiB) is not cached in
 // process; every duplicate, however many arrive at once, is still
 // answered from Redis with that record, and none runs the request again.

@@ -481,6 +481,19 @@ type Reply func(Placed) (idempotency.Response, error)
 // reply renders it, in the transaction, as the response to record. The
 // answer is the response to send, and whether it replays an earlier one.
 func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string, reply Reply) (idempotency.Result, error) {
+	// A retry this process answered already needs nothing of what the
+	// placement builds (the token's state and the closures below are on
+	// the heap): looked up first, it allocates none of it.
+	if res, ok, err := s.opts.Idempotency.Remembered(ctx, idempotency.Request{
+		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken,
+	}); ok || err != nil {
+		return res, err
+	}
+	return s.submit(ctx, userID, key, rawToken, reply)
+}
+
+// submit is Submit past the answers this process remembers.
+func (s *Service) submit(ctx context.Context, userID int64, key, rawToken string, reply Reply) (idempotency.Result, error) {
 	var (
 		tok Token
 		in  Intent
