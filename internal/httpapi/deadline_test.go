@@ -10,7 +10,10 @@ import (
 	"time"
 )
 
-type ctxKey struct{}
+type (
+	ctxKey     struct{}
+	derivedKey struct{}
+)
 
 // serveWithDeadline runs handle behind deadline(d) on a request whose own
 // context is parent (with a value under ctxKey) and returns the context
@@ -38,7 +41,7 @@ func TestDeadlineEndsTheWorkThatWaits(t *testing.T) {
 	var at time.Time
 	serveWithDeadline(t, t.Context(), d, func(r *http.Request) {
 		at, _ = r.Context().Deadline()
-		derived, cancel := context.WithCancel(context.WithValue(r.Context(), struct{}{}, 1))
+		derived, cancel := context.WithCancel(context.WithValue(r.Context(), derivedKey{}, 1))
 		defer cancel()
 		<-derived.Done()
 		derivedErr = derived.Err()
