@@ -131,8 +131,8 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 		}
 		return fp
 	}
-	if res, ok, err := s.remembered(ctx, req, fingerprint); err != nil || ok {
-		return res, err
+	if resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, fingerprint); err != nil || ok {
+		return Result{Response: resp, Replayed: ok}, err
 	}
 	s.count(ctx, "l1", "miss")
 	var refused error
@@ -169,15 +169,8 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 // A caller that builds its change's closures and state for Do looks here
 // first, so that a retry answered from memory allocates none of them.
 func (s *Store) Remembered(ctx context.Context, req Request) (Result, bool, error) {
-	return s.remembered(ctx, req, func() []byte { return RequestFingerprint(req.Route, req.Body) })
-}
-
-func (s *Store) remembered(ctx context.Context, req Request, fingerprint func() []byte) (Result, bool, error) {
-	resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, fingerprint)
-	if err != nil || ok {
-		return Result{Response: resp, Replayed: ok}, true, err
-	}
-	return Result{}, false, nil
+	resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, func() []byte { return RequestFingerprint(req.Route, req.Body) })
+	return Result{Response: resp, Replayed: ok}, ok || err != nil, err
 }
 
 func (s *Store) replayed(resp *Response) Result {

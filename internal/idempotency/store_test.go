@@ -465,28 +465,39 @@ func TestL1MetricsReportWhatL1Holds(t *testing.T) {
 	}
 }
 
-// L1 recognises a replay by the request itself when it kept it, without
-// computing a fingerprint, and by fingerprint when it did not.
-func TestCachedRequest(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// newL1Store is a store whose Redis is unreachable, for what L1 answers
+// alone.
+func newL1Store(t *testing.T) *idempotency.Store {
+	t.Helper()
 	rds, _ := redisconn.New(redisconn.Options{Logger: slog.New(slog.DiscardHandler)})
 	s, err := idempotency.NewStore(idempotency.Options{Redis: rds, Logger: slog.New(slog.DiscardHandler),
 		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: 1 << 20, L1TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	finalize := func(key, request, fp string) {
-		t.Helper()
-		out, err := s.Begin(ctx, 1, key, []byte(fp))
-		if err != nil || out.Claim == nil {
-			t.Fatalf("begin %s: %v", key, err)
-		}
-		out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte(fp), Request: request, Response: idempotency.Response{Status: 201, Body: []byte(key)}})
+	t.Cleanup(s.Close)
+	return s
+}
+
+// keepInL1 completes user 1's key with a 201 answering body, the request
+// kept beside it (none when request is empty).
+func keepInL1(t *testing.T, s *idempotency.Store, key, request, fp, body string) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := s.Begin(ctx, 1, key, []byte(fp))
+	if err != nil || out.Claim == nil {
+		t.Fatalf("begin %s: %v", key, err)
 	}
-	finalize("kept", "token-a", "fp-a")
-	finalize("bare", "", "fp-a")
+	out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte(fp), Request: request, Response: idempotency.Response{Status: 201, Body: []byte(body)}})
+}
+
+// L1 recognises a replay by the request itself when it kept it, without
+// computing a fingerprint, and by fingerprint when it did not.
+func TestCachedRequest(t *testing.T) {
+	t.Parallel()
+	s := newL1Store(t)
+	keepInL1(t, s, "kept", "token-a", "fp-a", "kept")
+	keepInL1(t, s, "bare", "", "fp-a", "bare")
 	noHash := func() []byte { t.Error("fingerprint computed although the request was kept"); return nil }
 	hash := func(fp string) func() []byte { return func() []byte { return []byte(fp) } }
 	for _, tc := range []struct {
@@ -522,18 +533,8 @@ func TestCachedRequest(t *testing.T) {
 func TestRememberedAnswersFromL1Only(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rds, _ := redisconn.New(redisconn.Options{Logger: slog.New(slog.DiscardHandler)})
-	s, err := idempotency.NewStore(idempotency.Options{Redis: rds, Logger: slog.New(slog.DiscardHandler),
-		Retention: time.Hour, InflightTTL: time.Minute, L1Bytes: 1 << 20, L1TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	out, err := s.Begin(ctx, 1, "kept", []byte("fp-a"))
-	if err != nil || out.Claim == nil {
-		t.Fatalf("begin: %v", err)
-	}
-	out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte("fp-a"), Request: "token-a", Response: idempotency.Response{Status: 201, Body: []byte("answer")}})
+	s := newL1Store(t)
+	keepInL1(t, s, "kept", "token-a", "fp-a", "answer")
 	for _, tc := range []struct {
 		name, key, body string
 		ok, replayed    bool
