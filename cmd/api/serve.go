@@ -504,6 +504,6 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, e
 	return payment.NewService(payment.Options{
 		Pool: pool, Client: client, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
 		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
-		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabaseGroupCommitSlots,
+		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabasePaymentGroupSlots,
 	})
 }

@@ -229,3 +229,40 @@ func TestLiveOrderSettings(t *testing.T) {
 		}
 	}
 }
+
+// The group commit slots of placements and of payments each hold a pooled
+// connection while their group commits: together they must leave the
+// pool one for everything else, or the rest of the api waits on them.
+func TestGroupCommitSlotsLeaveAConnection(t *testing.T) {
+	t.Parallel()
+	env := secrets()
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DatabaseGroupCommitSlots != 1 || cfg.DatabasePaymentGroupSlots != 2 {
+		t.Errorf("slots: placements %d, payments %d; want 1 and 2", cfg.DatabaseGroupCommitSlots, cfg.DatabasePaymentGroupSlots)
+	}
+	for _, tc := range []struct {
+		conns, placement, payment string
+		ok                        bool
+	}{
+		{"4", "1", "2", true},
+		{"3", "1", "2", false},
+		{"4", "2", "2", false},
+		{"6", "1", "0", false},
+		{"6", "0", "1", false},
+	} {
+		env := secrets()
+		env["TAKEOUT_DATABASE_MAX_CONNS"] = tc.conns
+		env["TAKEOUT_DATABASE_GROUP_COMMIT_SLOTS"] = tc.placement
+		env["TAKEOUT_DATABASE_PAYMENT_GROUP_SLOTS"] = tc.payment
+		_, err := config.Load(func(k string) string { return env[k] })
+		if tc.ok && err != nil {
+			t.Errorf("pool %s, slots %s + %s: %v", tc.conns, tc.placement, tc.payment, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "SLOTS")) {
+			t.Errorf("pool %s, slots %s + %s: error %v, want one naming the slots", tc.conns, tc.placement, tc.payment, err)
+		}
+	}
+}
