@@ -248,3 +248,56 @@ func TestPaymentRacingACancelSettlesOnce(t *testing.T) {
 		}
 	}
 }
+
+// Three payments committed together, the middle one's order cancelled the
+// moment before: its neighbours are applied and it answers moved having
+// written nothing (no notification, the payment still open, no history
+// row), without a subtransaction to undo it (migration 00027).
+func TestGroupedPaymentAnswersMovedAndSparesItsNeighbours(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var ids []int64
+	var params []dbsqlc.PaymentSettleParams
+	for i := range 3 {
+		id, no := f.order(t, statemachine.PendingPayment)
+		src := Source{Kind: "v3", NotificationID: "grouped-" + strconv.Itoa(i), EventType: "TRANSACTION.SUCCESS"}
+		dt, ok := f.svc.o.Orders.PrepareDirect(statemachine.PendingPayment, statemachine.Pay, paymentActor(src), "paid")
+		if !ok {
+			t.Fatal("a payment of a waiting order cannot be prepared for one statement")
+		}
+		ids = append(ids, id)
+		params = append(params, dbsqlc.PaymentSettleParams{Channel: Channel, Mchid: testMchID, OutTradeNo: no, Appid: testAppID,
+			AmountFen: 1200, Currency: "CNY", NotificationID: src.NotificationID, TransactionID: "42000004" + strconv.Itoa(i), PaidAt: time.Now(),
+			FromStatus: string(dt.From), ToStatus: string(dt.To), UpdatedAt: dt.UpdatedAt, Actor: dt.Actor, Reason: dt.Reason, EventType: dt.EventType})
+	}
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET status = 'CANCELLED', version = version + 1 WHERE id = $1", ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.svc.succeedTogether(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"applied", outcomeMoved, "applied"}, got); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+	var statuses []string
+	for _, id := range ids {
+		var s string
+		if err := f.pool.QueryRow(ctx, "SELECT status FROM orders WHERE id = $1", id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, s)
+	}
+	if diff := cmp.Diff([]string{"PAID", "CANCELLED", "PAID"}, statuses); diff != "" {
+		t.Errorf("orders (-want +got):\n%s", diff)
+	}
+	if n := f.count(t, "SELECT count(*) FROM payment_notifications WHERE order_id = $1", ids[1]) +
+		f.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status <> 'CREATED'", ids[1]) +
+		f.count(t, "SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'", ids[1]); n != 0 {
+		t.Errorf("the moved payment left %d rows", n)
+	}
+	if n := f.count(t, "SELECT count(*) FROM payment_notifications"); n != 2 {
+		t.Errorf("%d notifications recorded, want 2", n)
+	}
+}
