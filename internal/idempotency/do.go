@@ -16,11 +16,14 @@ import (
 type Request struct {
 	Scope Scope
 	Key   string
-	// Route and Body are what the request asks for (e.g. "POST /v1/orders"
-	// and its confirm token): the same key with another route or body is
-	// refused with ErrMismatch. L1 compares Body as it is; Redis and
-	// PostgreSQL keep its fingerprint (RequestFingerprint), computed only
-	// when a layer needs it.
+	// Route and Body are what the request asks for: Route is its method
+	// and its path with the path parameters in it, escaped (no newline),
+	// e.g. "POST /admin/v1/orders/42/refunds" (see HTTPRoute); Body is its
+	// body, or for a submit its confirm token. The same key with another
+	// route, path parameter or body is refused with ErrMismatch in every
+	// layer: L1 compares them as they are; Redis and PostgreSQL keep their
+	// fingerprint (RequestFingerprint), computed only when a layer needs
+	// it.
 	Route, Body string
 	// Check, when set, runs once L1 has missed and before anything
 	// outside the process is touched, so that a request it refuses (a
@@ -131,7 +134,7 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 		}
 		return fp
 	}
-	if resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, fingerprint); err != nil || ok {
+	if resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Route, req.Body, fingerprint); err != nil || ok {
 		return Result{Response: resp, Replayed: ok}, err
 	}
 	s.count(ctx, "l1", "miss")
@@ -151,14 +154,14 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 	}
 	c := out.claim
 	if refused != nil {
-		return s.replayOrRefuse(ctx, c, req.Body, refused)
+		return s.replayOrRefuse(ctx, c, req, refused)
 	}
 	rec, replayed, err := s.run(ctx, c, req.Direct, change)
 	if err != nil {
 		c.release(ctx)
 		return Result{}, err
 	}
-	rec.Request = req.Body
+	rec.Request = requestText(req.Route, req.Body)
 	c.finalize(ctx, rec)
 	return Result{Response: rec.Response, Replayed: replayed}, nil
 }
@@ -169,7 +172,7 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 // A caller that builds its change's closures and state for Do looks here
 // first, so that a retry answered from memory allocates none of them.
 func (s *Store) Remembered(ctx context.Context, req Request) (Result, bool, error) {
-	resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Body, func() []byte { return RequestFingerprint(req.Route, req.Body) })
+	resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Route, req.Body, func() []byte { return RequestFingerprint(req.Route, req.Body) })
 	return Result{Response: resp, Replayed: ok}, ok || err != nil, err
 }
 
@@ -183,13 +186,13 @@ func (s *Store) replayed(resp *Response) Result {
 // replayOrRefuse answers a request that may not run anew: with its
 // recorded response, if PostgreSQL has one for this very request, else
 // with refused.
-func (s *Store) replayOrRefuse(ctx context.Context, c *claim, body string, refused error) (Result, error) {
+func (s *Store) replayOrRefuse(ctx context.Context, c *claim, req Request, refused error) (Result, error) {
 	rec, ok, err := s.lookup(ctx, c.scope, c.key)
 	if err != nil || !ok || string(rec.Fingerprint) != string(c.fp) {
 		c.release(ctx)
 		return Result{}, refused
 	}
-	rec.Request = body
+	rec.Request = requestText(req.Route, req.Body)
 	c.finalize(ctx, rec)
 	return Result{Response: rec.Response, Replayed: true}, nil
 }

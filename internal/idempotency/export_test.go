@@ -39,13 +39,16 @@ func (s *Store) Lookup(ctx context.Context, userID int64, key string) (Record, b
 }
 
 func (s *Store) Cached(userID int64, key string, fp []byte) (*Response, bool, error) {
-	resp, ok, err := s.cached(context.Background(), UserScope(userID), key, "", func() []byte { return fp })
+	resp, ok, err := s.cached(context.Background(), UserScope(userID), key, "", "", func() []byte { return fp })
 	if !ok {
 		return nil, false, err
 	}
 	return &resp, true, nil
 }
 
-func (s *Store) CachedRequest(userID int64, key, request string, fingerprint func() []byte) (Response, bool, error) {
-	return s.cached(context.Background(), UserScope(userID), key, request, fingerprint)
+func (s *Store) CachedRequest(userID int64, key, route, body string, fingerprint func() []byte) (Response, bool, error) {
+	return s.cached(context.Background(), UserScope(userID), key, route, body, fingerprint)
 }
+
+// RequestText is a request as L1 keeps it.
+func RequestText(route, body string) string { return requestText(route, body) }

@@ -159,5 +159,10 @@ func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, change Chang
 		return Result{}, problem.Wrap(problem.InvalidRequest, err, "the body could not be read")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return s.Do(r.Context(), Request{Scope: scope, Key: key, Route: r.Method + " " + r.URL.Path, Body: string(body)}, change)
+	return s.Do(r.Context(), Request{Scope: scope, Key: key, Route: HTTPRoute(r), Body: string(body)}, change)
 }
+
+// HTTPRoute is r's Request.Route: its method and escaped path, which
+// hold the route and every path parameter (the refund of order 7 is not
+// the refund of order 8), and no newline or other raw byte.
+func HTTPRoute(r *http.Request) string { return r.Method + " " + r.URL.EscapedPath() }

@@ -90,10 +90,10 @@ type Record struct {
 	Fingerprint []byte   `json:"f"`
 	Response    Response `json:"r"`
 	OrderID     int64    `json:"o,omitempty"`
-	// Request is the request itself (for a submit, its confirm token),
-	// kept in L1 only: a replay is then recognised by comparing it, not
-	// by hashing it again. Records read from Redis or PostgreSQL lack it
-	// and are compared by Fingerprint.
+	// Request is the request itself, its route, a newline and its body
+	// (see requestText), kept in L1 only: a replay is then recognised by
+	// comparing it, not by hashing it again. Records read from Redis or
+	// PostgreSQL lack it and are compared by Fingerprint.
 	Request string `json:"-"`
 }
 
@@ -218,11 +218,11 @@ type claim struct {
 }
 
 // cached answers from L1 alone: the stored response when this exact
-// request completed here before, ErrMismatch when the key answered
-// another request, or ok false on a miss. It touches nothing outside the
-// process. The request is compared as itself when the entry kept it (see
-// Record.Request), else by fingerprint, computed only then.
-func (s *Store) cached(ctx context.Context, scope Scope, key, request string, fingerprint func() []byte) (Response, bool, error) {
+// request (route and body) completed here before, ErrMismatch when the
+// key answered another request, or ok false on a miss. It touches nothing
+// outside the process. The request is compared as itself when the entry
+// kept it (see Record.Request), else by fingerprint, computed only then.
+func (s *Store) cached(ctx context.Context, scope Scope, key, route, body string, fingerprint func() []byte) (Response, bool, error) {
 	rk := scope.l1Key(key)
 	var (
 		resp        Response
@@ -232,11 +232,11 @@ func (s *Store) cached(ctx context.Context, scope Scope, key, request string, fi
 	)
 	found := s.l1.view(rk, func(e l1Entry) {
 		switch k := e.request(); {
-		case request != "" && k == request:
-			same, resp = true, e.cloneResponse()
-		case request == "" || k == "":
+		case k == "":
 			// Hashing takes time: compared outside the shard's lock.
 			compareByFP, kept = true, e.clone()
+		case isRequest(k, route, body):
+			same, resp = true, e.cloneResponse()
 		}
 	})
 	if !found {
@@ -244,12 +244,12 @@ func (s *Store) cached(ctx context.Context, scope Scope, key, request string, fi
 	}
 	if compareByFP {
 		same, resp = bytes.Equal(kept.fingerprint(), fingerprint()), kept.response()
-		if same && request != "" {
+		if same {
 			// Proven the same request: keep it, so that the next replay
 			// (of a record that came from Redis or PostgreSQL) compares
 			// instead of hashing.
 			rec := kept.record()
-			rec.Request = request
+			rec.Request = requestText(route, body)
 			s.l1.set(rk, rec)
 		}
 	}
@@ -259,6 +259,19 @@ func (s *Store) cached(ctx context.Context, scope Scope, key, request string, fi
 	}
 	s.count(ctx, "l1", "hit")
 	return resp, true, nil
+}
+
+// requestText is a request as L1 keeps it (Record.Request): its route, a
+// newline, its body. A route holds no newline (see Request.Route), so two
+// requests never share a text.
+func requestText(route, body string) string { return route + "\n" + body }
+
+// isRequest reports whether text is requestText(route, body), without
+// building it: a replay answered from L1 allocates nothing for the
+// comparison.
+func isRequest(text, route, body string) bool {
+	return len(text) == len(route)+1+len(body) &&
+		text[:len(route)] == route && text[len(route)] == '\n' && text[len(route)+1:] == body
 }
 
 // begin claims the key in Redis (L1 has missed). A completed record with

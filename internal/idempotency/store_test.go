@@ -491,32 +491,37 @@ func keepInL1(t *testing.T, s *idempotency.Store, key, request, fp, body string)
 	out.Claim.Finalize(ctx, idempotency.Record{Fingerprint: []byte(fp), Request: request, Response: idempotency.Response{Status: 201, Body: []byte(body)}})
 }
 
-// L1 recognises a replay by the request itself when it kept it, without
-// computing a fingerprint, and by fingerprint when it did not.
+// L1 recognises a replay by the request itself (its route and body) when
+// it kept it, without computing a fingerprint, and by fingerprint when it
+// did not. The same body sent to another route or resource is another
+// request: a mismatch, never the first route's answer.
 func TestCachedRequest(t *testing.T) {
 	t.Parallel()
 	s := newL1Store(t)
-	keepInL1(t, s, "kept", "token-a", "fp-a", "kept")
+	const route = "POST /admin/v1/orders/7/refunds"
+	keepInL1(t, s, "kept", idempotency.RequestText(route, "token-a"), "fp-a", "kept")
 	keepInL1(t, s, "bare", "", "fp-a", "bare")
 	noHash := func() []byte { t.Error("fingerprint computed although the request was kept"); return nil }
 	hash := func(fp string) func() []byte { return func() []byte { return []byte(fp) } }
 	for _, tc := range []struct {
-		name, key, request string
-		fingerprint        func() []byte
-		hit                bool
-		mismatch           bool
+		name, key, route, body string
+		fingerprint            func() []byte
+		hit                    bool
+		mismatch               bool
 	}{
-		{"same request, kept", "kept", "token-a", noHash, true, false},
-		{"other request, kept", "kept", "token-b", noHash, false, true},
-		{"same fingerprint, not kept", "bare", "token-a", hash("fp-a"), true, false},
-		{"other fingerprint, not kept", "bare", "token-b", hash("fp-b"), false, true},
-		{"by fingerprint only", "kept", "", hash("fp-a"), true, false},
-		{"unknown key", "none", "token-a", noHash, false, false},
+		{"same request, kept", "kept", route, "token-a", noHash, true, false},
+		{"other body, kept", "kept", route, "token-b", noHash, false, true},
+		{"same body, other resource", "kept", "POST /admin/v1/orders/8/refunds", "token-a", noHash, false, true},
+		{"same body, other route", "kept", "POST /admin/v1/merchants", "token-a", noHash, false, true},
+		{"same fingerprint, not kept", "bare", route, "token-a", hash("fp-a"), true, false},
+		{"other fingerprint, not kept", "bare", route, "token-b", hash("fp-b"), false, true},
+		{"unknown key", "none", route, "token-a", noHash, false, false},
 		// The fingerprint match above kept the request: no hash now.
-		{"same request, kept after a match", "bare", "token-a", noHash, true, false},
+		{"same request, kept after a match", "bare", route, "token-a", noHash, true, false},
+		{"other resource, kept after a match", "bare", "POST /admin/v1/orders/8/refunds", "token-a", noHash, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) { // in order: one case relies on an earlier one
-			resp, ok, err := s.CachedRequest(1, tc.key, tc.request, tc.fingerprint)
+			resp, ok, err := s.CachedRequest(1, tc.key, tc.route, tc.body, tc.fingerprint)
 			if ok != tc.hit || errors.Is(err, idempotency.ErrMismatch) != tc.mismatch {
 				t.Fatalf("hit %v, err %v; want hit %v, mismatch %v", ok, err, tc.hit, tc.mismatch)
 			}
@@ -534,7 +539,7 @@ func TestRememberedAnswersFromL1Only(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newL1Store(t)
-	keepInL1(t, s, "kept", "token-a", "fp-a", "answer")
+	keepInL1(t, s, "kept", idempotency.RequestText("POST /v1/orders", "token-a"), "fp-a", "answer")
 	for _, tc := range []struct {
 		name, key, body string
 		ok, replayed    bool
