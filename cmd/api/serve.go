@@ -288,6 +288,7 @@ func (a *app) buildLive(tokens *auth.Tokens, inserter *jobs.Client) error {
 	if a.staff, err = staff.NewService(staff.Options{
 		Pool: a.pool, Redis: a.rds, Tokens: tokens, Revocations: a.revocations, Logger: a.logger, TokenTTL: cfg.StaffLoginTTL,
 		AccountLimit: cfg.LoginLimitAccount, AddressLimit: cfg.LoginLimitAddress, Now: time.Now,
+		RequestKey: staff.RequestKeyFrom(cfg.StaffSecret.Bytes()),
 	}); err != nil {
 		return err
 	}

@@ -4,8 +4,11 @@ package main
 // (or the hostile tester) would see it.
 
 import (
+	"fmt"
 	"maps"
 	"testing"
+
+	"github.com/takeout/takeout/internal/testenv"
 )
 
 // A key's request is its method, route, path parameters and body, in
@@ -93,4 +96,85 @@ func TestKeyBelongsToOneRequest(t *testing.T) {
 			t.Errorf("%d categories made with a merchant create's key", n)
 		}
 	})
+}
+
+// creatingCase is one creating route as TestEveryCreatingRouteReplays
+// drives it: the caller's token, the path and body of a request that
+// creates something, and a count of what it created.
+type creatingCase struct {
+	token, path, body string
+	made              func() int
+}
+
+// Every POST of the contract that answers 201 declares Idempotency-Key and
+// replays under it: the same key and body, sent again to another
+// instance, answer the first 201 byte for byte with Idempotent-Replayed:
+// true and create nothing more. A creating route added to the contract
+// without a case here fails the test.
+func TestEveryCreatingRouteReplays(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 10, 10)
+	other := ps.start(t, ps.payEnv)
+	_, paid, _ := ps.paidOrder(t, "creating-routes")
+	user := ps.login(t, "creating-submit")
+	confirm := ps.confirm(t, ps.apis[0], user, ps.cart(1))
+	count := func(query string, args ...any) func() int {
+		return func() int { return ps.count(t, query, args...) }
+	}
+	cases := map[string]creatingCase{
+		"/v1/orders": {user, "/v1/orders", fmt.Sprintf(`{"confirm_token":%q}`, confirm.ConfirmToken),
+			count("SELECT count(*) FROM orders WHERE user_id = (SELECT id FROM users WHERE openid = 'sim-creating-submit')")},
+		"/admin/v1/merchants": {ps.admin, "/admin/v1/merchants", `{"name":"Walked Kitchen"}`,
+			count("SELECT count(*) FROM merchants WHERE name = 'Walked Kitchen'")},
+		"/admin/v1/merchants/{id}/dishes": {ps.admin, "/admin/v1/merchants/" + ps.merchantID + "/dishes", `{"name":"Walked Soup","price_fen":900,"stock":3}`,
+			count("SELECT count(*) FROM dishes WHERE name = 'Walked Soup'")},
+		"/admin/v1/merchants/{id}/categories": {ps.admin, "/admin/v1/merchants/" + ps.merchantID + "/categories", `{"name":"Walked Noodles"}`,
+			count("SELECT count(*) FROM categories WHERE name = 'Walked Noodles'")},
+		"/admin/v1/dishes/{id}/stock/adjustments": {ps.admin, "/admin/v1/dishes/" + ps.dishes[1].ID + "/stock/adjustments", `{"delta":2}`,
+			count("SELECT count(*) FROM stock_adjustments WHERE dish_id = $1 AND kind = 'delta'", ps.dishes[1].ID)},
+		"/admin/v1/orders/{id}/refunds": {ps.admin, "/admin/v1/orders/" + paid + "/refunds", `{"amount_fen":100,"reason":"walked"}`,
+			count("SELECT count(*) FROM refunds WHERE order_id = $1 AND amount_fen = 100", paid)},
+		"/admin/v1/merchants/{id}/staff": {ps.admin, "/admin/v1/merchants/" + ps.merchantID + "/staff", `{"username":"walked.cook","password":"long enough secret"}`,
+			count("SELECT count(*) FROM staff_accounts WHERE username = 'walked.cook'")},
+	}
+	creating := 0
+	for path, item := range testenv.OpenAPIDoc(t).Paths.Map() {
+		op := item.Post
+		if op == nil || op.Responses.Value("201") == nil {
+			continue
+		}
+		creating++
+		t.Run(path, func(t *testing.T) {
+			declared := false
+			for _, p := range append(item.Parameters, op.Parameters...) {
+				if p.Value != nil && p.Value.In == "header" && p.Value.Name == "Idempotency-Key" {
+					declared = true
+				}
+			}
+			if !declared {
+				t.Errorf("POST %s answers 201 but does not declare the Idempotency-Key header", path)
+			}
+			tc, ok := cases[path]
+			if !ok {
+				t.Fatalf("POST %s answers 201 and this test has no case for it: add one that creates something", path)
+			}
+			before := tc.made()
+			first := ps.doKey(t, ps.apis[0], "POST", tc.path, tc.token, "walk-"+path, tc.body)
+			if first.status != 201 || first.header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("first: %d %s (replayed %q), want a fresh 201", first.status, first.body, first.header.Get("Idempotent-Replayed"))
+			}
+			for _, api := range []*instance{ps.apis[0], other} {
+				r := ps.doKey(t, api, "POST", tc.path, tc.token, "walk-"+path, tc.body)
+				if r.status != 201 || string(r.body) != string(first.body) || r.header.Get("Idempotent-Replayed") != "true" {
+					t.Errorf("retry: %d %s (replayed %q), want the first 201 replayed", r.status, r.body, r.header.Get("Idempotent-Replayed"))
+				}
+			}
+			if got := tc.made() - before; got != 1 {
+				t.Errorf("one key made %d, want 1", got)
+			}
+		})
+	}
+	if creating != len(cases) {
+		t.Errorf("the contract has %d creating routes and this test %d cases: remove the cases of routes that are gone", creating, len(cases))
+	}
 }

@@ -81,7 +81,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Use(auth.RequireStaff(d.Tokens))
 			const a = "/admin/v1"
 			r.Method(http.MethodPost, a+"/auth/logout", auth.HandleLogout(d.Tokens, d.Revocations))
-			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants/{id}/staff", staff.HandleCreate(d.Staff))
+			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants/{id}/staff", staff.HandleCreate(d.Staff, d.Idempotency))
 			r.Method(http.MethodGet, a+"/merchants/{id}/staff", staff.HandleList(d.Staff))
 			r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/staff/{id}", staff.HandleDisable(d.Staff))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/merchants", catalog.HandleCreateMerchant(d.Catalog, d.Idempotency))

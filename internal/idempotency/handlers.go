@@ -97,6 +97,27 @@ func JSONCreated(status int, v any, headers ...string) (Created, error) {
 // sent, unless required, when it is 400 idempotency-key-missing.
 func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) string,
 	create func(ctx context.Context, tx pgx.Tx, r *http.Request) (Created, error)) http.Handler {
+	return CreatingWith(s, b, CreateOptions{Required: required, Scope: scope}, create)
+}
+
+// CreateOptions say how CreatingWith treats a route's keys.
+type CreateOptions struct {
+	// Required makes a request without an Idempotency-Key 400
+	// idempotency-key-missing; otherwise it runs once as sent.
+	Required bool
+	// Scope names who sent the request: keys of two callers never meet.
+	Scope func(*http.Request) string
+	// Identity, when set, is what a key's records keep of a body instead
+	// of the body itself (its fingerprint, and L1's copy): for a body that
+	// holds a secret, such as a new account's password, which must then
+	// be kept only as a keyed hash. Two bodies are the same request when
+	// their identities are equal. An error refuses the request.
+	Identity func(body []byte) ([]byte, error)
+}
+
+// CreatingWith is Creating with its options.
+func CreatingWith(s *Store, b db.Beginner, o CreateOptions,
+	create func(ctx context.Context, tx pgx.Tx, r *http.Request) (Created, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		raw := r.Header.Get("Idempotency-Key")
@@ -110,13 +131,13 @@ func Creating(s *Store, b db.Beginner, required bool, scope func(*http.Request) 
 			res Result
 			err error
 		)
-		if raw == "" && !required {
+		if raw == "" && !o.Required {
 			res.Response, err = db.WithTxV(ctx, b, func(tx pgx.Tx) (Response, error) {
 				rec, err := change(ctx, &Tx{Tx: tx, s: s, atStart: true})
 				return rec.Response, err
 			})
 		} else {
-			res, err = s.doHTTP(r, raw, NamedScope(scope(r)), change)
+			res, err = s.doHTTP(r, raw, NamedScope(o.Scope(r)), o.Identity, change)
 		}
 		if err != nil {
 			web.Error(w, r, err)
@@ -144,8 +165,9 @@ func WriteResponse(w http.ResponseWriter, res Result) {
 }
 
 // doHTTP reads the key and the whole body (left readable for the
-// handler) and runs change through Do.
-func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, change Change) (Result, error) {
+// handler) and runs change through Do, the request known by the body's
+// identity when one is given (see CreateOptions.Identity).
+func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, identity func([]byte) ([]byte, error), change Change) (Result, error) {
 	key, err := ParseKey(rawKey)
 	if err != nil {
 		return Result{}, err
@@ -159,7 +181,13 @@ func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, change Chang
 		return Result{}, problem.Wrap(problem.InvalidRequest, err, "the body could not be read")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return s.Do(r.Context(), Request{Scope: scope, Key: key, Route: HTTPRoute(r), Body: string(body)}, change)
+	kept := body
+	if identity != nil {
+		if kept, err = identity(body); err != nil {
+			return Result{}, err
+		}
+	}
+	return s.Do(r.Context(), Request{Scope: scope, Key: key, Route: HTTPRoute(r), Body: string(kept)}, change)
 }
 
 // HTTPRoute is r's Request.Route: its method and escaped path, which

@@ -1,13 +1,21 @@
 package staff
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/web"
 )
@@ -84,27 +92,43 @@ func pathID(r *http.Request, what string) (int64, error) {
 	return web.PathID(r, problem.New(problem.NotFound, "no %s %q", what, r.PathValue("id")))
 }
 
-// HandleCreate serves POST /admin/v1/merchants/{id}/staff (admins).
-func HandleCreate(s *Service) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		merchantID, err := pathID(r, "merchant")
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		req, err := web.Decode[CreateRequest](r)
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		st, _ := auth.StaffFrom(r.Context())
-		a, err := s.Create(r.Context(), merchantID, req.Username, req.Password, "admin:"+st.Subject)
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		web.JSON(w, http.StatusCreated, a)
-	})
+// HandleCreate serves POST /admin/v1/merchants/{id}/staff (admins),
+// once per Idempotency-Key: a retry gets the account it created. The
+// key's records keep the password only as a keyed hash (passwordIdentity).
+func HandleCreate(s *Service, idem *idempotency.Store) http.Handler {
+	return idempotency.CreatingWith(idem, s.opts.Pool, idempotency.CreateOptions{Scope: auth.StaffScope, Identity: s.passwordIdentity},
+		func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
+			merchantID, err := pathID(r, "merchant")
+			if err != nil {
+				return idempotency.Created{}, err
+			}
+			req, err := web.Decode[CreateRequest](r)
+			if err != nil {
+				return idempotency.Created{}, err
+			}
+			st, _ := auth.StaffFrom(ctx)
+			a, err := s.Create(ctx, tx, merchantID, req.Username, req.Password, "admin:"+st.Subject)
+			if err != nil {
+				return idempotency.Created{}, err
+			}
+			return idempotency.JSONCreated(http.StatusCreated, a)
+		})
+}
+
+// passwordIdentity is what a staff create's idempotency records keep of
+// its body: the username as sent and an HMAC of the password, never the
+// password or a hash of it that could be tried against a dictionary.
+func (s *Service) passwordIdentity(body []byte) ([]byte, error) {
+	var req CreateRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, problem.Wrap(problem.InvalidRequest, err, "the body is not a staff account")
+	}
+	mac := hmac.New(sha256.New, s.opts.RequestKey)
+	mac.Write([]byte(req.Password))
+	return json.Marshal(struct {
+		Username string `json:"username"`
+		Password string `json:"password_hmac"`
+	}{req.Username, hex.EncodeToString(mac.Sum(nil))})
 }
 
 // HandleList serves GET /admin/v1/merchants/{id}/staff (admins and the
@@ -146,4 +170,12 @@ func HandleDisable(s *Service) http.Handler {
 		}
 		web.JSON(w, http.StatusOK, a)
 	})
+}
+
+// RequestKeyFrom derives Options.RequestKey from the staff token secret,
+// so that no key of its own needs configuring and the two never coincide.
+func RequestKeyFrom(staffSecret []byte) []byte {
+	mac := hmac.New(sha256.New, staffSecret)
+	mac.Write([]byte("takeout staff create request identity"))
+	return mac.Sum(nil)
 }

@@ -45,7 +45,11 @@ type Options struct {
 	// Hashing bounds the password hashes computed at once (each takes
 	// 19 MiB for a few tens of milliseconds).
 	Hashing int
-	Now     func() time.Time
+	// RequestKey keys the HMAC that stands for a new account's password
+	// in its create's idempotency records (see passwordIdentity): the
+	// same on every instance, secret like the staff token key.
+	RequestKey []byte
+	Now        func() time.Time
 }
 
 // Service manages staff accounts and logs staff in.
@@ -98,13 +102,14 @@ func account(id, merchantID int64, username, by string, created time.Time, disab
 // ErrUsernameTaken is a create with a username some account has.
 var ErrUsernameTaken = problem.New(problem.AlreadyExists, "that username is taken")
 
-// Create makes a login for merchantID's staff.
-func (s *Service) Create(ctx context.Context, merchantID int64, username, password, by string) (Account, error) {
+// Create makes a login for merchantID's staff on q (the pool, or the
+// transaction that records its answer).
+func (s *Service) Create(ctx context.Context, q dbsqlc.DBTX, merchantID int64, username, password, by string) (Account, error) {
 	hash, err := s.hash(ctx, password)
 	if err != nil {
 		return Account{}, err
 	}
-	row, err := s.q.StaffAccountCreate(ctx, s.opts.Pool, dbsqlc.StaffAccountCreateParams{
+	row, err := s.q.StaffAccountCreate(ctx, q, dbsqlc.StaffAccountCreateParams{
 		MerchantID: merchantID, Username: username, PasswordHash: hash, CreatedBy: by,
 	})
 	if c, ok := db.UniqueViolation(err); ok && c == "staff_accounts_username_key" {
