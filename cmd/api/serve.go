@@ -281,6 +281,7 @@ func (a *app) buildLive(tokens *auth.Tokens, inserter *jobs.Client) error {
 	var err error
 	if a.hub, err = orderstream.NewHub(orderstream.Options{
 		Pool: a.pool, Redis: a.rds, Logger: a.logger, Poll: cfg.StreamPoll, Buffer: cfg.StreamBuffer, MaxStreams: cfg.StreamMax,
+		MaxPerMerchant: cfg.StreamMaxPerMerchant, MaxPerToken: cfg.StreamMaxPerToken, Revocations: a.revocations,
 		Heartbeat: cfg.StreamHeartbeat, WriteTimeout: cfg.WriteTimeout, Registerer: a.reg,
 	}); err != nil {
 		return err

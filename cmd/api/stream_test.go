@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,6 +24,8 @@ type sseEvent struct {
 type sseStream struct {
 	events chan sseEvent
 	status int
+	header http.Header
+	body   []byte // a refusal's body
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -45,9 +48,10 @@ func openStream(t testing.TB, api *instance, merchantID, token, lastID string) *
 		cancel()
 		t.Fatal(err)
 	}
-	s := &sseStream{events: make(chan sseEvent, 1024), status: resp.StatusCode, cancel: cancel, done: make(chan struct{})}
+	s := &sseStream{events: make(chan sseEvent, 1024), status: resp.StatusCode, header: resp.Header, cancel: cancel, done: make(chan struct{})}
 	t.Cleanup(s.close)
 	if resp.StatusCode != 200 {
+		s.body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		close(s.events)
 		close(s.done)

@@ -6,8 +6,13 @@ package main
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/orderstream"
+	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/testenv"
 )
 
@@ -176,5 +181,141 @@ func TestEveryCreatingRouteReplays(t *testing.T) {
 	}
 	if creating != len(cases) {
 		t.Errorf("the contract has %d creating routes and this test %d cases: remove the cases of routes that are gone", creating, len(cases))
+	}
+}
+
+// untilEnd reads a stream until it closes or d passes; it returns the
+// order events it carried and whether it ended with a stream.end event.
+func (s *sseStream) untilEnd(t *testing.T, d time.Duration) (events []sseEvent, ended bool) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return events, ended
+			}
+			switch {
+			case ev.Event == orderstream.EndEvent:
+				ended = true
+			case ev.ID != "":
+				events = append(events, ev)
+			}
+		case <-timeout:
+			t.Fatalf("the stream is still open after %s (events %v)", d, events)
+		}
+	}
+}
+
+// An open order stream lasts only while its token is valid: a logout, an
+// admin's revocation, the account disabled (each on the other instance)
+// and the token's expiry each end it with a stream.end event, and the
+// order paid afterwards never reaches it; reconnecting is 401.
+func TestStreamEndsWithItsToken(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 2, nil, 1000)
+	a, b := sh.apis[0], sh.apis[1]
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, token string, account staff.Account)
+	}{
+		{"logout", func(t *testing.T, token string, _ staff.Account) {
+			if r := sh.do(t, a, "POST", "/admin/v1/auth/logout", token, nil); r.status != 204 {
+				t.Fatalf("logout: %d %s", r.status, r.body)
+			}
+		}},
+		{"revoked by an admin", func(t *testing.T, token string, _ staff.Account) {
+			if r := sh.do(t, a, "POST", "/admin/v1/tokens/revoke", sh.admin, map[string]string{"token": token}); r.status != 204 && r.status != 200 {
+				t.Fatalf("revoke: %d %s", r.status, r.body)
+			}
+		}},
+		{"account disabled", func(t *testing.T, _ string, account staff.Account) {
+			if r := sh.do(t, a, "DELETE", "/admin/v1/staff/"+account.ID, sh.admin, nil); r.status != 200 {
+				t.Fatalf("disable: %d %s", r.status, r.body)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user := strings.ReplaceAll("cook."+tc.name, " ", ".")
+			account := sh.createStaff(t, user, "correct horse battery")
+			token := sh.staffLogin(t, b, user, "correct horse battery").Token
+			stream := openStream(t, b, sh.merchantID, token, "")
+			if stream.status != 200 {
+				t.Fatalf("stream: %d", stream.status)
+			}
+			tc.end(t, token, account)
+			id := sh.paidOrder(t, "after-"+user)
+			if r := sh.do(t, a, "POST", "/admin/v1/orders/"+id+"/accept", sh.admin, nil); r.status != 200 {
+				t.Fatalf("accept: %d %s", r.status, r.body)
+			}
+			events, ended := stream.untilEnd(t, 10*time.Second)
+			for _, ev := range events {
+				t.Errorf("the stream carried %s %s after its token ended", ev.Event, ev.ID)
+			}
+			if !ended {
+				t.Error("the stream closed without a stream.end event")
+			}
+			if again := openStream(t, b, sh.merchantID, token, ""); again.status != 401 {
+				t.Errorf("reconnect: %d, want 401", again.status)
+			}
+		})
+	}
+	t.Run("expiry", func(t *testing.T) {
+		r, _ := auth.ParseRole("merchant:" + sh.merchantID)
+		token, _, err := sh.tokens.IssueStaff("short.lived", r, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream := openStream(t, b, sh.merchantID, token, "")
+		if stream.status != 200 {
+			t.Fatalf("stream: %d", stream.status)
+		}
+		if _, ended := stream.untilEnd(t, 10*time.Second); !ended {
+			t.Error("the stream closed without a stream.end event")
+		}
+	})
+}
+
+// One merchant cannot take every stream of an instance: with room for 4,
+// a token may open 2 and a merchant 3; the next is 429 with Retry-After,
+// and another kitchen's board still connects and rings.
+func TestStreamsPerMerchantAndToken(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, map[string]string{
+		"TAKEOUT_STREAM_MAX": "4", "TAKEOUT_STREAM_MAX_PER_MERCHANT": "3", "TAKEOUT_STREAM_MAX_PER_TOKEN": "2",
+	}, 1000)
+	api := sh.apis[0]
+	sh.createStaff(t, "greedy.one", "correct horse battery")
+	sh.createStaff(t, "greedy.two", "correct horse battery")
+	one := sh.staffLogin(t, api, "greedy.one", "correct horse battery").Token
+	two := sh.staffLogin(t, api, "greedy.two", "correct horse battery").Token
+	for i, tc := range []struct {
+		token  string
+		status int
+	}{{one, 200}, {one, 200}, {one, 429}, {two, 200}, {two, 429}} {
+		s := openStream(t, api, sh.merchantID, tc.token, "")
+		if s.status != tc.status {
+			t.Errorf("stream %d of the merchant: %d, want %d", i+1, s.status, tc.status)
+		}
+	}
+	r := openStream(t, api, sh.merchantID, one, "")
+	if r.status != 429 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), `"rate-limited"`) {
+		t.Errorf("a stream past the bounds: %d %q %s, want 429 rate-limited with Retry-After", r.status, r.header.Get("Retry-After"), r.body)
+	}
+
+	// Another kitchen still connects, and its new order rings.
+	other := &shop{stack: sh.stack, apis: sh.apis, admin: sh.admin, merchantID: createMerchant(t, sh.stack, api, "Other Kitchen")}
+	other.dishes = append(other.dishes, createDish(t, sh.stack, api, sh.admin, other.merchantID, "Other Soup", 1500, 100))
+	other.createStaff(t, "other.cook", "correct horse battery")
+	board := openStream(t, api, other.merchantID, other.staffLogin(t, api, "other.cook", "correct horse battery").Token, "")
+	if board.status != 200 {
+		t.Fatalf("another kitchen's board: %d, want 200", board.status)
+	}
+	id := other.paidOrder(t, "other-kitchen")
+	if r := sh.do(t, api, "POST", "/admin/v1/orders/"+id+"/accept", sh.admin, nil); r.status != 200 {
+		t.Fatalf("accept: %d %s", r.status, r.body)
+	}
+	if ev := board.next(t, 10*time.Second); ev.Event != "order.accepted" || !strings.Contains(ev.Data, id) {
+		t.Errorf("another kitchen's board got %+v, want order %s accepted", ev, id)
 	}
 }

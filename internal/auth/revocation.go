@@ -29,13 +29,23 @@ type Revocations struct {
 
 	mu  sync.RWMutex
 	ids map[string]struct{}
+	// watched are the tokens long requests (order streams) wait on: each
+	// channel is closed when its token is revoked.
+	watched map[string]*watch
+}
+
+// watch is the watchers of one token.
+type watch struct {
+	revoked  chan struct{}
+	watchers int
 }
 
 const revocationChannel = "tokens:revoked"
 
 // NewRevocations returns the revocations kept in db, announced over rds.
 func NewRevocations(db dbsqlc.DBTX, rds *redisconn.Conn, logger *slog.Logger) *Revocations {
-	return &Revocations{db: db, q: dbsqlc.New(), redis: rds, channel: rds.Key(revocationChannel), logger: logger, ids: map[string]struct{}{}}
+	return &Revocations{db: db, q: dbsqlc.New(), redis: rds, channel: rds.Key(revocationChannel), logger: logger,
+		ids: map[string]struct{}{}, watched: map[string]*watch{}}
 }
 
 // Revoked reports whether the token with this id was revoked.
@@ -73,7 +83,42 @@ func (r *Revocations) Revoke(ctx context.Context, rev Revocation) error {
 func (r *Revocations) add(id string) {
 	r.mu.Lock()
 	r.ids[id] = struct{}{}
+	r.fire(id)
 	r.mu.Unlock()
+}
+
+// fire closes the channel of id's watchers; r.mu is held.
+func (r *Revocations) fire(id string) {
+	if w, ok := r.watched[id]; ok {
+		close(w.revoked)
+		delete(r.watched, id)
+	}
+}
+
+// Watch returns a channel that is closed when the token with this id is
+// revoked, here or on another instance (closed already if it was): a
+// long request made with the token ends then. stop ends the watch.
+func (r *Revocations) Watch(id string) (revoked <-chan struct{}, stop func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.ids[id]; ok {
+		ch := make(chan struct{})
+		close(ch)
+		return ch, func() {}
+	}
+	w, ok := r.watched[id]
+	if !ok {
+		w = &watch{revoked: make(chan struct{})}
+		r.watched[id] = w
+	}
+	w.watchers++
+	return w.revoked, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if w.watchers--; w.watchers == 0 && r.watched[id] == w {
+			delete(r.watched, id)
+		}
+	}
 }
 
 // Load replaces the in-memory list with the live revocations in the
@@ -93,6 +138,13 @@ func (r *Revocations) Load(ctx context.Context) error {
 		m[id] = struct{}{}
 	}
 	r.ids = m
+	// A revocation whose announcement was lost (Redis down) reaches the
+	// watchers of its token here.
+	for id := range r.watched {
+		if _, ok := m[id]; ok {
+			r.fire(id)
+		}
+	}
 	r.mu.Unlock()
 	return nil
 }

@@ -164,14 +164,19 @@ func (t *Tokens) VerifyStaff(token string) (Staff, error) {
 	if err != nil {
 		return Staff{}, err
 	}
-	if t.isRevoked(tokenID(c, token)) {
+	id := tokenID(c, token)
+	if t.isRevoked(id) {
 		return Staff{}, errRevoked
 	}
 	role, err := ParseRole(c.Role)
 	if err != nil {
 		return Staff{}, ErrInvalidToken
 	}
-	return Staff{Subject: c.Subject, Role: role}, nil
+	st := Staff{Subject: c.Subject, Role: role, TokenID: id}
+	if c.ExpiresAt != nil {
+		st.ExpiresAt = c.ExpiresAt.Time
+	}
+	return st, nil
 }
 
 type claims struct {
@@ -251,6 +256,11 @@ func (r Role) String() string {
 type Staff struct {
 	Subject string
 	Role    Role
+	// TokenID and ExpiresAt are the token's id (what a revocation names)
+	// and end: what ends a long request made with it, such as an order
+	// stream, when the token stops being valid.
+	TokenID   string
+	ExpiresAt time.Time
 }
 
 // CanManage reports whether the staff member may act on merchantID.

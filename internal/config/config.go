@@ -152,6 +152,8 @@ type Config struct {
 	StreamPoll           time.Duration `env:"TAKEOUT_STREAM_POLL" envDefault:"250ms"`
 	StreamBuffer         int           `env:"TAKEOUT_STREAM_BUFFER" envDefault:"256"`
 	StreamMax            int           `env:"TAKEOUT_STREAM_MAX" envDefault:"2000"`
+	StreamMaxPerMerchant int           `env:"TAKEOUT_STREAM_MAX_PER_MERCHANT" envDefault:"50"`
+	StreamMaxPerToken    int           `env:"TAKEOUT_STREAM_MAX_PER_TOKEN" envDefault:"5"`
 	OrderEventsRetention time.Duration `env:"TAKEOUT_ORDER_EVENTS_RETENTION" envDefault:"72h"`
 	// SubscribeTemplates is "STATUS=template_id,...": the WeChat
 	// subscribe message template of each status a customer is told of
@@ -456,6 +458,10 @@ func (c Config) validateLive(k *checker) {
 	check(c.StreamPoll >= 10*time.Millisecond, "TAKEOUT_STREAM_POLL: want at least 10ms")
 	check(c.StreamBuffer >= 1, "TAKEOUT_STREAM_BUFFER: want at least 1")
 	check(c.StreamMax >= 0, "TAKEOUT_STREAM_MAX: want 0 (no bound) or more")
+	check(c.StreamMaxPerMerchant >= 1 && (c.StreamMax == 0 || c.StreamMaxPerMerchant < c.StreamMax),
+		"TAKEOUT_STREAM_MAX_PER_MERCHANT: want at least 1 and below TAKEOUT_STREAM_MAX (%d), so that one merchant cannot take every stream", c.StreamMax)
+	check(c.StreamMaxPerToken >= 1 && c.StreamMaxPerToken <= c.StreamMaxPerMerchant,
+		"TAKEOUT_STREAM_MAX_PER_TOKEN: want at least 1 and at most TAKEOUT_STREAM_MAX_PER_MERCHANT (%d)", c.StreamMaxPerMerchant)
 	check(c.OrderEventsRetention >= time.Hour, "TAKEOUT_ORDER_EVENTS_RETENTION: want at least 1h")
 	_, err := c.SubscribeTemplateMap()
 	check(err == nil, "TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES: %v", err)

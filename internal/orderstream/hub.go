@@ -30,7 +30,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/redisconn"
 	"github.com/takeout/takeout/internal/webhook"
 )
@@ -69,6 +71,15 @@ type Options struct {
 	Buffer int
 	// MaxStreams bounds the streams of this instance (0: no bound).
 	MaxStreams int
+	// MaxPerMerchant and MaxPerToken bound the streams of one merchant
+	// and of one token on this instance, below MaxStreams, so that one
+	// kitchen (or one leaked token) cannot take every slot and keep
+	// another kitchen's new orders from ringing (0: no bound).
+	MaxPerMerchant int
+	MaxPerToken    int
+	// Revocations end a stream when its token is revoked (nil: only its
+	// expiry ends it).
+	Revocations *auth.Revocations
 	// Heartbeat is how often an idle stream sends a comment line.
 	Heartbeat time.Duration
 	// WriteTimeout bounds one write to a stream's client.
@@ -90,6 +101,8 @@ type Hub struct {
 	fresh  bool // cursor was set since the hub started
 	subs   map[int64]map[*subscriber]struct{}
 	nsubs  int
+	// byToken counts the streams of each token.
+	byToken map[string]int
 
 	wrote atomic.Bool   // this instance recorded events since the last round
 	wake  chan struct{} // a hint or a local write
@@ -119,7 +132,7 @@ func NewHub(o Options) (*Hub, error) {
 	}
 	h := &Hub{
 		opts: o, q: dbsqlc.New(), channel: o.Redis.Key(hintChannel),
-		subs: map[int64]map[*subscriber]struct{}{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		subs: map[int64]map[*subscriber]struct{}{}, byToken: map[string]int{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "takeout_order_streams", Help: "Live order streams (boards) connected to this instance.",
 		}),
@@ -286,13 +299,27 @@ func (h *Hub) skipToLatest(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// subscribe registers a stream of merchantID's events; ok is false when
-// the instance has as many streams as it may.
-func (h *Hub) subscribe(ctx context.Context, merchantID int64) (sub *subscriber, ok bool, err error) {
+// Refusals of a stream beyond a bound. A full instance is 503 (another
+// instance may have room); a merchant or token at its bound is 429 (its
+// own streams hold the slots).
+var (
+	errInstanceFull = problem.New(problem.Unavailable, "this instance serves as many order streams as it may; retry shortly").With("retry_after", 5)
+	errMerchantFull = problem.New(problem.RateLimited, "this merchant has as many order streams open on this instance as it may; close a board first").With("retry_after", 5)
+	errTokenFull    = problem.New(problem.RateLimited, "this token has as many order streams open as it may; close a board first").With("retry_after", 5)
+)
+
+// subscribe registers a stream of merchantID's events opened with the
+// token tokenID, unless a bound refuses it.
+func (h *Hub) subscribe(ctx context.Context, merchantID int64, tokenID string) (*subscriber, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.opts.MaxStreams > 0 && h.nsubs >= h.opts.MaxStreams {
-		return nil, false, nil
+	switch o := h.opts; {
+	case o.MaxStreams > 0 && h.nsubs >= o.MaxStreams:
+		return nil, errInstanceFull
+	case o.MaxPerMerchant > 0 && len(h.subs[merchantID]) >= o.MaxPerMerchant:
+		return nil, errMerchantFull
+	case o.MaxPerToken > 0 && h.byToken[tokenID] >= o.MaxPerToken:
+		return nil, errTokenFull
 	}
 	if !h.fresh {
 		// The hub has not read the outbox yet. Its cursor is set now,
@@ -300,17 +327,18 @@ func (h *Hub) subscribe(ctx context.Context, merchantID int64) (sub *subscriber,
 		// subscriber would otherwise skip to the end, past events the
 		// stream is waiting for.
 		if _, err := h.skipToLatest(ctx); err != nil {
-			return nil, false, fmt.Errorf("latest order event: %w", err)
+			return nil, fmt.Errorf("latest order event: %w", err)
 		}
 	}
-	s := &subscriber{events: make(chan Event, h.opts.Buffer), merchantID: merchantID}
+	s := &subscriber{events: make(chan Event, h.opts.Buffer), merchantID: merchantID, tokenID: tokenID}
 	if h.subs[merchantID] == nil {
 		h.subs[merchantID] = map[*subscriber]struct{}{}
 	}
 	h.subs[merchantID][s] = struct{}{}
+	h.byToken[tokenID]++
 	h.nsubs++
 	h.streams.Inc()
-	return s, true, nil
+	return s, nil
 }
 
 func (h *Hub) unsubscribe(s *subscriber) {
@@ -323,6 +351,9 @@ func (h *Hub) unsubscribe(s *subscriber) {
 	if len(h.subs[s.merchantID]) == 0 {
 		delete(h.subs, s.merchantID)
 	}
+	if h.byToken[s.tokenID]--; h.byToken[s.tokenID] == 0 {
+		delete(h.byToken, s.tokenID)
+	}
 	h.nsubs--
 	h.streams.Dec()
 }
@@ -334,6 +365,7 @@ func (h *Hub) CloseStreams() { h.once.Do(func() { close(h.done) }) }
 // subscriber is one stream's inbox.
 type subscriber struct {
 	merchantID int64
+	tokenID    string
 	events     chan Event
 	// behind is set when an event did not fit: the stream reads the
 	// outbox from its position before taking more from events.

@@ -36,14 +36,13 @@ func HandleStream(h *Hub) http.Handler {
 			web.Error(w, r, auth.ErrOtherMerchant)
 			return
 		}
-		sub, ok, err := h.subscribe(r.Context(), merchantID)
+		sub, err := h.subscribe(r.Context(), merchantID, st.TokenID)
 		if err != nil {
+			var p *problem.Error
+			if errors.As(err, &p) && p.Extra["retry_after"] != nil {
+				w.Header().Set("Retry-After", fmt.Sprint(p.Extra["retry_after"]))
+			}
 			web.Error(w, r, err)
-			return
-		}
-		if !ok {
-			w.Header().Set("Retry-After", "5")
-			web.Error(w, r, problem.New(problem.Unavailable, "this instance serves as many order streams as it may; retry shortly"))
 			return
 		}
 		defer h.unsubscribe(sub)
@@ -55,6 +54,20 @@ func HandleStream(h *Hub) http.Handler {
 			return
 		}
 		s := &stream{h: h, sub: sub, rc: http.NewResponseController(w), out: bufio.NewWriterSize(w, 8<<10), pos: pos}
+		// The stream lasts only while its token is valid: its revocation
+		// (here or on any instance, the account disabled, a logout) or its
+		// expiry ends it, as either would refuse an ordinary request.
+		if h.opts.Revocations != nil {
+			revoked, stop := h.opts.Revocations.Watch(st.TokenID)
+			defer stop()
+			s.revoked = revoked
+		}
+		if !st.ExpiresAt.IsZero() {
+			expired := make(chan struct{})
+			expiry := time.AfterFunc(time.Until(st.ExpiresAt), func() { close(expired) })
+			defer expiry.Stop()
+			s.expired = expired
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
@@ -91,6 +104,10 @@ type stream struct {
 	rc  *http.ResponseController
 	out *bufio.Writer
 	pos Position
+	// revoked and expired end the stream: its token was revoked, or
+	// expired (nil: never).
+	revoked <-chan struct{}
+	expired <-chan struct{}
 	// armed is when the write deadline was last set; err is the first
 	// failure to set it.
 	armed time.Time
@@ -123,6 +140,10 @@ func (s *stream) serve(ctx context.Context, reset bool) error {
 	heartbeat := time.NewTicker(s.h.opts.Heartbeat)
 	defer heartbeat.Stop()
 	for {
+		// A revocation or expiry that is due wins over events waiting.
+		if err := s.ended(); err != nil {
+			return err
+		}
 		if s.sub.behind.Swap(false) {
 			s.h.lagged.Inc()
 			if err := s.catchUp(ctx); err != nil {
@@ -134,6 +155,10 @@ func (s *stream) serve(ctx context.Context, reset bool) error {
 			return ctx.Err()
 		case <-s.h.done:
 			return nil
+		case <-s.revoked:
+			continue
+		case <-s.expired:
+			continue
 		case ev := <-s.sub.events:
 			s.write(ev)
 			// Take whatever else is waiting into the same flush.
@@ -154,6 +179,35 @@ func (s *stream) serve(ctx context.Context, reset bool) error {
 		}
 	}
 }
+
+// EndEvent is the last event of a stream whose token stopped being valid:
+// reconnecting with it is refused (401), and the board logs in again.
+const EndEvent = "stream.end"
+
+// ended ends the stream when its token was revoked or expired: it sends
+// EndEvent and returns errTokenEnded. Otherwise it returns nil.
+func (s *stream) ended() error {
+	select {
+	case <-s.revoked:
+		return s.end("the token was revoked: log in again")
+	case <-s.expired:
+		return s.end("the token expired: log in again")
+	default:
+		return nil
+	}
+}
+
+// end sends EndEvent with reason and ends the stream.
+func (s *stream) end(reason string) error {
+	s.arm()
+	fmt.Fprintf(s.out, "event: %s\ndata: {\"reason\":%q}\n\n", EndEvent, reason)
+	if err := s.flush(); err != nil {
+		return err
+	}
+	return errTokenEnded
+}
+
+var errTokenEnded = errors.New("the stream's token is no longer valid")
 
 // catchUp sends the merchant's events after the stream's position from
 // the outbox.
