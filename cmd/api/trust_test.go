@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -317,5 +318,49 @@ func TestStreamsPerMerchantAndToken(t *testing.T) {
 	}
 	if ev := board.next(t, 10*time.Second); ev.Event != "order.accepted" || !strings.Contains(ev.Data, id) {
 		t.Errorf("another kitchen's board got %+v, want order %s accepted", ev, id)
+	}
+}
+
+// Logins racing the account's disabling never leave a working token:
+// twenty logins, whose account reads come before their password checks,
+// with the disable landing among them. Every login either fails or gets
+// a token that is refused once the disable has answered.
+func TestLoginRacingDisable(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, map[string]string{"TAKEOUT_LOGIN_LIMIT_ACCOUNT": "0", "TAKEOUT_LOGIN_LIMIT_ADDRESS": "0"})
+	api := sh.apis[0]
+	for round := range 3 {
+		user := fmt.Sprintf("racing.cook%d", round)
+		account := sh.createStaff(t, user, "correct horse battery")
+		const logins = 20
+		tokens := make([]string, logins)
+		var wg sync.WaitGroup
+		for i := range logins {
+			wg.Go(func() {
+				r := sh.do(t, api, "POST", "/admin/v1/auth/login", "", map[string]string{"username": user, "password": "correct horse battery"})
+				switch r.status {
+				case 200:
+					var s staff.Session
+					r.json(t, &s)
+					tokens[i] = s.Token
+				case 401:
+				default:
+					t.Errorf("login: %d %s", r.status, r.body)
+				}
+			})
+		}
+		time.Sleep(time.Duration(20*(round+1)) * time.Millisecond)
+		if r := sh.do(t, api, "DELETE", "/admin/v1/staff/"+account.ID, sh.admin, nil); r.status != 200 {
+			t.Fatalf("disable: %d %s", r.status, r.body)
+		}
+		wg.Wait()
+		for i, tok := range tokens {
+			if tok == "" {
+				continue
+			}
+			if r := sh.do(t, api, "GET", "/admin/v1/merchants/"+sh.merchantID+"/staff", tok, nil); r.status != 401 {
+				t.Errorf("round %d: login %d's token answers %d after the account was disabled, want 401", round, i, r.status)
+			}
+		}
 	}
 }

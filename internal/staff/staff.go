@@ -197,16 +197,23 @@ func (s *Service) Login(ctx context.Context, username, password, address string)
 	if !ok || !found || acct.DisabledAt != nil {
 		return Session{}, ErrLoginFailed
 	}
-	// The attempts of an account count until one succeeds.
-	s.attempts.reset(ctx, "login:account:"+username)
 	role := auth.Role{MerchantID: acct.MerchantID}
 	tok, tokenID, exp, err := s.opts.Tokens.IssueStaffWithID(acct.Username, role, s.opts.TokenTTL)
 	if err != nil {
 		return Session{}, err
 	}
-	if err := s.q.StaffSessionInsert(ctx, s.opts.Pool, dbsqlc.StaffSessionInsertParams{TokenID: tokenID, AccountID: acct.ID, ExpiresAt: exp}); err != nil {
+	// The account was read before the password was checked: a disable
+	// may have come in between. The session is recorded only if it is
+	// still enabled (see StaffSessionInsert), else the token is dropped.
+	n, err := s.q.StaffSessionInsert(ctx, s.opts.Pool, dbsqlc.StaffSessionInsertParams{TokenID: tokenID, AccountID: acct.ID, ExpiresAt: exp})
+	if err != nil {
 		return Session{}, fmt.Errorf("record staff session: %w", err)
 	}
+	if n == 0 {
+		return Session{}, ErrLoginFailed
+	}
+	// The attempts of an account count until one succeeds.
+	s.attempts.reset(ctx, "login:account:"+username)
 	return Session{Token: tok, ExpiresAt: exp.UTC(), Role: role.String(), MerchantID: strconv.FormatInt(acct.MerchantID, 10), Username: acct.Username}, nil
 }
 

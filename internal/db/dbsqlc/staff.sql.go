@@ -141,19 +141,28 @@ func (q *Queries) StaffAccountsOfMerchant(ctx context.Context, db DBTX, merchant
 	return items, nil
 }
 
-const staffSessionInsert = `-- name: StaffSessionInsert :exec
-INSERT INTO staff_sessions (token_id, account_id, expires_at) VALUES ($1, $2, $3)
+const staffSessionInsert = `-- name: StaffSessionInsert :execrows
+INSERT INTO staff_sessions (token_id, account_id, expires_at)
+SELECT $1, a.id, $2 FROM staff_accounts a
+WHERE a.id = $3 AND a.disabled_at IS NULL
+FOR SHARE OF a
 `
 
 type StaffSessionInsertParams struct {
 	TokenID   string
-	AccountID int64
 	ExpiresAt time.Time
+	AccountID int64
 }
 
-func (q *Queries) StaffSessionInsert(ctx context.Context, db DBTX, arg StaffSessionInsertParams) error {
-	_, err := db.Exec(ctx, staffSessionInsert, arg.TokenID, arg.AccountID, arg.ExpiresAt)
-	return err
+// Only while the account is enabled, its row share-locked: a disable
+// either waits for this insert (and then finds the session to revoke)
+// or commits first (and then nothing is inserted).
+func (q *Queries) StaffSessionInsert(ctx context.Context, db DBTX, arg StaffSessionInsertParams) (int64, error) {
+	result, err := db.Exec(ctx, staffSessionInsert, arg.TokenID, arg.ExpiresAt, arg.AccountID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const staffSessionsLive = `-- name: StaffSessionsLive :many
