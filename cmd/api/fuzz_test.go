@@ -6,19 +6,26 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/takeout/takeout/internal/testenv"
 )
 
-// FuzzEveryRoute sends arbitrary path parameters, query strings and
-// bodies to every route of api/openapi.yaml as every kind of caller,
-// against one running API: no input may be answered with a 5xx, and
-// every refusal outside the payment callbacks (which answer in WeChat's
-// shapes) is an RFC 9457 problem. `make test` runs it for 500 inputs;
-// `make fuzz` for longer.
+// FuzzEveryRoute sends arbitrary path parameters (as raw bytes, escaped
+// into the path), query strings, values of the headers the service reads
+// as text (Idempotency-Key, Last-Event-ID) and bodies to every route of
+// api/openapi.yaml as every kind of caller, against one running API: no
+// input may be answered with a 5xx, and every refusal outside the payment
+// callbacks (which answer in WeChat's shapes) is an RFC 9457 problem.
+// `make test` runs it for 500 inputs; `make fuzz` for longer.
+// pathParam is a path parameter of a route template: {id}, {key}, ...
+var pathParam = regexp.MustCompile(`\{[a-z_]+\}`)
+
 func FuzzEveryRoute(f *testing.F) {
 	sh := newPayShop(f, nil, 50, 5).shop
 	api := sh.apis[0]
@@ -36,29 +43,29 @@ func FuzzEveryRoute(f *testing.F) {
 	slices.SortFunc(routes, func(a, b route) int { return strings.Compare(a.method+a.path, b.method+b.path) })
 
 	for i, seed := range []struct {
-		arg, query, body string
+		arg, query, header, body string
 	}{
-		{"1", "", `{}`},
-		{sh.dishes[0].ID, "limit=1", `{"name":"a\u0000b","price_fen":1,"stock":1}`},
-		{sh.merchantID, "user_id=1;x", `{"code":"x\u0000"}`},
-		{"%00", "cursor=%%%", `{"merchant_id":"` + sh.merchantID + `","items":[{"dish_id":"` + sh.dishes[0].ID + `","qty":1}],"address":{"name":"n\u0000","phone":"13900000000","detail":"d"},"remark":"\u0000"}`},
-		{"99999999999999999999", "status=PAID&status=x", `{"on_hand":-1}`},
-		{"0", "", `{"delta":5}`},
+		{"1", "", "", `{}`},
+		{sh.dishes[0].ID, "limit=1", "k-1", `{"name":"a\u0000b","price_fen":1,"stock":1}`},
+		{sh.merchantID, "user_id=1;x", "\xff\xfe", `{"code":"x\u0000"}`},
+		{"%00", "cursor=%%%", "", `{"merchant_id":"` + sh.merchantID + `","items":[{"dish_id":"` + sh.dishes[0].ID + `","qty":1}],"address":{"name":"n\u0000","phone":"13900000000","detail":"d"},"remark":"\u0000"}`},
+		{"99999999999999999999", "status=PAID&status=x", "\u202e1", `{"on_hand":-1}`},
+		{"0", "", "", `{"delta":5}`},
+		{"\xff\xfe", "", "\xc3", `{"note":"n"}`},
+		{"\x00", "x=%FF", "", `{"note":"n"}`},
 	} {
 		for r := range routes {
-			f.Add(uint8(r), uint8(i), seed.arg, seed.query, []byte(seed.body))
+			f.Add(uint8(r), uint8(i), seed.arg, seed.query, seed.header, []byte(seed.body))
 		}
 	}
 	client := &http.Client{}
-	f.Fuzz(func(t *testing.T, routeN, callerN uint8, arg, query string, body []byte) {
+	f.Fuzz(func(t *testing.T, routeN, callerN uint8, arg, query, header string, body []byte) {
 		rt := routes[int(routeN)%len(routes)]
 		if arg == "" {
 			arg = "1"
 		}
-		path := rt.path
-		for _, param := range []string{"{id}", "{user_id}", "{key}"} {
-			path = strings.ReplaceAll(path, param, url.PathEscape(arg))
-		}
+		// Every path parameter, whatever its name, gets arg's bytes.
+		path := pathParam.ReplaceAllLiteralString(rt.path, url.PathEscape(arg))
 		if strings.ContainsFunc(query, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '#' }) {
 			return // not a request line HTTP allows: net/http refuses it before any route
 		}
@@ -74,6 +81,13 @@ func FuzzEveryRoute(f *testing.F) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "fuzz-"+url.QueryEscape(arg))
+		if header != "" {
+			if !httpguts.ValidHeaderFieldValue(header) {
+				return // not a header HTTP allows: net/http refuses to send it
+			}
+			req.Header.Set("Idempotency-Key", header)
+			req.Header.Set("Last-Event-ID", header)
+		}
 		if tok := callers[int(callerN)%len(callers)]; tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}

@@ -5,7 +5,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -362,5 +364,155 @@ func TestLoginRacingDisable(t *testing.T) {
 				t.Errorf("round %d: login %d's token answers %d after the account was disabled, want 401", round, i, r.status)
 			}
 		}
+	}
+}
+
+// rawRequest sends a request with the given headers (values as raw
+// bytes) and returns the answer; a stream's 200 is closed at once.
+func (s *stack) rawRequest(t *testing.T, inst *instance, method, path string, headers map[string]string, body string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, inst.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header[k] = []string{v}
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") == "text/event-stream" {
+		return response{status: resp.StatusCode, header: resp.Header}
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// Bytes that are not UTF-8, or control characters, in a path parameter or
+// a header the service reads are 400, never a 500, and change nothing.
+func TestInvalidTextInPathsAndHeaders(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 10)
+	api := ps.apis[0]
+	_, paid, _ := ps.paidOrder(t, "bytes")
+	auth := "Bearer " + ps.admin
+	for _, tc := range []struct {
+		name, method, path string
+		headers            map[string]string
+		body               string
+	}{
+		{"Last-Event-ID FF FE", "GET", "/admin/v1/merchants/" + ps.merchantID + "/orders/stream", map[string]string{"Last-Event-Id": "\xff\xfe"}, ""},
+		{"Last-Event-ID with a bidi override", "GET", "/admin/v1/merchants/" + ps.merchantID + "/orders/stream", map[string]string{"Last-Event-Id": "\u202e1"}, ""},
+		{"refund retry %FF", "POST", "/admin/v1/refunds/%FF/retry", nil, `{"note":"n"}`},
+		{"refund settle %00", "POST", "/admin/v1/refunds/%00/settle", nil, `{"note":"n"}`},
+		{"refund settle %C3", "POST", "/admin/v1/refunds/%C3(/settle", nil, `{"note":"n"}`},
+		{"order id %FF", "POST", "/admin/v1/orders/%FF/accept", nil, ``},
+		{"idempotency key %FF", "GET", "/admin/v1/idempotency-keys/1/%FF", nil, ``},
+		{"Idempotency-Key FF", "POST", "/admin/v1/orders/" + paid + "/refunds", map[string]string{"Idempotency-Key": "k\xff"}, `{"amount_fen":100,"reason":"r"}`},
+		{"Authorization FF", "GET", "/admin/v1/orders", map[string]string{"Authorization": "Bearer \xff"}, ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"Authorization": auth}
+			maps.Copy(h, tc.headers)
+			r := ps.rawRequest(t, api, tc.method, tc.path, h, tc.body)
+			if r.status != 400 || r.problemType() != "invalid-request" {
+				t.Errorf("%d %s, want 400 invalid-request", r.status, r.body)
+			}
+		})
+	}
+	if n := ps.count(t, "SELECT count(*) FROM refunds"); n != 0 {
+		t.Errorf("%d refunds after refused requests", n)
+	}
+}
+
+// Names need a visible character and hold no zero-width or bidi control
+// characters; no text holds a bidi override. Each is refused naming the
+// field, and nothing is written.
+func TestInvisibleAndReversedTextIsRefused(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 10)
+	api := sh.apis[0]
+	user := sh.login(t, "text")
+	cart := func(name, detail string) map[string]any {
+		c := sh.cart(1)
+		c["address"] = map[string]string{"name": name, "phone": "13900139000", "detail": detail}
+		return c
+	}
+	const rows = "SELECT (SELECT count(*) FROM dishes) + (SELECT count(*) FROM merchants) + (SELECT count(*) FROM categories)"
+	before := sh.count(t, rows)
+	for _, tc := range []struct {
+		name, method, path, token string
+		body                      any
+		field                     string
+	}{
+		{"a dish named only U+200B", "POST", "/admin/v1/merchants/" + sh.merchantID + "/dishes", sh.admin, map[string]any{"name": "\u200b", "price_fen": 100, "stock": 1}, "name"},
+		{"a dish named with U+202E", "POST", "/admin/v1/merchants/" + sh.merchantID + "/dishes", sh.admin, map[string]any{"name": "Tea\u202eaeT", "price_fen": 100, "stock": 1}, "name"},
+		{"a merchant named only a hangul filler", "POST", "/admin/v1/merchants", sh.admin, map[string]any{"name": "\u3164"}, "name"},
+		{"a category with a zero-width space", "POST", "/admin/v1/merchants/" + sh.merchantID + "/categories", sh.admin, map[string]any{"name": "No\u200bodles"}, "name"},
+		{"an address name with U+202E", "POST", "/v1/orders/confirm", user, cart("\u202eHan", "Unit 3"), "address.name"},
+		{"an address name of spaces", "POST", "/v1/orders/confirm", user, cart("   ", "Unit 3"), "address.name"},
+		{"an address detail with U+202E", "POST", "/v1/orders/confirm", user, cart("Han", "Unit \u202e3"), "address.detail"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sh.do(t, api, tc.method, tc.path, tc.token, tc.body)
+			var p struct {
+				Field string `json:"field"`
+			}
+			r.json(t, &p)
+			if r.status != 400 || r.problemType() != "invalid-request" || p.Field != tc.field {
+				t.Errorf("%d %s, want 400 invalid-request naming %s", r.status, r.body, tc.field)
+			}
+		})
+	}
+	if after := sh.count(t, rows); after != before {
+		t.Errorf("%d rows written by refused requests", after-before)
+	}
+	// Text a user needs still goes through: an emoji with a joiner, a
+	// Persian word with a non-joiner, an address with an isolate.
+	if d := createDish(t, sh.stack, api, sh.admin, sh.merchantID, "Chef 👨\u200d🍳 noodles", 100, 1); d.Name != "Chef 👨\u200d🍳 noodles" {
+		t.Errorf("dish name %q", d.Name)
+	}
+	if r := sh.do(t, api, "POST", "/v1/orders/confirm", user, cart("می\u200cخواهم", "Unit \u20683\u2069")); r.status != 200 {
+		t.Errorf("confirm with a Persian name and an isolate: %d %s", r.status, r.body)
+	}
+}
+
+// An order's total has a ceiling (by default what one WeChat Pay payment
+// takes): a cart above it is refused at confirm with above-maximum, and
+// nothing is placed.
+func TestOrderTotalHasACeiling(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil)
+	api := sh.apis[0]
+	for i := range 5 {
+		sh.dishes = append(sh.dishes, createDish(t, sh.stack, api, sh.admin, sh.merchantID, fmt.Sprintf("Gold %d", i), 100_000_000, 1000))
+	}
+	user := sh.login(t, "big-spender")
+	r := sh.do(t, api, "POST", "/v1/orders/confirm", user, sh.cart(99, 99, 99, 99, 99))
+	var p struct {
+		TotalFen    int64 `json:"total_fen"`
+		MaxTotalFen int64 `json:"max_total_fen"`
+	}
+	r.json(t, &p)
+	if r.status != 409 || r.problemType() != "above-maximum" || p.TotalFen != 49_500_000_500 || p.MaxTotalFen != 1_000_000_000 {
+		t.Errorf("a 49,500,000,500 fen cart (with 500 delivery): %d %s, want 409 above-maximum naming both figures", r.status, r.body)
+	}
+	if r := sh.do(t, api, "POST", "/v1/orders/confirm", user, sh.cart(9)); r.status != 200 {
+		t.Errorf("a 900,000,500 fen cart: %d %s, want 200", r.status, r.body)
+	}
+	if n := sh.count(t, "SELECT count(*) FROM orders"); n != 0 {
+		t.Errorf("%d orders", n)
+	}
+
+	small := newShop(t, 1, map[string]string{"TAKEOUT_ORDER_MAX_TOTAL_FEN": "5000"}, 100)
+	u := small.login(t, "configured")
+	if r := small.do(t, small.apis[0], "POST", "/v1/orders/confirm", u, small.cart(5)); r.status != 409 || r.problemType() != "above-maximum" {
+		t.Errorf("5500 fen under a 5000 fen ceiling: %d %s", r.status, r.body)
+	}
+	if r := small.do(t, small.apis[0], "POST", "/v1/orders/confirm", u, small.cart(4)); r.status != 200 {
+		t.Errorf("4500 fen under a 5000 fen ceiling: %d %s", r.status, r.body)
 	}
 }

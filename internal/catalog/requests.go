@@ -88,7 +88,7 @@ func (r MerchantRules) validate() error {
 
 // CreateMerchantRequest is the body of POST /admin/v1/merchants.
 type CreateMerchantRequest struct {
-	Name   string  `json:"name"`
+	Name   string  `json:"name" text:"name"`
 	Status *string `json:"status"`
 	MerchantRules
 }
@@ -108,7 +108,7 @@ func (r *CreateMerchantRequest) Validate() error {
 // the version read and the fields to change.
 type UpdateMerchantRequest struct {
 	Version *int64  `json:"version"`
-	Name    *string `json:"name"`
+	Name    *string `json:"name" text:"name"`
 	Status  *string `json:"status"`
 	MerchantRules
 }
@@ -134,7 +134,7 @@ func (r *UpdateMerchantRequest) Validate() error {
 
 // CreateDishRequest is the body of POST /admin/v1/merchants/{id}/dishes.
 type CreateDishRequest struct {
-	Name            string  `json:"name"`
+	Name            string  `json:"name" text:"name"`
 	PriceFen        *int64  `json:"price_fen"`
 	Stock           *int32  `json:"stock"`
 	OnSale          *bool   `json:"on_sale"`
@@ -168,7 +168,7 @@ func (r *CreateDishRequest) Validate() error {
 // category_id or image_url of "" removes the dish's category or image.
 type UpdateDishRequest struct {
 	Version         *int64  `json:"version"`
-	Name            *string `json:"name"`
+	Name            *string `json:"name" text:"name"`
 	PriceFen        *int64  `json:"price_fen"`
 	OnSale          *bool   `json:"on_sale"`
 	CategoryID      *string `json:"category_id"`
@@ -251,7 +251,7 @@ func printableASCII(s string) bool {
 
 // CreateCategoryRequest is the body of POST /admin/v1/merchants/{id}/categories.
 type CreateCategoryRequest struct {
-	Name     string `json:"name"`
+	Name     string `json:"name" text:"name"`
 	Position *int32 `json:"position"`
 }
 
@@ -266,7 +266,7 @@ func (r *CreateCategoryRequest) Validate() error {
 // UpdateCategoryRequest is the body of PATCH /admin/v1/categories/{id}.
 type UpdateCategoryRequest struct {
 	Version  *int64  `json:"version"`
-	Name     *string `json:"name"`
+	Name     *string `json:"name" text:"name"`
 	Position *int32  `json:"position"`
 }
 
@@ -298,7 +298,7 @@ type SetOptionsRequest struct {
 // OptionGroupRequest is one group of a SetOptionsRequest.
 type OptionGroupRequest struct {
 	ID         *string               `json:"id"`
-	Name       string                `json:"name"`
+	Name       string                `json:"name" text:"name"`
 	MinChoices int32                 `json:"min_choices"`
 	MaxChoices *int32                `json:"max_choices"`
 	Choices    []OptionChoiceRequest `json:"choices"`
@@ -307,7 +307,7 @@ type OptionGroupRequest struct {
 // OptionChoiceRequest is one choice of an OptionGroupRequest.
 type OptionChoiceRequest struct {
 	ID            *string `json:"id"`
-	Name          string  `json:"name"`
+	Name          string  `json:"name" text:"name"`
 	PriceDeltaFen int64   `json:"price_delta_fen"`
 	Available     *bool   `json:"available"`
 }

@@ -104,6 +104,9 @@ type Config struct {
 	ConfirmTokenTTL  time.Duration `env:"TAKEOUT_CONFIRM_TOKEN_TTL" envDefault:"15m"`
 	OrderDedupWindow time.Duration `env:"TAKEOUT_ORDER_DEDUP_WINDOW" envDefault:"10m"`
 	OrderPayWindow   time.Duration `env:"TAKEOUT_ORDER_PAY_WINDOW" envDefault:"15m"`
+	// OrderMaxTotalFen is the most one order may come to: by default the
+	// most one WeChat Pay JSAPI payment takes (10 million yuan).
+	OrderMaxTotalFen int64 `env:"TAKEOUT_ORDER_MAX_TOTAL_FEN" envDefault:"1000000000"`
 	// OrderTimeoutSweepInterval is how often orders past their pay
 	// deadline get their payment-timeout job: an unpaid order is
 	// cancelled up to this long after its deadline.
@@ -400,6 +403,8 @@ func (c Config) validateIdentity(k *checker) {
 	check(c.ConfirmTokenTTL >= time.Minute, "TAKEOUT_CONFIRM_TOKEN_TTL: want at least 1m")
 	check(c.OrderDedupWindow >= 0, "TAKEOUT_ORDER_DEDUP_WINDOW: must not be negative")
 	check(c.OrderPayWindow >= time.Second, "TAKEOUT_ORDER_PAY_WINDOW: want at least 1s")
+	check(c.OrderMaxTotalFen >= 1 && c.OrderMaxTotalFen <= 1_000_000_000,
+		"TAKEOUT_ORDER_MAX_TOTAL_FEN: want 1 to 1000000000 (fen; WeChat Pay takes at most that in one payment)")
 	check(c.OrderTimeoutSweepInterval >= 100*time.Millisecond, "TAKEOUT_ORDER_TIMEOUT_SWEEP_INTERVAL: want at least 100ms")
 	// More than 64 subtransactions in one transaction overflow each
 	// backend's cache of them and slow every snapshot.

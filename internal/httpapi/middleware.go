@@ -152,21 +152,30 @@ func recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// wellFormedQuery refuses a query string that does not parse (a bad
-// %-escape, a ';' separator) on every route: url.URL.Query would drop the
-// pair, and a handler would act as if it had not been sent. Routes that
-// take parameters read them with web.Query, which also refuses unknown
-// and repeated ones.
-func wellFormedQuery(next http.Handler) http.Handler {
+// wellFormed refuses, on every route, a query string that does not parse
+// (a bad %-escape, a ';' separator): url.URL.Query would drop the pair,
+// and a handler would act as if it had not been sent. Routes that take
+// parameters read them with web.Query, which also refuses unknown and
+// repeated ones. It refuses as well a path (its parameters) or a header
+// the service reads that breaks the text rule (web.CheckPathAndHeaders).
+func wellFormed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.RawQuery != "" {
-			if err := web.CheckQuery(r); err != nil {
-				web.Error(w, r, err)
-				return
-			}
+		if err := checkWellFormed(r); err != nil {
+			web.Error(w, r, err)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkWellFormed is wellFormed's check.
+func checkWellFormed(r *http.Request) error {
+	if r.URL.RawQuery != "" {
+		if err := web.CheckQuery(r); err != nil {
+			return err
+		}
+	}
+	return web.CheckPathAndHeaders(r)
 }
 
 // limitBody caps every request body; web.Decode turns the overflow into a

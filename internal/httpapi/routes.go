@@ -27,7 +27,7 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 
 	// The live order stream lasts as long as the board is open: no
 	// request deadline (each write has its own).
-	r.With(wellFormedQuery, auth.RequireStaff(d.Tokens)).
+	r.With(wellFormed, auth.RequireStaff(d.Tokens)).
 		Method(http.MethodGet, "/admin/v1/merchants/{id}/orders/stream", orderstream.HandleStream(d.Stream))
 	r.Group(func(r chi.Router) {
 		r.Use(deadline(d.RequestTimeout))
@@ -38,20 +38,21 @@ func routes(d Deps, m *httpMetrics) http.Handler {
 
 // apiRoutes are every request-and-answer route.
 func apiRoutes(r chi.Router, d Deps) {
-	r.Get("/healthz", handleHealthz())
-	r.Get("/readyz", handleReadyz(d))
-	r.Method(http.MethodGet, "/board/", board.Handler())
-	r.Method(http.MethodGet, "/board/{file}", board.Handler())
+	r.With(wellFormed).Get("/healthz", handleHealthz())
+	r.With(wellFormed).Get("/readyz", handleReadyz(d))
+	r.With(wellFormed).Method(http.MethodGet, "/board/", board.Handler())
+	r.With(wellFormed).Method(http.MethodGet, "/board/{file}", board.Handler())
 
 	// Groups with full paths rather than mounted subrouters: a mount adds
 	// a wildcard path value to every request it routes.
 	// Payment callbacks come from the provider: never rate limited, and
-	// every refusal, an oversized body included, in the provider's shape.
+	// every refusal, an oversized body and a malformed query string
+	// included, in the provider's shape.
 	r.Method(http.MethodPost, "/v1/payments/wechat/notify", payment.HandleNotifyV3(d.Payments, d.MaxBodyBytes))
 	r.Method(http.MethodPost, "/v1/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments, d.MaxBodyBytes))
 
 	r.Group(func(r chi.Router) {
-		r.Use(wellFormedQuery, limitBody(d.MaxBodyBytes))
+		r.Use(wellFormed, limitBody(d.MaxBodyBytes))
 		r.Group(func(r chi.Router) {
 			r.Use(limitByIP(d.RateLimitIP, d.ClientIPHeader))
 			r.Method(http.MethodPost, "/v1/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))

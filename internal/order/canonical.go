@@ -50,7 +50,7 @@ type IntentItem struct {
 // Address is where an order goes; Location, when the mini-program's
 // location picker gave one, prices the delivery by distance.
 type Address struct {
-	Name     string    `json:"name"`
+	Name     string    `json:"name" text:"name"`
 	Phone    string    `json:"phone"`
 	Detail   string    `json:"detail" text:"multiline"`
 	Location *Location `json:"location,omitempty"`

@@ -80,6 +80,9 @@ type Options struct {
 	// DedupWindow is how long after placing an order the same cart is
 	// answered as a duplicate unless the client asks to repeat it.
 	DedupWindow time.Duration
+	// MaxTotalFen is the most an order may come to (0: no bound): what
+	// one payment may take.
+	MaxTotalFen int64
 	// PayWindow is the time from placement to the pay deadline.
 	PayWindow time.Duration
 	// AutoCompleteAfter is how long an order may be delivering before it
@@ -292,6 +295,10 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	}
 	if err := rules.checkMinimum(in); err != nil {
 		return ConfirmResponse{}, err
+	}
+	if max := s.opts.MaxTotalFen; max > 0 && in.TotalFen > max {
+		return ConfirmResponse{}, problem.New(problem.AboveMaximum, "the order comes to %d fen, above the %d fen one payment may take: order less at once", in.TotalFen, max).
+			With("total_fen", in.TotalFen).With("max_total_fen", max)
 	}
 	tok := Token{QuoteVersion: rules.quoteVersion}
 	if !openUntil.IsZero() {

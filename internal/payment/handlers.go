@@ -81,6 +81,10 @@ func HandleNotifyV3(s *Service, maxBody int64) http.Handler {
 			notifyFail(w, http.StatusServiceUnavailable, "payments are not configured")
 			return
 		}
+		if web.CheckQuery(r) != nil {
+			notifyFail(w, http.StatusBadRequest, "malformed query string")
+			return
+		}
 		body, ok := callbackBody(w, r, maxBody)
 		if !ok {
 			notifyFail(w, http.StatusRequestEntityTooLarge, "body too large")

@@ -45,6 +45,7 @@ var (
 	DishUnavailable        = Type{"dish-unavailable", http.StatusConflict, "A dish is not for sale"}
 	MerchantClosed         = Type{"merchant-closed", http.StatusConflict, "The merchant is closed"}
 	BelowMinimum           = Type{"below-minimum", http.StatusConflict, "The order is below the merchant's minimum"}
+	AboveMaximum           = Type{"above-maximum", http.StatusConflict, "The order's total is above what one payment may take"}
 	OutOfRange             = Type{"out-of-range", http.StatusConflict, "The address is beyond the merchant's delivery range"}
 	TokenInvalid           = Type{"confirm-token-invalid", http.StatusUnauthorized, "The confirm token is invalid"}
 	TokenExpired           = Type{"confirm-token-expired", http.StatusGone, "The confirm token expired: confirm again"}
@@ -63,7 +64,7 @@ func All() []Type {
 		Forbidden, NotFound, MethodNotAllowed, VersionConflict, AlreadyExists,
 		UpstreamUnavailable, Unavailable, Internal,
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
-		DishUnavailable, MerchantClosed, BelowMinimum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
+		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
 		RateLimited, StaffLoginFailed,
 	}
 }

@@ -72,3 +72,26 @@ func queryProblem(param, format string, args ...any) *problem.Error {
 	p := problem.New(problem.InvalidRequest, "query parameter %s: %s", param, fmt.Sprintf(format, args...))
 	return p.With("parameter", param)
 }
+
+// textHeaders are the request headers the service reads as text. Others
+// it reads are parsed whole (Content-Type, traceparent), checked where
+// they are read (X-Request-Id) or answered in WeChat Pay's shape
+// (Wechatpay-*, whose signature covers them).
+var textHeaders = []string{"Authorization", "Idempotency-Key", "Last-Event-ID"}
+
+// CheckPathAndHeaders applies the text rule to r's path, whose segments
+// are the path parameters, and to the headers the service reads as text:
+// bytes that are not UTF-8, or control characters, escaped in a path
+// segment (%FF, %00) or raw in a header, are a 400 problem before any
+// handler could carry them to PostgreSQL, which refuses them.
+func CheckPathAndHeaders(r *http.Request) error {
+	if CheckText("path", r.URL.Path, false) != nil {
+		return problem.New(problem.InvalidRequest, "the path must be UTF-8 text without control characters, escaped or not")
+	}
+	for _, name := range textHeaders {
+		if v := r.Header.Get(name); v != "" && CheckText(name, v, false) != nil {
+			return problem.New(problem.InvalidRequest, "header %s must be UTF-8 text without control characters", name).With("header", name)
+		}
+	}
+	return nil
+}
