@@ -516,3 +516,55 @@ func TestOrderTotalHasACeiling(t *testing.T) {
 		t.Errorf("4500 fen under a 5000 fen ceiling: %d %s", r.status, r.body)
 	}
 }
+
+// WeChat Pay sends some error answers unsigned. Such an answer decides
+// only what moves no money: a failed prepay is a 502 to retry (not a
+// forgery), a close or query of what the platform never saw ends the
+// closing, and a failing refund is retried. A refund's success answered
+// unsigned is never applied; the same refund answered signed is, once.
+func TestUnsignedErrorAnswers(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_JOB_RETRY_MAX_DELAY": "1s"}, 10)
+	api := ps.apis[0]
+
+	// Prepay, then the close and query of what never reached the platform.
+	user := ps.login(t, "unsigned-prepay")
+	o := ps.place(t, user, "unsigned-prepay", 1)
+	ps.simConfig(t, `{"unsigned":"errors","failing":["prepay"]}`)
+	if r := ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/pay", user, nil); r.status != 502 || r.problemType() != "upstream-unavailable" {
+		t.Fatalf("pay answered an unsigned SYSTEM_ERROR: %d %s, want 502 upstream-unavailable", r.status, r.body)
+	}
+	if r := ps.do(t, api, "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the attempt the platform never saw to be closed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'CLOSED'", o.ID) == 1
+	})
+	if logs := api.logs.String(); strings.Contains(logs, "not authentic") {
+		t.Errorf("an unsigned error answer was logged as not authentic:\n%s", grepLines(logs, `{"time`))
+	}
+
+	// A refund whose API fails unsigned is retried; one whose success
+	// comes unsigned is not applied.
+	ps.simConfig(t, `{}`)
+	_, paid, _ := ps.paidOrder(t, "unsigned-refund")
+	ps.simConfig(t, `{"unsigned":"errors","failing":["refund","query_refund"]}`)
+	if r := ps.doKey(t, api, "POST", "/admin/v1/orders/"+paid+"/refunds", ps.admin, "u-1", `{"amount_fen":100,"reason":"unsigned"}`); r.status != 201 {
+		t.Fatalf("refund: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the refund job to have failed twice", func() bool {
+		return ps.count(t, "SELECT count(*) FROM river_job WHERE kind = 'payment.refund' AND attempt >= 2") >= 1
+	})
+	ps.simConfig(t, `{"unsigned":"all","refund_at_once":true,"drop_refund_notifications":true}`)
+	time.Sleep(3 * time.Second) // the job's retries meet unsigned SUCCESS answers
+	if n := ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", paid); n != 0 {
+		t.Fatalf("a refund applied from an unsigned answer")
+	}
+	ps.simConfig(t, `{"refund_at_once":true}`)
+	waitUntil(t, "the refund to succeed once answered signed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS' AND amount_fen = 100", paid) == 1
+	})
+	if n := ps.count(t, "SELECT count(*) FROM river_job WHERE state = 'discarded'"); n != 0 {
+		t.Errorf("%d jobs discarded", n)
+	}
+}

@@ -57,15 +57,27 @@ func (c *Client) callTimeout() time.Duration {
 	return c.http.Timeout
 }
 
-// APIError is a non-2xx answer of the platform.
+// APIError is a non-2xx answer of the platform. The platform signs some
+// error answers and not others (a 400 PARAM_ERROR, a 404 ORDER_NOT_EXIST
+// may come without Wechatpay-* headers); Signed says whether this one
+// was, and verified. An unsigned answer is read only for what moves no
+// money: to retry, back off, query again, stop closing what the platform
+// does not have, or alert an operator. A payment, a refund or an amount
+// never follows from one (they follow only from verified 2xx answers and
+// notifications).
 type APIError struct {
 	Status  int
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	Signed  bool   `json:"-"`
 }
 
 func (e *APIError) Error() string {
-	return fmt.Sprintf("wechat pay: HTTP %d %s: %s", e.Status, e.Code, e.Message)
+	signed := "unsigned"
+	if e.Signed {
+		signed = "signed"
+	}
+	return fmt.Sprintf("wechat pay: HTTP %d %s (%s): %s", e.Status, e.Code, signed, e.Message)
 }
 
 func nonce() string {
@@ -75,7 +87,10 @@ func nonce() string {
 }
 
 // do sends a signed request and verifies the response's signature before
-// trusting any of it.
+// trusting any of it. A non-2xx answer without a signature is returned as
+// an unsigned APIError (see APIError for what it may decide); one that
+// carries a signature that does not verify, and any 2xx that does not,
+// is an error that trusts nothing of the answer.
 func (c *Client) do(ctx context.Context, method, pathAndQuery string, in, out any) error {
 	var body []byte
 	if in != nil {
@@ -110,11 +125,17 @@ func (c *Client) do(ctx context.Context, method, pathAndQuery string, in, out an
 		Timestamp: resp.Header.Get("Wechatpay-Timestamp"), Nonce: resp.Header.Get("Wechatpay-Nonce"),
 		Serial: resp.Header.Get("Wechatpay-Serial"), Signature: resp.Header.Get("Wechatpay-Signature"),
 	}
-	if err := c.keys.VerifyMessage(h, raw, c.now()); err != nil {
-		return fmt.Errorf("wechat pay answer not authentic: %w", err)
-	}
-	if resp.StatusCode >= 300 {
+	failed := resp.StatusCode >= 300
+	if failed && h.Signature == "" {
 		e := &APIError{Status: resp.StatusCode}
+		_ = json.Unmarshal(raw, e)
+		return e
+	}
+	if err := c.keys.VerifyMessage(h, raw, c.now()); err != nil {
+		return fmt.Errorf("wechat pay answer (HTTP %d) not authentic: %w", resp.StatusCode, err)
+	}
+	if failed {
+		e := &APIError{Status: resp.StatusCode, Signed: true}
 		_ = json.Unmarshal(raw, e)
 		return e
 	}

@@ -63,16 +63,24 @@ type payments struct {
 	refundAtOnce bool
 	// prepayDelay holds every prepay answer this long: a slow platform.
 	prepayDelay time.Duration
+	// unsigned is which answers go out without Wechatpay-* headers:
+	// "errors" (non-2xx, as the platform sends some of them), "all" (a
+	// forger's 2xx too) or "" (none).
+	unsigned string
+	// failing are the merchant APIs (prepay, query, close, refund,
+	// query_refund) that answer 500 SYSTEM_ERROR, the platform's
+	// retryable failure, without doing anything.
+	failing map[string]bool
 }
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
 func (s *Server) WithPayments(o PayOptions) *Server {
 	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}}
-	s.mux.HandleFunc("POST /v3/pay/transactions/jsapi", p.merchant(p.prepay))
-	s.mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{no}", p.merchant(p.query))
-	s.mux.HandleFunc("POST /v3/pay/transactions/out-trade-no/{no}/close", p.merchant(p.close))
-	s.mux.HandleFunc("POST /v3/refund/domestic/refunds", p.merchant(p.refund))
-	s.mux.HandleFunc("GET /v3/refund/domestic/refunds/{no}", p.merchant(p.queryRefund))
+	s.mux.HandleFunc("POST /v3/pay/transactions/jsapi", p.merchant("prepay", p.prepay))
+	s.mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{no}", p.merchant("query", p.query))
+	s.mux.HandleFunc("POST /v3/pay/transactions/out-trade-no/{no}/close", p.merchant("close", p.close))
+	s.mux.HandleFunc("POST /v3/refund/domestic/refunds", p.merchant("refund", p.refund))
+	s.mux.HandleFunc("GET /v3/refund/domestic/refunds/{no}", p.merchant("query_refund", p.queryRefund))
 	s.mux.HandleFunc("POST /sim/pay", p.simPay)
 	s.mux.HandleFunc("POST /sim/config", p.simConfig)
 	return s
@@ -81,15 +89,23 @@ func (s *Server) WithPayments(o PayOptions) *Server {
 type merchantHandler func(r *http.Request, body []byte) (int, any)
 
 // merchant verifies the merchant's Authorization and signs the answer, as
-// the platform does.
-func (p *payments) merchant(h merchantHandler) http.HandlerFunc {
+// the platform does (unless the unsigned knob says otherwise). api names
+// the API for the failing knob.
+func (p *payments) merchant(api string, h merchantHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		a, err := wxpay.ParseAuthorization(r.Header.Get("Authorization"))
 		status, out := http.StatusUnauthorized, any(map[string]string{"code": "SIGN_ERROR", "message": "bad authorization"})
+		p.mu.Lock()
+		failing, unsigned := p.failing[api], p.unsigned
+		p.mu.Unlock()
 		if err == nil && a.MchID == p.o.MchID {
 			msg := wxpay.RequestMessage(r.Method, r.URL.RequestURI(), a.Timestamp, a.Nonce, body)
-			if wxpay.VerifySHA256WithRSA(p.o.MerchantKey, msg, a.Signature) == nil {
+			switch {
+			case wxpay.VerifySHA256WithRSA(p.o.MerchantKey, msg, a.Signature) != nil:
+			case failing:
+				status, out = http.StatusInternalServerError, map[string]string{"code": "SYSTEM_ERROR", "message": "system error, retry"}
+			default:
 				status, out = h(r, body)
 			}
 		}
@@ -97,7 +113,9 @@ func (p *payments) merchant(h merchantHandler) http.HandlerFunc {
 		if out != nil {
 			raw, _ = json.Marshal(out)
 		}
-		p.sign(w.Header(), raw)
+		if unsigned == "" || (unsigned == "errors" && status < 300) {
+			p.sign(w.Header(), raw)
+		}
 		if raw != nil {
 			w.Header().Set("Content-Type", "application/json")
 		}
@@ -330,14 +348,27 @@ func (p *payments) simConfig(w http.ResponseWriter, r *http.Request) {
 		DropRefundNotices bool `json:"drop_refund_notifications"`
 		RefundAtOnce      bool `json:"refund_at_once"`
 		PrepayDelayMS     int  `json:"prepay_delay_ms"`
+		// Unsigned is "errors", "all" or "" (see payments.unsigned).
+		Unsigned string `json:"unsigned"`
+		// Failing names the APIs that answer 500 SYSTEM_ERROR.
+		Failing []string `json:"failing"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
 	}
+	if in.Unsigned != "" && in.Unsigned != "errors" && in.Unsigned != "all" {
+		http.Error(w, `unsigned: want "errors", "all" or ""`, 400)
+		return
+	}
+	failing := map[string]bool{}
+	for _, api := range in.Failing {
+		failing[api] = true
+	}
 	p.mu.Lock()
 	p.refundFails, p.dropRefundNotices, p.refundAtOnce = in.RefundFails, in.DropRefundNotices, in.RefundAtOnce
 	p.prepayDelay = time.Duration(in.PrepayDelayMS) * time.Millisecond
+	p.unsigned, p.failing = in.Unsigned, failing
 	p.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
