@@ -96,7 +96,7 @@ func pathID(r *http.Request, what string) (int64, error) {
 // once per Idempotency-Key: a retry gets the account it created. The
 // key's records keep the password only as a keyed hash (passwordIdentity).
 func HandleCreate(s *Service, idem *idempotency.Store) http.Handler {
-	return idempotency.CreatingWith(idem, s.opts.Pool, idempotency.CreateOptions{Scope: auth.StaffScope, Identity: s.passwordIdentity},
+	return idempotency.CreatingWith(idem, s, idempotency.CreateOptions{Scope: auth.StaffScope, Identity: s.passwordIdentity},
 		func(ctx context.Context, tx pgx.Tx, r *http.Request) (idempotency.Created, error) {
 			merchantID, err := pathID(r, "merchant")
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
@@ -123,6 +124,10 @@ func (s *Service) Create(ctx context.Context, q dbsqlc.DBTX, merchantID int64, u
 	}
 	return account(row.ID, row.MerchantID, row.Username, row.CreatedBy, row.CreatedAt, row.DisabledAt), nil
 }
+
+// Begin starts a transaction on the accounts' pool: a create recorded
+// under an Idempotency-Key runs in it with its record.
+func (s *Service) Begin(ctx context.Context) (pgx.Tx, error) { return s.opts.Pool.Begin(ctx) }
 
 // List returns merchantID's staff accounts.
 func (s *Service) List(ctx context.Context, merchantID int64) ([]Account, error) {
