@@ -82,7 +82,11 @@ func startPostgres(ctx context.Context, binDir, dir string, maxConns int) (*post
 
 func (p *postgres) cmd(ctx context.Context, tool string, args ...string) *exec.Cmd {
 	argv := append(append(append([]string{}, p.runAs...), filepath.Join(p.bin, tool)), args...)
-	return exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // G204: the soak's own server binaries
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // G204: the soak's own server binaries
+	// From the data directory (the postgres user's), not from the
+	// checkout, which that user may not be allowed to enter.
+	cmd.Dir = p.data
+	return cmd
 }
 
 func (p *postgres) start(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -39,7 +40,8 @@ type Process struct {
 }
 
 // Start runs bin with args and env (KEY=value), appending its output to
-// logPath (a restarted server keeps one log).
+// logPath (a restarted server keeps one log), from logPath's directory:
+// a process started as another user must be able to read it.
 func Start(ctx context.Context, logPath, bin string, env []string, args ...string) (*Process, error) {
 	return start(ctx, false, logPath, bin, env, args)
 }
@@ -58,6 +60,10 @@ func start(ctx context.Context, group bool, logPath, bin string, env, args []str
 	}
 	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binaries the tool was given
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+	// The process runs from its log's directory, not from ours: one run
+	// as another user (runuser -u postgres) could not enter a checkout
+	// only its owner may (Patroni's workers chdir to it, and fail).
+	cmd.Dir = filepath.Dir(logPath)
 	if group {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}

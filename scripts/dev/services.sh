@@ -85,6 +85,9 @@ ensure_postgres() {
 		chown -R postgres:postgres "$data"
 		run_as=(runuser -u postgres --)
 	fi
+	# The postgres user's programs run from its data directory: the
+	# checkout may be one only its owner can enter.
+	cd "$data"
 	if [ ! -s "$data/PG_VERSION" ]; then
 		log "creating a private PostgreSQL cluster in $data"
 		"${run_as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >"$dev/pg-initdb.log" 2>&1 ||
@@ -159,7 +162,7 @@ ensure_browser_packages() {
 stop() {
 	local bin
 	if [ -s "$dev/pg/postmaster.pid" ] && bin=$(pg_bin); then
-		if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bin/pg_ctl" -D "$dev/pg" -m fast stop >&2 || true
+		if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$bin/pg_ctl" -D "$dev/pg" -m fast stop >&2) || true
 		else "$bin/pg_ctl" -D "$dev/pg" -m fast stop >&2 || true; fi
 	fi
 	if [ -s "$dev/redis/redis.pid" ]; then
