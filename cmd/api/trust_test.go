@@ -4,14 +4,20 @@ package main
 // (or the hostile tester) would see it.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/orderstream"
@@ -566,5 +572,106 @@ func TestUnsignedErrorAnswers(t *testing.T) {
 	})
 	if n := ps.count(t, "SELECT count(*) FROM river_job WHERE state = 'discarded'"); n != 0 {
 		t.Errorf("%d jobs discarded", n)
+	}
+}
+
+// Each bound on a request's work turns into 503 with Retry-After and
+// nothing written, against a running instance, and a retry with the same
+// key then succeeds once: the request deadline and lock_timeout while a
+// row is held in another session, statement_timeout on a statement that
+// runs too long, and idle_in_transaction_session_timeout on a transaction
+// the server sees idle (its next statement held up on the way).
+func TestTimeoutsAnswer503AndRetriesSucceedOnce(t *testing.T) {
+	t.Parallel()
+	// Each case sets one bound low and the others well above the 3 s a
+	// held row stays held (or a slow link stays slow): without the bound
+	// under test the request would succeed once the hold ends.
+	generous := map[string]string{
+		"TAKEOUT_HTTP_WRITE_TIMEOUT": "60s", "TAKEOUT_HTTP_REQUEST_TIMEOUT": "30s", "TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL": "90s",
+		"TAKEOUT_DATABASE_LOCK_TIMEOUT": "20s", "TAKEOUT_DATABASE_STATEMENT_TIMEOUT": "20s", "TAKEOUT_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT": "20s",
+	}
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		holdRow  bool // hold the dish's stock rows in another session for 3 s
+		slowLink bool // delay what the instance sends to PostgreSQL for 3 s
+	}{
+		{"request deadline", map[string]string{"TAKEOUT_HTTP_REQUEST_TIMEOUT": "1s"}, true, false},
+		{"lock_timeout", map[string]string{"TAKEOUT_DATABASE_LOCK_TIMEOUT": "300ms"}, true, false},
+		{"statement_timeout", map[string]string{"TAKEOUT_DATABASE_STATEMENT_TIMEOUT": "300ms"}, true, false},
+		{"idle_in_transaction_session_timeout", map[string]string{"TAKEOUT_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT": "150ms"}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t)
+			env := maps.Clone(generous)
+			maps.Copy(env, tc.env)
+			var link *toxiproxy.Proxy
+			if tc.slowLink {
+				u, err := url.Parse(s.dbURL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+				link = toxiproxy.NewProxy(srv, "postgres", "127.0.0.1:0", u.Host)
+				if err := link.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(link.Stop)
+				u.Host = link.Listen
+				env["TAKEOUT_DATABASE_URL"] = u.String()
+			}
+			api := s.start(t, env)
+			admin := s.staffToken(t, "admin")
+			d := createDish(t, s, api, admin, createMerchant(t, s, api, "Slow Kitchen"), "Tea", 500, 10)
+			adjust := "/admin/v1/dishes/" + d.ID + "/stock/adjustments"
+			onHand := func() int {
+				return s.count(t, "SELECT stock FROM dishes_with_stock WHERE id = $1", d.ID)
+			}
+
+			ctx := context.Background()
+			var release func()
+			if tc.holdRow {
+				blocker, err := s.pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := blocker.Exec(ctx, "SELECT 1 FROM dish_stock WHERE dish_id = $1 FOR UPDATE", d.ID); err != nil {
+					t.Fatal(err)
+				}
+				release = func() { _ = blocker.Rollback(ctx) }
+			}
+			if tc.slowLink {
+				if _, err := link.Toxics.AddToxicJson(strings.NewReader(`{"name":"slow","type":"latency","stream":"upstream","attributes":{"latency":400}}`)); err != nil {
+					t.Fatal(err)
+				}
+				release = func() { _ = link.Toxics.RemoveToxic(ctx, "slow") }
+			}
+			held := time.AfterFunc(3*time.Second, release)
+			r := s.doKey(t, api, "POST", adjust, admin, "bounded", `{"delta":3}`)
+			if held.Stop() {
+				release()
+			}
+			if r.status != 503 || r.header.Get("Retry-After") == "" || r.problemType() != "service-unavailable" {
+				t.Errorf("bounded request: %d %s (Retry-After %q), want 503 service-unavailable with Retry-After", r.status, r.body, r.header.Get("Retry-After"))
+			}
+			// The server side finishes its rollback shortly after.
+			time.Sleep(300 * time.Millisecond)
+			if got := onHand(); got != 10 {
+				t.Errorf("on hand %d after a refused adjustment, want 10", got)
+			}
+			if n := s.count(t, "SELECT count(*) FROM stock_adjustments WHERE dish_id = $1 AND kind = 'delta'", d.ID); n != 0 {
+				t.Errorf("%d adjustments recorded by a refused request", n)
+			}
+			var retry response
+			waitUntil(t, "the retry to be answered", func() bool {
+				retry = s.doKey(t, api, "POST", adjust, admin, "bounded", `{"delta":3}`)
+				return retry.status != 503
+			})
+			again := s.doKey(t, api, "POST", adjust, admin, "bounded", `{"delta":3}`)
+			if retry.status != 201 || again.status != 201 || again.header.Get("Idempotent-Replayed") != "true" || onHand() != 13 {
+				t.Errorf("retries: %d %s, then %d (replayed %q); on hand %d, want 201, a replay, 13", retry.status, retry.body, again.status, again.header.Get("Idempotent-Replayed"), onHand())
+			}
+		})
 	}
 }
