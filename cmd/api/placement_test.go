@@ -542,7 +542,7 @@ func TestCutOffTransaction(t *testing.T) {
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+user)
 				req.Header.Set("Idempotency-Key", "cut-key")
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := sh.client.Do(req) // the answer checked against the contract
 				if err != nil {
 					done <- response{}
 					return

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/takeout/takeout/internal/testenv"
 	"github.com/takeout/takeout/internal/webhook"
 )
 
@@ -43,7 +44,9 @@ func openStream(t testing.TB, api *instance, merchantID, token, lastID string) *
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// Through the contract's checker: the answer's status and headers,
+	// then each event as it is read.
+	resp, err := testenv.ContractClient(t).Do(req)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

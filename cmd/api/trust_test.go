@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -673,5 +674,80 @@ func TestTimeoutsAnswer503AndRetriesSucceedOnce(t *testing.T) {
 				t.Errorf("retries: %d %s, then %d (replayed %q); on hand %d, want 201, a replay, 13", retry.status, retry.body, again.status, again.header.Get("Idempotent-Replayed"), onHand())
 			}
 		})
+	}
+}
+
+// Every operation's refusals are in the contract: a query string that
+// does not parse (400), a missing token (401), a body that is not JSON
+// (415) or is too large (413), each sent to every operation of
+// api/openapi.yaml through the contract's checker, which fails an answer
+// whose status or shape the contract does not document. None is a 5xx.
+func TestEveryOperationsRefusalsAreDocumented(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, map[string]string{"TAKEOUT_MAX_BODY_BYTES": "4096"}, 10)
+	api := ps.apis[0]
+	user := ps.login(t, "refusals")
+	doc := testenv.OpenAPIDoc(t)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			t.Run(method+" "+path, func(t *testing.T) {
+				target := pathParam.ReplaceAllLiteralString(path, "1")
+				token := ""
+				security := doc.Security
+				if op.Security != nil {
+					security = *op.Security
+				}
+				for _, req := range security {
+					switch {
+					case req["userToken"] != nil:
+						token = user
+					case req["staffToken"] != nil:
+						token = ps.admin
+					}
+				}
+				send := func(what, query, contentType, body, auth string, want ...int) {
+					t.Helper()
+					req, err := http.NewRequest(method, api.url+target+query, strings.NewReader(body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if contentType != "" {
+						req.Header.Set("Content-Type", contentType)
+					}
+					if auth != "" {
+						req.Header.Set("Authorization", "Bearer "+auth)
+					}
+					req.Header.Set("Idempotency-Key", "refusals")
+					resp, err := ps.client.Do(req) // the contract checks the answer
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode >= 500 || (len(want) > 0 && !slices.Contains(want, resp.StatusCode)) {
+						t.Errorf("%s: %d, want one of %v", what, resp.StatusCode, want)
+					}
+				}
+				if strings.HasSuffix(path, "/orders/stream") {
+					// A stream that opened would not end: only what it refuses.
+					send("a malformed query", "?x=%zz", "", "", token, 400)
+					send("no token", "", "", "", "", 401)
+					return
+				}
+				send("a malformed query", "?x=%zz", "application/json", "{}", token, 400)
+				if token != "" {
+					send("no token", "", "application/json", "{}", "", 401)
+				}
+				switch {
+				case strings.HasPrefix(path, "/v1/payments/"):
+					// Signature first: the v3 callback refuses these as
+					// unsigned (401), the v2 one by what they are.
+					send("a body that is not JSON", "", "text/plain", "x", token)
+					send("a body too large", "", "application/json", `{"x":"`+strings.Repeat("x", 5000)+`"}`, token, 413, 415)
+				case op.RequestBody != nil && op.RequestBody.Value.Content.Get("application/json") != nil:
+					send("a body that is not JSON", "", "text/plain", "x", token, 415)
+					send("a body too large", "", "application/json", `{"x":"`+strings.Repeat("x", 5000)+`"}`, token, 413)
+				}
+			})
+		}
 	}
 }

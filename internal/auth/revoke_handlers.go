@@ -34,17 +34,20 @@ func HandleLogout(tokens *Tokens, rev *Revocations) http.Handler {
 // RevokeRequest is the body of POST /admin/v1/tokens/revoke: the token
 // itself, or its id (as `api token` printed it).
 type RevokeRequest struct {
-	Token   string `json:"token"`
-	TokenID string `json:"token_id"`
+	Token   *string `json:"token"`
+	TokenID *string `json:"token_id"`
 }
 
-// Validate checks that exactly one of the two is given.
+// Validate checks that exactly one of the two is given, and not empty.
 func (r *RevokeRequest) Validate() error {
-	if (r.Token == "") == (r.TokenID == "") {
+	if (r.Token == nil) == (r.TokenID == nil) {
 		return problem.New(problem.InvalidRequest, "send token or token_id, not both")
 	}
-	if len(r.TokenID) > 128 {
-		return problem.Field("token_id", "at most 128 characters")
+	if r.Token != nil && *r.Token == "" {
+		return problem.Field("token", "must not be empty")
+	}
+	if r.TokenID != nil && (*r.TokenID == "" || len(*r.TokenID) > 128) {
+		return problem.Field("token_id", "1 to 128 characters")
 	}
 	return nil
 }
@@ -69,7 +72,14 @@ func HandleRevoke(tokens *Tokens, rev *Revocations) http.Handler {
 			return
 		}
 		staff, _ := StaffFrom(r.Context())
-		rv, err := tokens.RevocationOf(req.Token, req.TokenID)
+		var token, tokenID string
+		if req.Token != nil {
+			token = *req.Token
+		}
+		if req.TokenID != nil {
+			tokenID = *req.TokenID
+		}
+		rv, err := tokens.RevocationOf(token, tokenID)
 		if err != nil {
 			web.Error(w, r, err)
 			return

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -51,10 +52,7 @@ func instrument(logger *slog.Logger, m *httpMetrics) func(http.Handler) http.Han
 			route := routePattern(r)
 			telemetry.SetRoute(ctx, r.Method, route)
 			m.duration.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
-			level := slog.LevelInfo
-			if rec.status >= 500 {
-				level = slog.LevelError
-			}
+			level := logLevel(ctx, rec.status)
 			if !logger.Enabled(ctx, level) {
 				return
 			}
@@ -69,6 +67,21 @@ func instrument(logger *slog.Logger, m *httpMetrics) func(http.Handler) http.Han
 			}, web.LogAttrs(ctx)...)
 			logger.LogAttrs(ctx, level, "http request", attrs...)
 		})
+	}
+}
+
+// logLevel is the level of a request's access line: ERROR for a failure
+// of ours (500), WARN for a dependency that is down or an upstream that
+// failed (502, 503, 504: retried), INFO for the rest, and for a 5xx
+// marked expected (web.Expected).
+func logLevel(ctx context.Context, status int) slog.Level {
+	switch {
+	case status < 500 || web.IsExpected(ctx):
+		return slog.LevelInfo
+	case status == http.StatusInternalServerError:
+		return slog.LevelError
+	default:
+		return slog.LevelWarn
 	}
 }
 

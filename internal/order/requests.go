@@ -6,9 +6,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 	"unsafe"
 
@@ -23,6 +23,9 @@ const (
 	maxRemarkRunes = 200
 	maxLineOptions = 40
 )
+
+// phonePattern is a phone number as api/openapi.yaml states it (Address).
+var phonePattern = regexp.MustCompile(`^\+?[0-9]{5,20}$`)
 
 // ConfirmRequest is the body of POST /v1/orders/confirm.
 type ConfirmRequest struct {
@@ -99,8 +102,8 @@ func (r *ConfirmRequest) Validate() error {
 	case n > 50:
 		return problem.Field("address.name", "at most 50 characters")
 	}
-	if len(a.Phone) < 5 || len(a.Phone) > 20 || strings.Trim(a.Phone, "+0123456789") != "" {
-		return problem.Field("address.phone", "must be 5 to 20 digits, optionally with a leading +")
+	if !phonePattern.MatchString(a.Phone) {
+		return problem.Field("address.phone", "must be 5 to 20 digits, optionally after a leading +")
 	}
 	switch n := utf8.RuneCountInString(a.Detail); {
 	case n == 0:

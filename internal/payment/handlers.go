@@ -110,6 +110,8 @@ func notifyAnswer(r *http.Request, err error) (int, string) {
 	p, ok := problem.As(err)
 	switch {
 	case errors.Is(err, ErrInFlight):
+		// Expected under concurrent deliveries: the platform retries.
+		web.Expected(r.Context())
 		return http.StatusServiceUnavailable, "processing; retry"
 	case ok && p.Type.Status < 500:
 		return p.Type.Status, p.Detail

@@ -40,8 +40,10 @@ const maxRefundReason = 80
 // against the order.
 func (r *PartialRefundRequest) Validate() error {
 	switch {
-	case (len(r.Lines) == 0) == (r.AmountFen == nil):
+	case (r.Lines == nil) == (r.AmountFen == nil):
 		return problem.New(problem.InvalidRequest, "send either lines or amount_fen")
+	case r.Lines != nil && len(r.Lines) == 0:
+		return problem.Field("lines", "at least one line")
 	case r.AmountFen != nil && (*r.AmountFen < 1 || *r.AmountFen > 100_000_000):
 		return problem.Field("amount_fen", "must be between 1 and 100000000 (fen)")
 	case r.AmountFen != nil && r.Restock:

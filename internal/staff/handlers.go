@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -116,19 +115,13 @@ func HandleCreate(s *Service, idem *idempotency.Store) http.Handler {
 }
 
 // passwordIdentity is what a staff create's idempotency records keep of
-// its body: the username as sent and an HMAC of the password, never the
-// password or a hash of it that could be tried against a dictionary.
+// its body: an HMAC of it, never the password or a hash of it that could
+// be tried against a dictionary. The same bytes are the same request, as
+// for any other create.
 func (s *Service) passwordIdentity(body []byte) ([]byte, error) {
-	var req CreateRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, problem.Wrap(problem.InvalidRequest, err, "the body is not a staff account")
-	}
 	mac := hmac.New(sha256.New, s.opts.RequestKey)
-	mac.Write([]byte(req.Password))
-	return json.Marshal(struct {
-		Username string `json:"username"`
-		Password string `json:"password_hmac"`
-	}{req.Username, hex.EncodeToString(mac.Sum(nil))})
+	mac.Write(body)
+	return []byte(hex.EncodeToString(mac.Sum(nil))), nil
 }
 
 // HandleList serves GET /admin/v1/merchants/{id}/staff (admins and the

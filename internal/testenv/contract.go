@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -31,7 +32,7 @@ var contract = sync.OnceValues(func() (routers.Router, error) {
 	doc.Servers = nil
 	// The v2 payment callback answers XML, the board HTML, a script and
 	// styles: check them as text.
-	for _, ct := range []string{"text/xml", "text/html", "text/javascript", "text/css"} {
+	for _, ct := range []string{"text/xml", "text/html", "text/javascript", "text/css", "text/event-stream"} {
 		openapi3filter.RegisterBodyDecoder(ct, func(r io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
 			b, err := io.ReadAll(r)
 			return string(b), err
@@ -73,6 +74,15 @@ func (c *contractTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	resp, err := c.next.RoundTrip(req)
 	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == "text/event-stream" {
+		// A stream does not end: its status and headers are checked now,
+		// and each event as the caller reads it.
+		if err := c.check(req, resp, nil); err != nil {
+			c.t.Errorf("contract: %s %s -> %d: %v", req.Method, req.URL.Path, resp.StatusCode, err)
+		}
+		resp.Body = &eventChecker{t: c.t, what: req.Method + " " + req.URL.Path, body: resp.Body}
+		return resp, nil
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -126,4 +136,78 @@ func truncate(b []byte) string {
 		return string(b[:2000]) + "..."
 	}
 	return string(b)
+}
+
+// eventChecker checks a Server-Sent Events stream as it is read: each
+// line is a comment, or an id, event, data or retry field; each event
+// has a type the contract names (an order event, stream.reset or
+// stream.end) and JSON data; an order event has an id.
+type eventChecker struct {
+	t       testing.TB
+	what    string
+	body    io.ReadCloser
+	partial []byte // the unfinished line
+	event   map[string]string
+	events  int
+}
+
+func (e *eventChecker) Read(p []byte) (int, error) {
+	n, err := e.body.Read(p)
+	e.partial = append(e.partial, p[:n]...)
+	for {
+		i := bytes.IndexByte(e.partial, '\n')
+		if i < 0 {
+			break
+		}
+		e.line(string(e.partial[:i]))
+		e.partial = e.partial[i+1:]
+	}
+	return n, err
+}
+
+func (e *eventChecker) Close() error { return e.body.Close() }
+
+func (e *eventChecker) line(l string) {
+	if e.event == nil {
+		e.event = map[string]string{}
+	}
+	switch field, value, _ := strings.Cut(l, ":"); {
+	case l == "":
+		e.dispatch()
+	case field == "":
+		// A comment (a heartbeat).
+	case field == "id" || field == "event" || field == "data" || field == "retry":
+		if _, dup := e.event[field]; dup {
+			e.t.Errorf("contract: %s: event %d has two %s fields", e.what, e.events+1, field)
+		}
+		e.event[field] = strings.TrimPrefix(value, " ")
+	default:
+		e.t.Errorf("contract: %s: line %q is no Server-Sent Events field", e.what, l)
+	}
+}
+
+func (e *eventChecker) dispatch() {
+	ev := e.event
+	e.event = nil
+	if _, ok := ev["event"]; !ok {
+		if _, ok := ev["data"]; ok {
+			e.t.Errorf("contract: %s: data without an event type: %v", e.what, ev)
+		}
+		return // the retry line, or nothing
+	}
+	e.events++
+	typ := ev["event"]
+	switch {
+	case strings.HasPrefix(typ, "order."):
+		if ev["id"] == "" {
+			e.t.Errorf("contract: %s: %s event without an id", e.what, typ)
+		}
+	case typ == "stream.reset" || typ == "stream.end":
+	default:
+		e.t.Errorf("contract: %s: event type %q is not in the contract", e.what, typ)
+	}
+	var data map[string]any
+	if err := json.Unmarshal([]byte(ev["data"]), &data); err != nil {
+		e.t.Errorf("contract: %s: %s data is not a JSON object: %v", e.what, typ, err)
+	}
 }

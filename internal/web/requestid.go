@@ -27,6 +27,30 @@ type request struct {
 	// shortly, 503) from the rest (500); the server supplies it, since
 	// what "down" looks like belongs to the database layer.
 	unavailable func(error) bool
+	// expected is set for an answer that is part of normal operation even
+	// though its status is 5xx (see Expected).
+	expected bool
+}
+
+// Expected marks ctx's request's answer as expected: a 503 the caller is
+// meant to retry (a duplicate callback that arrived while its first copy
+// was being applied) is logged below ERROR, which is for failures.
+func Expected(ctx context.Context) {
+	if r := requestOf(ctx); r != nil {
+		r.mu.Lock()
+		r.expected = true
+		r.mu.Unlock()
+	}
+}
+
+// IsExpected reports whether Expected marked ctx's request.
+func IsExpected(ctx context.Context) bool {
+	if r := requestOf(ctx); r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.expected
+	}
+	return false
 }
 
 // WithRequest returns ctx carrying one request's id, the logger its
