@@ -183,18 +183,30 @@ func TestEveryCreatingRouteReplays(t *testing.T) {
 				wg.Go(func() { answers[i] = ps.doKey(t, api, "POST", tc.path, tc.token, "walk-"+path, tc.body) })
 			}
 			wg.Wait()
-			answers = append(answers, ps.doKey(t, other, "POST", tc.path, tc.token, "walk-"+path, tc.body))
-			fresh := 0
+			// A copy that waited longer than the coalescing wait for the
+			// first (a password hash under -race) is told to come back:
+			// the late retry then replays.
+			var late response
+			waitUntil(t, "a late retry to be answered", func() bool {
+				late = ps.doKey(t, other, "POST", tc.path, tc.token, "walk-"+path, tc.body)
+				return late.problemType() != "request-in-progress"
+			})
+			answers = append(answers, late)
+			fresh, body := 0, ""
 			for _, r := range answers {
-				if r.status != 201 || string(r.body) != string(answers[0].body) {
-					t.Errorf("%d %s, want one 201 body for every copy", r.status, r.body)
+				switch {
+				case r.status == 409 && r.problemType() == "request-in-progress":
+					continue
+				case r.status != 201 || (body != "" && string(r.body) != body):
+					t.Errorf("%d %s, want one 201 body for every copy (or 409 request-in-progress)", r.status, r.body)
 				}
+				body = string(r.body)
 				if r.header.Get("Idempotent-Replayed") != "true" {
 					fresh++
 				}
 			}
-			if fresh != 1 {
-				t.Errorf("%d answers not marked replayed, want 1", fresh)
+			if fresh != 1 || late.header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("%d answers not marked replayed, want 1; the late retry replayed: %q", fresh, late.header.Get("Idempotent-Replayed"))
 			}
 			if got := tc.made() - before; got != 1 {
 				t.Errorf("one key made %d, want 1", got)
