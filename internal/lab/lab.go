@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -57,6 +58,14 @@ func start(ctx context.Context, group bool, logPath, bin string, env, args []str
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600) //nolint:gosec // G304: the tool's work directory
 	if err != nil {
 		return nil, err
+	}
+	// A binary named by a relative path is ours: the process starts in
+	// another directory (below), where that path means nothing.
+	if strings.ContainsRune(bin, filepath.Separator) && !filepath.IsAbs(bin) {
+		if bin, err = filepath.Abs(bin); err != nil {
+			logf.Close()
+			return nil, err
+		}
 	}
 	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: the binaries the tool was given
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
