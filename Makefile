@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SQLC  := go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
-.PHONY: observe run test build generate services stop-services fuzz soak soak-quick soak-ha soak-ha-quick ha ha-packages run-ha bench clean
+.PHONY: observe run test build generate schema services stop-services fuzz soak soak-quick soak-ha soak-ha-quick ha ha-packages run-ha bench clean
 
 ## run: start PostgreSQL/Redis if needed, migrate, seed the demo, run wxsim and the API
 run:
@@ -20,9 +20,13 @@ build:
 	go build -o bin/bench ./cmd/bench
 	go build -o bin/ha ./cmd/ha
 
-## generate: regenerate the sqlc code after changing db/queries or db/migrations
+## generate: regenerate the sqlc code after changing db/queries, db/migrations or db/functions
 generate:
 	$(SQLC) generate
+
+## schema: regenerate db/schema.sql (the live schema) after changing db/migrations or db/functions
+schema:
+	@eval "$$(scripts/dev/services.sh)" && go test ./internal/db -run '^TestSchemaFileIsTheLiveSchema$$' -count=1 -update
 
 ## services: print the test services' URLs, starting them if needed
 services:

@@ -14,15 +14,8 @@ CREATE TABLE dish_stock (
 INSERT INTO dish_stock (dish_id, shard, units) SELECT id, 0, stock FROM dishes;
 ALTER TABLE dishes DROP COLUMN stock;
 
--- Dishes as the API shows them: with their stock.
-CREATE VIEW dishes_with_stock AS
-SELECT d.id, d.merchant_id, d.name, d.price_fen,
-       (SELECT coalesce(sum(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id)::integer AS stock,
-       d.on_sale, d.version, d.created_at, d.updated_at
-FROM dishes d;
-
+-- The view dishes_with_stock lives in db/functions/dishes_with_stock.sql.
 -- +goose Down
-DROP VIEW dishes_with_stock;
 ALTER TABLE dishes ADD COLUMN stock integer NOT NULL DEFAULT 0 CHECK (stock >= 0);
 UPDATE dishes d SET stock = (SELECT coalesce(sum(units), 0) FROM dish_stock s WHERE s.dish_id = d.id);
 ALTER TABLE dishes ALTER COLUMN stock DROP DEFAULT;

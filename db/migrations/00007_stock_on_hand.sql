@@ -40,23 +40,7 @@ SELECT d.id, 'opening',
        'migration'
 FROM dishes d;
 
--- Dishes as staff see them: for sale (stock) and held by open orders;
--- on hand is their sum.
-CREATE OR REPLACE VIEW dishes_with_stock AS
-SELECT d.id, d.merchant_id, d.name, d.price_fen,
-       (SELECT coalesce(sum(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id)::integer AS stock,
-       d.on_sale, d.version, d.created_at, d.updated_at,
-       (SELECT coalesce(sum(r.qty), 0) FROM stock_reservations r
-        WHERE r.dish_id = d.id AND r.released_at IS NULL AND r.consumed_at IS NULL)::integer AS held
-FROM dishes d;
-
 -- +goose Down
-DROP VIEW dishes_with_stock;
-CREATE VIEW dishes_with_stock AS
-SELECT d.id, d.merchant_id, d.name, d.price_fen,
-       (SELECT coalesce(sum(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id)::integer AS stock,
-       d.on_sale, d.version, d.created_at, d.updated_at
-FROM dishes d;
 DROP TABLE stock_adjustments;
 DROP INDEX stock_reservations_held_idx;
 ALTER TABLE stock_reservations DROP COLUMN consumed_at;

@@ -73,24 +73,7 @@ ALTER TABLE orders
     DROP CONSTRAINT orders_check,
     ADD CONSTRAINT orders_total_check CHECK (total_fen = items_total_fen + packaging_fee_fen + delivery_fee_fen);
 
-CREATE OR REPLACE VIEW dishes_with_stock AS
-SELECT d.id, d.merchant_id, d.name, d.price_fen,
-       (SELECT coalesce(sum(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id)::integer AS stock,
-       d.on_sale, d.version, d.created_at, d.updated_at,
-       (SELECT coalesce(sum(r.qty), 0) FROM stock_reservations r
-        WHERE r.dish_id = d.id AND r.released_at IS NULL AND r.consumed_at IS NULL)::integer AS held,
-       d.category_id, d.position, d.image_url, d.packaging_fee_fen, d.options_version
-FROM dishes d;
-
 -- +goose Down
-DROP VIEW dishes_with_stock;
-CREATE VIEW dishes_with_stock AS
-SELECT d.id, d.merchant_id, d.name, d.price_fen,
-       (SELECT coalesce(sum(s.units), 0) FROM dish_stock s WHERE s.dish_id = d.id)::integer AS stock,
-       d.on_sale, d.version, d.created_at, d.updated_at,
-       (SELECT coalesce(sum(r.qty), 0) FROM stock_reservations r
-        WHERE r.dish_id = d.id AND r.released_at IS NULL AND r.consumed_at IS NULL)::integer AS held
-FROM dishes d;
 ALTER TABLE orders
     DROP CONSTRAINT orders_total_check,
     DROP COLUMN packaging_fee_fen,

@@ -5,9 +5,7 @@
 -- update writes the row anew and an entry in every one of the table's
 -- indexes (seven). Without one, and with room left on the row's page
 -- (fillfactor), it is a heap-only (HOT) update: the new version goes on
--- the same page and no index is touched. Measured on the bench's orders:
--- 4,470-4,626 updates/s with the status indexes, 6,338-6,945 without
--- (docs/performance.md).
+-- the same page and no index is touched (docs/performance.md).
 --
 -- The two indexes that named status:
 -- * orders_status_id_idx (status, id DESC) served the admin search by

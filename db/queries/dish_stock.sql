@@ -1,9 +1,7 @@
 -- name: StockTakeFree :one
 -- (Stock shards: see migration 00006. The statements that take stock
--- check the quote on the dish and merchant rows without locking them, so
--- orders of one dish never queue on those rows: the dish still on sale
--- at the quoted price, packaging fee and options, the merchant still open
--- under the rules of the quote: fees, minimum, hours.)
+-- check the quote on the dish and merchant rows, reading them without a
+-- lock, with quote_holds: db/functions/quote_holds.sql.)
 -- Takes qty units from one shard that has them and that no other
 -- transaction holds, looking from shard @start on (so that concurrent
 -- orders spread over the shards). No row: no such shard right now.
@@ -11,10 +9,9 @@ UPDATE dish_stock s SET units = s.units - @qty
 FROM (
     SELECT ds.dish_id, ds.shard FROM dish_stock ds
     JOIN dishes d ON d.id = ds.dish_id
+    JOIN merchants m ON m.id = d.merchant_id
     WHERE ds.dish_id = @dish_id AND ds.units >= @qty
-      AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
-      AND d.options_version = @options_version AND d.on_sale
-      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version)
+      AND quote_holds(d, m, @merchant_id, @price_fen, @packaging_fee_fen, @options_version, @quote_version)
     ORDER BY ds.shard < sqlc.arg(start)::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
@@ -27,21 +24,19 @@ RETURNING s.shard;
 -- the quote still holds; it locks nothing.
 SELECT ds.shard FROM dish_stock ds
 JOIN dishes d ON d.id = ds.dish_id
+JOIN merchants m ON m.id = d.merchant_id
 WHERE ds.dish_id = @dish_id AND ds.units >= @qty
-  AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
-      AND d.options_version = @options_version AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version)
+  AND quote_holds(d, m, @merchant_id, @price_fen, @packaging_fee_fen, @options_version, @quote_version)
 ORDER BY ds.shard;
 
 -- name: StockTakeShard :one
 -- Takes qty units from one given shard, waiting for its lock; no row if,
 -- once it is free, the shard lacks them or the quote no longer holds.
 UPDATE dish_stock s SET units = s.units - @qty
-FROM dishes d
+FROM dishes d, merchants m
 WHERE s.dish_id = @dish_id AND s.shard = @shard AND s.units >= @qty
-  AND d.id = s.dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
-      AND d.options_version = @options_version AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version)
+  AND d.id = s.dish_id AND m.id = d.merchant_id
+  AND quote_holds(d, m, @merchant_id, @price_fen, @packaging_fee_fen, @options_version, @quote_version)
 RETURNING s.shard;
 
 -- name: StockLockShards :many
@@ -50,10 +45,10 @@ SELECT shard, units FROM dish_stock WHERE dish_id = @dish_id ORDER BY shard FOR 
 
 -- name: StockQuoteHolds :one
 SELECT EXISTS (
-    SELECT 1 FROM dishes d
-    WHERE d.id = @dish_id AND d.merchant_id = @merchant_id AND d.price_fen = @price_fen AND d.packaging_fee_fen = @packaging_fee_fen
-      AND d.options_version = @options_version AND d.on_sale
-) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = @merchant_id AND m.status = 'open' AND m.quote_version = @quote_version);
+    SELECT 1 FROM dishes d JOIN merchants m ON m.id = d.merchant_id
+    WHERE d.id = @dish_id
+      AND quote_holds(d, m, @merchant_id, @price_fen, @packaging_fee_fen, @options_version, @quote_version)
+);
 
 -- name: StockTakeLocked :exec
 -- Takes units from a shard this transaction has locked.

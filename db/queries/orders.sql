@@ -96,7 +96,7 @@ SELECT id FROM orders WHERE id = @id FOR UPDATE;
 
 -- name: OrderPlace :one
 -- A new order and everything that goes with it in one statement (see
--- migrations 00019 and 00022): true when placed, false when the order
+-- db/functions/order_place.sql): true when placed, false when the order
 -- exists.
 SELECT order_place(
     sqlc.arg(id)::bigint, sqlc.arg(user_id)::bigint, sqlc.arg(merchant_id)::bigint, sqlc.arg(intent_digest)::bytea,
@@ -117,7 +117,7 @@ SELECT order_place(
 
 -- name: OrderPlaceGrouped :batchone
 -- OrderPlace for orders committed together, one statement each in one
--- pipeline (migration 00025): 1 placed, 0 the order exists, -1 a line
+-- pipeline (db/functions/order_place_grouped.sql): 1 placed, 0 the order exists, -1 a line
 -- needs the statement-by-statement take; in the last two nothing was written.
 SELECT order_place_grouped(
     sqlc.arg(id)::bigint, sqlc.arg(user_id)::bigint, sqlc.arg(merchant_id)::bigint, sqlc.arg(intent_digest)::bytea,

@@ -19,7 +19,7 @@ SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade
 
 -- name: PaymentSettle :one
 -- A successful payment and its order's transition in one statement and
--- one round trip (see migration 00026): applied, duplicate or
+-- one round trip (db/functions/payment_settle.sql): applied, duplicate or
 -- transaction.
 SELECT payment_settle(
     sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
@@ -31,7 +31,7 @@ SELECT payment_settle(
 
 -- name: PaymentSettleGrouped :batchone
 -- PaymentSettle for payments committed together, one statement each in
--- one pipeline (migration 00026): its outcomes, or moved (nothing written).
+-- one pipeline (db/functions/payment_settle_grouped.sql): its outcomes, or moved (nothing written).
 SELECT payment_settle_grouped(
     sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
     sqlc.arg(amount_fen)::bigint, sqlc.arg(currency)::text, sqlc.arg(notification_id)::text,

@@ -74,7 +74,7 @@ type Config struct {
 	// sends at once, DatabasePaymentGroupSlots how many of payments. A
 	// payment group is one backend settling its payments one after the
 	// other, light on the database's CPU, so a second group in flight
-	// takes the second core (docs/performance.md, change 11).
+	// takes the second core (docs/performance.md).
 	DatabaseGroupCommitMax    int           `env:"TAKEOUT_DATABASE_GROUP_COMMIT_MAX" envDefault:"32"`
 	DatabaseGroupCommitSlots  int           `env:"TAKEOUT_DATABASE_GROUP_COMMIT_SLOTS" envDefault:"1"`
 	DatabasePaymentGroupSlots int           `env:"TAKEOUT_DATABASE_PAYMENT_GROUP_SLOTS" envDefault:"2"`

@@ -104,6 +104,9 @@ const (
 	codeUniqueViolation     = "23505"
 	codeForeignKeyViolation = "23503"
 	codeCheckViolation      = "23514"
+
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
 )
 
 // CheckViolation reports whether err violates a CHECK constraint, and
@@ -144,15 +147,28 @@ func ForeignKeyViolation(err error) (constraint string, ok bool) {
 	return "", false
 }
 
+// Aborted reports whether PostgreSQL aborted err's transaction to break
+// a deadlock (40P01) or a serialization conflict (40001): nothing of it
+// was written, the other transaction went on, and running it again is
+// the remedy.
+func Aborted(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == codeDeadlockDetected || pe.Code == codeSerializationFailure)
+}
+
 // Unavailable reports whether err means PostgreSQL could not be reached,
-// the connection broke or timed out, or the statement ran out of time
-// (statement or lock timeout, the request's deadline) rather than being
-// refused: the request did not commit and may be retried. Connection
-// failures, broken sockets, server shutdown and "cannot connect now"
-// (recovery after a crash) all count.
+// the connection broke or timed out, the statement ran out of time
+// (statement or lock timeout, the request's deadline), or the
+// transaction was aborted (Aborted), rather than being refused: the
+// request did not commit and may be retried. Connection failures, broken
+// sockets, server shutdown and "cannot connect now" (recovery after a
+// crash) all count.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
+	}
+	if Aborted(err) {
+		return true
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
@@ -212,6 +214,7 @@ func TestUnavailable(t *testing.T) {
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	_, deadline := pool.Exec(tctx, "SELECT pg_sleep(5)")
+	deadlock := deadlockVictim(t, pool)
 
 	for _, tc := range []struct {
 		name string
@@ -222,6 +225,7 @@ func TestUnavailable(t *testing.T) {
 		{"backend terminated", terminated, true},
 		{"statement timed out by the caller", deadline, true},
 		{"wrapped", fmt.Errorf("begin: %w", refused), true},
+		{"deadlock victim", deadlock, true},
 		{"syntax error", syntax, false},
 		{"unique violation", unique, false},
 		{"no rows", noRows, false},
@@ -235,6 +239,46 @@ func TestUnavailable(t *testing.T) {
 			t.Errorf("%s: Unavailable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
+}
+
+// deadlockVictim makes two transactions lock two rows in opposite orders
+// and returns the error of the one PostgreSQL aborts.
+func deadlockVictim(t *testing.T, pool *pgxpool.Pool) error {
+	t.Helper()
+	ctx := context.Background()
+	var a, b int64
+	if err := pool.QueryRow(ctx, "INSERT INTO users (openid) VALUES ('dl-a') RETURNING id").Scan(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, "INSERT INTO users (openid) VALUES ('dl-b') RETURNING id").Scan(&b); err != nil {
+		t.Fatal(err)
+	}
+	lockBoth := func(first, second int64, locked *sync.WaitGroup) error {
+		return db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "UPDATE users SET openid = openid WHERE id = $1", first); err != nil {
+				return err
+			}
+			locked.Done()
+			locked.Wait()
+			_, err := tx.Exec(ctx, "UPDATE users SET openid = openid WHERE id = $1", second)
+			return err
+		})
+	}
+	var locked sync.WaitGroup
+	locked.Add(2)
+	errs := make(chan error, 2)
+	go func() { errs <- lockBoth(a, b, &locked) }()
+	go func() { errs <- lockBoth(b, a, &locked) }()
+	var victim error
+	for range 2 {
+		if err := <-errs; err != nil {
+			victim = err
+		}
+	}
+	if !db.Aborted(victim) {
+		t.Fatalf("the deadlock's victim failed with %v, want 40P01", victim)
+	}
+	return victim
 }
 
 func isFK(err error) bool {

@@ -1,6 +1,7 @@
 package db
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -16,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/takeout/takeout/db/functions"
 	"github.com/takeout/takeout/db/migrations"
 )
 
@@ -52,8 +54,12 @@ func NewMigrator(pool *pgxpool.Pool) (*Migrator, error) {
 func (m *Migrator) Close() error { return m.sqlDB.Close() }
 
 // riverLock serialises River's migrations between instances starting at
-// once (goose's own lock covers ours).
-const riverLock = 7461003
+// once (goose's own lock covers ours); liveCodeLock does the same for the
+// files of db/functions.
+const (
+	riverLock    = 7461003
+	liveCodeLock = 7461004
+)
 
 // withRiverLock runs fn holding riverLock on a dedicated connection.
 func (m *Migrator) withRiverLock(ctx context.Context, fn func() error) error {
@@ -69,8 +75,108 @@ func (m *Migrator) withRiverLock(ctx context.Context, fn func() error) error {
 	return fn()
 }
 
-// Up applies every pending migration (ours, then River's job tables) and
-// returns the versions of ours applied.
+// liveCodeFile is one file of db/functions and the hash of its text.
+type liveCodeFile struct {
+	name string
+	sql  string
+	sum  []byte
+}
+
+// liveCode reads the files of db/functions, in name order.
+func liveCode() ([]liveCodeFile, error) {
+	entries, err := fs.ReadDir(functions.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	var files []liveCodeFile
+	for _, e := range entries {
+		b, err := fs.ReadFile(functions.FS, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(b)
+		files = append(files, liveCodeFile{name: e.Name(), sql: string(b), sum: sum[:]})
+	}
+	return files, nil
+}
+
+// applyLiveCode installs each file of db/functions whose text differs
+// from the version recorded in live_code, in one transaction: a start
+// that changes nothing takes no lock but the advisory one.
+func (m *Migrator) applyLiveCode(ctx context.Context) error {
+	files, err := liveCode()
+	if err != nil {
+		return fmt.Errorf("read db/functions: %w", err)
+	}
+	return WithTx(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", liveCodeLock); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "SELECT file, sha256 FROM live_code")
+		if err != nil {
+			return err
+		}
+		installed := map[string][]byte{}
+		for rows.Next() {
+			var name string
+			var sum []byte
+			if err := rows.Scan(&name, &sum); err != nil {
+				return err
+			}
+			installed[name] = sum
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, f := range files {
+			if bytes.Equal(installed[f.name], f.sum) {
+				continue
+			}
+			if _, err := tx.Exec(ctx, f.sql); err != nil {
+				return fmt.Errorf("db/functions/%s: %w", f.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO live_code (file, sha256) VALUES ($1, $2)
+				ON CONFLICT (file) DO UPDATE SET sha256 = excluded.sha256, applied_at = now()`, f.name, f.sum); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// dropLiveCode removes every function, trigger and view of ours (those
+// of db/functions and any left by an earlier release), before the
+// migrations are rolled back.
+func (m *Migrator) dropLiveCode(ctx context.Context) error {
+	return WithTx(ctx, m.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT format('DROP VIEW IF EXISTS %I.%I CASCADE', schemaname, viewname)
+			FROM pg_views WHERE schemaname = current_schema()
+			UNION ALL
+			SELECT format('DROP FUNCTION IF EXISTS %s CASCADE', p.oid::regprocedure)
+			FROM pg_proc p
+			WHERE p.pronamespace = current_schema()::regnamespace AND p.prokind = 'f'
+			  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')`)
+		if err != nil {
+			return err
+		}
+		stmts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, "DELETE FROM live_code")
+		return err
+	})
+}
+
+// Up applies every pending migration (ours, then River's job tables),
+// then the live code of db/functions, and returns the versions of our
+// migrations applied.
 func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 	res, err := m.provider.Up(ctx)
 	if err != nil {
@@ -82,6 +188,9 @@ func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("migrate river up: %w", err)
+	}
+	if err := m.applyLiveCode(ctx); err != nil {
+		return nil, fmt.Errorf("install db/functions: %w", err)
 	}
 	versions := make([]int64, 0, len(res))
 	for _, r := range res {
@@ -100,6 +209,9 @@ func (m *Migrator) DownAll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate river down: %w", err)
 	}
+	if err := m.dropLiveCode(ctx); err != nil {
+		return fmt.Errorf("drop db/functions: %w", err)
+	}
 	if _, err := m.provider.DownTo(ctx, 0); err != nil {
 		return fmt.Errorf("migrate down: %w", err)
 	}
@@ -117,7 +229,7 @@ func (m *Migrator) Versions(ctx context.Context) (current, target int64, err err
 }
 
 // SchemaHash identifies the full schema this binary migrates to: our
-// migration files and River's. Test templates are named by it, so a
+// migration files, our live code and River's migrations. Test templates are named by it, so a
 // changed migration (ours or a River upgrade) builds a new one.
 func SchemaHash() (string, error) {
 	h := sha256.New()
@@ -135,6 +247,13 @@ func SchemaHash() (string, error) {
 	})
 	if err != nil {
 		return "", fmt.Errorf("hash migrations: %w", err)
+	}
+	files, err := liveCode()
+	if err != nil {
+		return "", fmt.Errorf("hash db/functions: %w", err)
+	}
+	for _, f := range files {
+		fmt.Fprintf(h, "functions/%s\x00%x\x00", f.name, f.sum)
 	}
 	rm, err := rivermigrate.New(riverpgxv5.New(nil), nil)
 	if err != nil {

@@ -31,8 +31,8 @@ func deadline(d time.Duration) func(http.Handler) http.Handler {
 // statement and Redis command does (pgx and go-redis watch Done), an
 // answer from memory (a replay, a duplicate callback) never does. For
 // those, context.WithTimeout's timer and its registration with the
-// connection's context were about 4% of the api's CPU per request
-// (docs/performance.md). Values and the client's going away come from
+// connection's context were a measurable share of the api's CPU per
+// request (docs/performance.md). Values and the client's going away come from
 // the request's own context; once armed, from the context.WithDeadline
 // made then, so that contexts derived from this one are cancelled with it
 // by the context package itself.

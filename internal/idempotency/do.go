@@ -25,23 +25,45 @@ type Request struct {
 	// fingerprint (RequestFingerprint), computed only when a layer needs
 	// it.
 	Route, Body string
-	// Check, when set, runs once L1 has missed and before anything
-	// outside the process is touched, so that a request it refuses (a
-	// forged token) costs neither Redis nor PostgreSQL anything. To refuse
-	// only a request that has not run before (an expired token whose
-	// order may have been placed), return ReplayOnly(err).
-	Check func() error
-	// Direct, when set, is tried before Change for a user's key: it makes
-	// the change and records its answer in one statement of its own (one
-	// round trip, one transaction) on q, taking the record's columns from
-	// row. It reports false, having changed nothing, when this request
-	// needs Change's transaction after all; Do then runs Change.
-	Direct DirectChange
 }
 
-// DirectChange makes a change and records its answer in one statement on
-// q: see Request.Direct.
-type DirectChange func(ctx context.Context, q dbsqlc.DBTX, row RecordRower) (Record, bool, error)
+// Operation is the change a request makes, which Do runs at most once
+// per key. Do calls its methods in this order, each at most once, and
+// none when L1 answers.
+type Operation interface {
+	// Check runs once L1 has missed and before anything outside the
+	// process is touched, so that a request it refuses (a forged token)
+	// costs neither Redis nor PostgreSQL anything. To refuse only a
+	// request that has not run before (an expired token whose order may
+	// have been placed), return ReplayOnly(err).
+	Check() error
+	// Direct, for a user's key, makes the change and records its answer
+	// in one statement of its own (one round trip, one transaction),
+	// taking the record's columns from row. It reports false, having
+	// changed nothing, when this request needs Change's transaction
+	// after all; Do then runs Change.
+	Direct(ctx context.Context, row RecordRower) (Record, bool, error)
+	// Change makes the change in tx and answers with tx.Answer or
+	// tx.AnswerWith. An error rolls the transaction back and records
+	// nothing, so a retry runs it again; Do itself runs it again when
+	// PostgreSQL aborted the transaction to break a deadlock.
+	Change(ctx context.Context, tx *Tx) (Answer, error)
+}
+
+// ChangeFunc is an Operation that is a transaction alone: nothing to
+// check first, no one-statement path.
+type ChangeFunc func(ctx context.Context, tx *Tx) (Answer, error)
+
+// Check refuses nothing.
+func (ChangeFunc) Check() error { return nil }
+
+// Direct declines: the change runs in a transaction.
+func (ChangeFunc) Direct(context.Context, RecordRower) (Record, bool, error) {
+	return Record{}, false, nil
+}
+
+// Change runs f.
+func (f ChangeFunc) Change(ctx context.Context, tx *Tx) (Answer, error) { return f(ctx, tx) }
 
 // RecordRow is the idempotency_records row of a user's answer, for a
 // Request.Direct statement to insert with its change.
@@ -79,35 +101,48 @@ func (e replayOnlyError) Unwrap() error { return e.err }
 // response, Do replays it; otherwise Do returns err.
 func ReplayOnly(err error) error { return replayOnlyError{err} }
 
-// Change makes a request's change in tx and returns the record to answer
-// with (its Response and, for an order, its OrderID). An error rolls the
-// transaction back and records nothing, so a retry runs it again.
-type Change func(ctx context.Context, tx *Tx) (Record, error)
-
-// Tx is the transaction a Change runs in (a pgx.Tx), which also records
-// its answer.
+// Tx is the transaction an Operation's Change runs in (a pgx.Tx), which
+// also records its answer.
 type Tx struct {
 	pgx.Tx
 	s       *Store
 	c       *claim
-	early   *Record
 	atStart bool // the record is claimed, not inserted (named scopes)
 }
 
-// RecordWith queues the answer's record on q (a db.Pipeline of tx) so
-// that it reaches PostgreSQL with the change's next statement, instead of
-// in a statement of its own after the change: for a change whose last
-// statement takes locks (a stock take), held then until the commit that
-// follows. The change must then return this same record. It does nothing
-// for a scope whose record is claimed at the start.
-func (t *Tx) RecordWith(ctx context.Context, q dbsqlc.DBTX, rec Record) error {
+// Answer is what a Change answers with: its record, and whether the
+// record was already sent with the change's statements. Only Tx.Answer
+// and Tx.AnswerWith make one, so the answer recorded and the answer sent
+// are one value.
+type Answer struct {
+	tx     *Tx
+	rec    Record
+	queued bool
+}
+
+// Answer is the answer rec, recorded by Do after the change.
+func (t *Tx) Answer(rec Record) Answer { return Answer{tx: t, rec: rec} }
+
+// AnswerWith queues the answer rec's record on q (a db.Pipeline of the
+// transaction) so that it reaches PostgreSQL with the change's next
+// statement instead of in one of its own after the change: for a change
+// whose last statement takes locks (a stock take), held then until the
+// commit that follows. For a scope whose record is claimed at the start
+// it is Answer.
+func (t *Tx) AnswerWith(ctx context.Context, q dbsqlc.DBTX, rec Record) (Answer, error) {
 	if t.atStart {
-		return nil
+		return t.Answer(rec), nil
 	}
 	rec.Fingerprint = t.c.fp
-	t.early = &rec
-	return t.s.insertTx(ctx, q, t.c, rec)
+	if err := t.s.insertTx(ctx, q, t.c, rec); err != nil {
+		return Answer{}, err
+	}
+	return Answer{tx: t, rec: rec, queued: true}, nil
 }
+
+// errNoAnswer is a Change that returned an Answer it did not make with
+// its own Tx.
+var errNoAnswer = errors.New("idempotency: the change returned no answer of its transaction")
 
 // Do runs change at most once per (req.Scope, req.Key), whatever the
 // retries, their concurrency, the instances they reach and the state of
@@ -126,7 +161,7 @@ func (t *Tx) RecordWith(ctx context.Context, q dbsqlc.DBTX, rec Record) error {
 //
 // After commit the answer goes to Redis and L1; on failure before commit
 // the Redis claim is released so that a retry can run.
-func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, error) {
+func (s *Store) Do(ctx context.Context, req Request, op Operation) (Result, error) {
 	var fp []byte
 	fingerprint := func() []byte {
 		if fp == nil {
@@ -139,14 +174,12 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 	}
 	s.count(ctx, "l1", "miss")
 	var refused error
-	if req.Check != nil {
-		if err := req.Check(); err != nil {
-			var ro replayOnlyError
-			if !errors.As(err, &ro) {
-				return Result{}, err
-			}
-			refused = ro.err
+	if err := op.Check(); err != nil {
+		var ro replayOnlyError
+		if !errors.As(err, &ro) {
+			return Result{}, err
 		}
+		refused = ro.err
 	}
 	out, err := s.begin(ctx, req.Scope, req.Key, fingerprint())
 	if err != nil || out.replay != nil {
@@ -156,7 +189,7 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 	if refused != nil {
 		return s.replayOrRefuse(ctx, c, req, refused)
 	}
-	rec, replayed, err := s.run(ctx, c, req.Direct, change)
+	rec, replayed, err := s.run(ctx, c, op)
 	if err != nil {
 		c.release(ctx)
 		return Result{}, err
@@ -164,16 +197,6 @@ func (s *Store) Do(ctx context.Context, req Request, change Change) (Result, err
 	rec.Request = requestText(req.Route, req.Body)
 	c.finalize(ctx, rec)
 	return Result{Response: rec.Response, Replayed: replayed}, nil
-}
-
-// Remembered is Do's first layer alone: the answer this process keeps
-// (L1) for req, replayed, or ErrMismatch for another request with its
-// key; ok is false when L1 has nothing for the key, and then Do must run.
-// A caller that builds its change's closures and state for Do looks here
-// first, so that a retry answered from memory allocates none of them.
-func (s *Store) Remembered(ctx context.Context, req Request) (Result, bool, error) {
-	resp, ok, err := s.cached(ctx, req.Scope, req.Key, req.Route, req.Body, func() []byte { return RequestFingerprint(req.Route, req.Body) })
-	return Result{Response: resp, Replayed: ok}, ok || err != nil, err
 }
 
 func (s *Store) replayed(resp *Response) Result {
@@ -197,37 +220,39 @@ func (s *Store) replayOrRefuse(ctx context.Context, c *claim, req Request, refus
 	return Result{Response: rec.Response, Replayed: true}, nil
 }
 
-// run runs change and records its response in one transaction. It
-// returns the record to answer with, and whether that record was an
-// earlier request's (a replay).
-func (s *Store) run(ctx context.Context, c *claim, direct DirectChange, change Change) (Record, bool, error) {
+// run runs op and records its response: by its one statement, or in one
+// transaction with its change. It returns the record to answer with, and
+// whether that record was an earlier request's (a replay).
+func (s *Store) run(ctx context.Context, c *claim, op Operation) (Record, bool, error) {
 	if c.scope.name != "" {
-		return s.runClaimed(ctx, c, change)
+		return s.runClaimed(ctx, c, op)
 	}
-	if direct != nil {
-		rec, ok, err := direct(ctx, s.opts.DB, func(resp Response) (RecordRow, error) { return s.recordRow(c, resp) })
-		switch {
-		case s.recorded(ctx, err):
-			rec, err := s.resolve(ctx, c)
-			return rec, err == nil, err
-		case err != nil:
-			return Record{}, false, err
-		case ok:
-			rec.Fingerprint = c.fp
-			return rec, false, nil
-		}
-	}
-	rec, err := db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
-		tx := &Tx{Tx: ptx, s: s, c: c}
-		rec, err := change(ctx, tx)
-		if err != nil {
-			return Record{}, err
-		}
-		if tx.early != nil {
-			return *tx.early, nil // inserted with the change's last statement
-		}
+	rec, ok, err := op.Direct(ctx, func(resp Response) (RecordRow, error) { return s.recordRow(c, resp) })
+	switch {
+	case s.recorded(ctx, err):
+		rec, err := s.resolve(ctx, c)
+		return rec, err == nil, err
+	case err != nil:
+		return Record{}, false, err
+	case ok:
 		rec.Fingerprint = c.fp
-		return rec, s.insertTx(ctx, ptx, c, rec)
+		return rec, false, nil
+	}
+	rec, err = retryAborted(ctx, func() (Record, error) {
+		return db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
+			tx := &Tx{Tx: ptx, s: s, c: c}
+			ans, err := op.Change(ctx, tx)
+			switch {
+			case err != nil:
+				return Record{}, err
+			case ans.tx != tx:
+				return Record{}, errNoAnswer
+			case ans.queued:
+				return ans.rec, nil // inserted with the change's last statement
+			}
+			ans.rec.Fingerprint = c.fp
+			return ans.rec, s.insertTx(ctx, ptx, c, ans.rec)
+		})
 	})
 	if s.recorded(ctx, err) {
 		// A request with this key committed first: replay its answer.
@@ -235,6 +260,18 @@ func (s *Store) run(ctx context.Context, c *claim, direct DirectChange, change C
 		return rec, err == nil, err
 	}
 	return rec, false, err
+}
+
+// retryAborted runs a transaction again, up to twice more, when
+// PostgreSQL aborted it to break a deadlock or a serialization conflict:
+// nothing of it was written, and the other transaction has gone on.
+func retryAborted(ctx context.Context, run func() (Record, error)) (Record, error) {
+	for attempt := 0; ; attempt++ {
+		rec, err := run()
+		if attempt == 2 || !db.Aborted(err) || ctx.Err() != nil {
+			return rec, err
+		}
+	}
 }
 
 // RequestFingerprint is the fingerprint of a request by its route (method

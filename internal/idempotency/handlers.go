@@ -122,19 +122,19 @@ func CreatingWith(s *Store, b db.Beginner, o CreateOptions,
 		ctx := r.Context()
 		raw := r.Header.Get("Idempotency-Key")
 		var after func()
-		change := func(ctx context.Context, tx *Tx) (Record, error) {
+		change := ChangeFunc(func(ctx context.Context, tx *Tx) (Answer, error) {
 			c, err := create(ctx, tx, r)
 			after = c.AfterCommit
-			return Record{Response: c.Response}, err
-		}
+			return tx.Answer(Record{Response: c.Response}), err
+		})
 		var (
 			res Result
 			err error
 		)
 		if raw == "" && !o.Required {
 			res.Response, err = db.WithTxV(ctx, b, func(tx pgx.Tx) (Response, error) {
-				rec, err := change(ctx, &Tx{Tx: tx, s: s, atStart: true})
-				return rec.Response, err
+				ans, err := change(ctx, &Tx{Tx: tx, s: s, atStart: true})
+				return ans.rec.Response, err
 			})
 		} else {
 			res, err = s.doHTTP(r, raw, NamedScope(o.Scope(r)), o.Identity, change)
@@ -165,9 +165,9 @@ func WriteResponse(w http.ResponseWriter, res Result) {
 }
 
 // doHTTP reads the key and the whole body (left readable for the
-// handler) and runs change through Do, the request known by the body's
+// handler) and runs op through Do, the request known by the body's
 // identity when one is given (see CreateOptions.Identity).
-func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, identity func([]byte) ([]byte, error), change Change) (Result, error) {
+func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, identity func([]byte) ([]byte, error), op Operation) (Result, error) {
 	key, err := ParseKey(rawKey)
 	if err != nil {
 		return Result{}, err
@@ -187,7 +187,7 @@ func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, identity fun
 			return Result{}, err
 		}
 	}
-	return s.Do(r.Context(), Request{Scope: scope, Key: key, Route: HTTPRoute(r), Body: string(kept)}, change)
+	return s.Do(r.Context(), Request{Scope: scope, Key: key, Route: HTTPRoute(r), Body: string(kept)}, op)
 }
 
 // HTTPRoute is r's Request.Route: its method and escaped path, which

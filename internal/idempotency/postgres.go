@@ -120,9 +120,18 @@ func (s *Store) resolve(ctx context.Context, c *claim) (Record, error) {
 // without Redis) waits on the claim until the first commits, and then
 // replays its answer; the record is completed after change. These
 // requests are few, and waiting beats refusing them.
-func (s *Store) runClaimed(ctx context.Context, c *claim, change Change) (Record, bool, error) {
+func (s *Store) runClaimed(ctx context.Context, c *claim, op Operation) (Record, bool, error) {
 	var replayed bool
-	rec, err := db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
+	rec, err := retryAborted(ctx, func() (Record, error) {
+		replayed = false
+		return s.claimAndChange(ctx, c, op, &replayed)
+	})
+	return rec, replayed, err
+}
+
+// claimAndChange is runClaimed's transaction.
+func (s *Store) claimAndChange(ctx context.Context, c *claim, op Operation, replayed *bool) (Record, error) {
+	return db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
 		tx := &Tx{Tx: ptx, s: s, c: c, atStart: true}
 		claimed, err := s.q.RequestRecordClaim(ctx, tx, dbsqlc.RequestRecordClaimParams{
 			Scope: c.scope.name, Key: c.key, Fingerprint: c.fp, ExpiresAt: s.opts.Now().Add(s.opts.Retention),
@@ -131,13 +140,17 @@ func (s *Store) runClaimed(ctx context.Context, c *claim, change Change) (Record
 			return Record{}, fmt.Errorf("claim idempotency key: %w", err)
 		}
 		if claimed == 0 {
-			replayed = true
+			*replayed = true
 			return s.replayClaimed(ctx, tx, c)
 		}
-		rec, err := change(ctx, tx)
+		ans, err := op.Change(ctx, tx)
 		if err != nil {
 			return Record{}, err
 		}
+		if ans.tx != tx {
+			return Record{}, errNoAnswer
+		}
+		rec := ans.rec
 		rec.Fingerprint = c.fp
 		headers, err := json.Marshal(rec.Response.headerMap())
 		if err != nil {
@@ -147,7 +160,6 @@ func (s *Store) runClaimed(ctx context.Context, c *claim, change Change) (Record
 			Scope: c.scope.name, Key: c.key, StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body, //nolint:gosec // G115: an HTTP status
 		})
 	})
-	return rec, replayed, err
 }
 
 // replayClaimed answers a named key that a committed request holds.

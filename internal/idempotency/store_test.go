@@ -532,33 +532,56 @@ func TestCachedRequest(t *testing.T) {
 	}
 }
 
-// Remembered answers from L1 alone: a replay of the kept request, a
-// mismatch for another request with the key, and nothing (ok false, so
-// the caller runs Do) for a key L1 does not hold.
-func TestRememberedAnswersFromL1Only(t *testing.T) {
+// A request L1 holds the answer of is answered from L1 before its
+// operation is looked at: a replay of the kept request, a mismatch for
+// another request with the key. For a key L1 does not hold, Do checks the
+// operation first (here it refuses, so nothing else is reached).
+func TestL1AnswersBeforeTheOperationRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newL1Store(t)
 	keepInL1(t, s, "kept", idempotency.RequestText("POST /v1/orders", "token-a"), "fp-a", "answer")
+	refused := errors.New("checked")
 	for _, tc := range []struct {
 		name, key, body string
-		ok, replayed    bool
+		replayed        bool
 		mismatch        bool
+		checked         bool
 	}{
-		{"the kept request", "kept", "token-a", true, true, false},
-		{"another request with the key", "kept", "token-b", true, false, true},
-		{"a key L1 does not hold", "other", "token-a", false, false, false},
+		{"the kept request", "kept", "token-a", true, false, false},
+		{"another request with the key", "kept", "token-b", false, true, false},
+		{"a key L1 does not hold", "other", "token-a", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, ok, err := s.Remembered(ctx, idempotency.Request{Scope: idempotency.UserScope(1), Key: tc.key, Route: "POST /v1/orders", Body: tc.body})
-			if ok != tc.ok || res.Replayed != tc.replayed || errors.Is(err, idempotency.ErrMismatch) != tc.mismatch {
-				t.Fatalf("ok %v, replayed %v, err %v; want ok %v, replayed %v, mismatch %v", ok, res.Replayed, err, tc.ok, tc.replayed, tc.mismatch)
+			op := &refusingOperation{err: refused}
+			res, err := s.Do(ctx, idempotency.Request{Scope: idempotency.UserScope(1), Key: tc.key, Route: "POST /v1/orders", Body: tc.body}, op)
+			if res.Replayed != tc.replayed || errors.Is(err, idempotency.ErrMismatch) != tc.mismatch || op.checked != tc.checked {
+				t.Fatalf("replayed %v, err %v, checked %v; want replayed %v, mismatch %v, checked %v", res.Replayed, err, op.checked, tc.replayed, tc.mismatch, tc.checked)
+			}
+			if tc.checked && !errors.Is(err, refused) {
+				t.Errorf("err %v, want the operation's refusal", err)
 			}
 			if tc.replayed && (string(res.Response.Body) != "answer" || res.Response.Status != 201) {
 				t.Errorf("replayed %d %q, want 201 %q", res.Response.Status, res.Response.Body, "answer")
 			}
 		})
 	}
+}
+
+// refusingOperation refuses at Check, and fails if run further.
+type refusingOperation struct {
+	err     error
+	checked bool
+}
+
+func (o *refusingOperation) Check() error { o.checked = true; return o.err }
+
+func (o *refusingOperation) Direct(context.Context, idempotency.RecordRower) (idempotency.Record, bool, error) {
+	return idempotency.Record{}, false, errors.New("Direct ran after a refusal")
+}
+
+func (o *refusingOperation) Change(context.Context, *idempotency.Tx) (idempotency.Answer, error) {
+	return idempotency.Answer{}, errors.New("Change ran after a refusal")
 }
 
 // A record larger than an L1 chunk (a header field over 64 KiB) is not cached in
@@ -724,5 +747,98 @@ func TestBreakerPerShard(t *testing.T) {
 	n, err := rds.Client.Exists(ctx, redisKey(k)).Result()
 	if err != nil || n != 1 {
 		t.Errorf("the live shard's key is not claimed in Redis (exists %d, %v): one dead master sent every key to PostgreSQL", n, err)
+	}
+}
+
+// Two requests whose changes lock the same rows in opposite orders
+// deadlock; PostgreSQL aborts one of them, and Do runs that change again
+// in a new transaction: both requests succeed, each once, and neither
+// caller sees the deadlock.
+func TestDeadlockVictimRunsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(ctx)
+	s := newStore(t, rds, nil)
+	answer := func(tx *idempotency.Tx) idempotency.Answer {
+		return tx.Answer(idempotency.Record{Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}})
+	}
+	seed := idempotency.ChangeFunc(func(ctx context.Context, tx *idempotency.Tx) (idempotency.Answer, error) {
+		_, err := tx.Exec(ctx, "INSERT INTO users (openid) VALUES ('dl-a'), ('dl-b')")
+		return answer(tx), err
+	})
+	if _, err := s.Do(ctx, idempotency.Request{Scope: idempotency.UserScope(9), Key: "seed", Route: "POST /seed"}, seed); err != nil {
+		t.Fatal(err)
+	}
+	var locked sync.WaitGroup
+	locked.Add(2)
+	var runs atomic.Int32
+	lockBoth := func(first, second string) idempotency.ChangeFunc {
+		var attempt atomic.Int32
+		return func(ctx context.Context, tx *idempotency.Tx) (idempotency.Answer, error) {
+			runs.Add(1)
+			if _, err := tx.Exec(ctx, "UPDATE users SET openid = openid WHERE openid = $1", first); err != nil {
+				return idempotency.Answer{}, err
+			}
+			if attempt.Add(1) == 1 {
+				locked.Done()
+				locked.Wait() // both hold their first row
+			}
+			_, err := tx.Exec(ctx, "UPDATE users SET openid = openid WHERE openid = $1", second)
+			return answer(tx), err
+		}
+	}
+	errs := make(chan error, 2)
+	for i, op := range []idempotency.ChangeFunc{lockBoth("dl-a", "dl-b"), lockBoth("dl-b", "dl-a")} {
+		go func() {
+			res, err := s.Do(ctx, idempotency.Request{Scope: idempotency.UserScope(int64(i + 1)), Key: "k", Route: "POST /x"}, op)
+			if err == nil && (res.Response.Status != 201 || res.Replayed) {
+				err = fmt.Errorf("answered %d, replayed %v", res.Response.Status, res.Replayed)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("a request failed: %v", err)
+		}
+	}
+	if n := runs.Load(); n != 3 {
+		t.Errorf("changes ran %d times, want 3: two, and the deadlock's victim once more", n)
+	}
+	for user := range int64(2) {
+		rec, ok, err := s.Lookup(ctx, user+1, "k")
+		if err != nil || !ok || rec.Response.Status != 201 {
+			t.Errorf("user %d: record %+v, %v, %v; want its 201", user+1, rec, ok, err)
+		}
+	}
+}
+
+// A change must answer with its own transaction's Answer: a zero Answer
+// (or another transaction's) is refused and nothing is recorded, so a
+// retry runs.
+func TestChangeWithoutItsAnswerRecordsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(ctx)
+	s := newStore(t, rds, nil)
+	req := idempotency.Request{Scope: idempotency.UserScope(1), Key: "k", Route: "POST /x"}
+	stray := idempotency.ChangeFunc(func(ctx context.Context, tx *idempotency.Tx) (idempotency.Answer, error) {
+		_, err := tx.Exec(ctx, "INSERT INTO users (openid) VALUES ('stray')")
+		return idempotency.Answer{}, err
+	})
+	if _, err := s.Do(ctx, req, stray); err == nil {
+		t.Fatal("a change without its answer succeeded")
+	}
+	if _, ok, err := s.Lookup(ctx, 1, req.Key); ok || err != nil {
+		t.Fatalf("a record exists (%v, %v) after a refused change", ok, err)
+	}
+	good := idempotency.ChangeFunc(func(ctx context.Context, tx *idempotency.Tx) (idempotency.Answer, error) {
+		_, err := tx.Exec(ctx, "INSERT INTO users (openid) VALUES ('stray')")
+		return tx.Answer(idempotency.Record{Response: idempotency.Response{Status: 201, Body: []byte(`{}`)}}), err
+	})
+	if res, err := s.Do(ctx, req, good); err != nil || res.Response.Status != 201 {
+		t.Fatalf("the retry: %+v, %v", res, err)
 	}
 }

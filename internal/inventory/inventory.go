@@ -110,7 +110,7 @@ func Take(ctx context.Context, tx pgx.Tx, pending *db.Pipeline, m Merchant, line
 }
 
 // FreeTake is lines as the arrays of a statement that takes each line's
-// units from a free shard in one go (order_place, migration 00019): in
+// units from a free shard in one go (db/functions/order_place.sql): in
 // dish-id order, each with the shard to start looking from, spread at
 // random as take's first step does.
 type FreeTake struct {
@@ -214,7 +214,7 @@ func gather(ctx context.Context, tx pgx.Tx, m Merchant, l Line) (bool, error) {
 	}
 	holds, err := q.StockQuoteHolds(ctx, tx, dbsqlc.StockQuoteHoldsParams{DishID: l.DishID, MerchantID: m.ID, QuoteVersion: m.QuoteVersion, PriceFen: l.UnitPriceFen,
 		PackagingFeeFen: l.PackagingFeeFen, OptionsVersion: l.OptionsVersion})
-	if err != nil || holds == nil || !*holds {
+	if err != nil || !holds {
 		return false, err
 	}
 	var total int64

@@ -71,7 +71,7 @@ func (s *Service) ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event s
 		if err != nil {
 			return Applied{}, fmt.Errorf("read order: %w", err)
 		}
-		d, err := statemachine.Decide(o.Status, event, actor.Kind)
+		d, err := s.lifecycle.Decide(o.Status, event, actor.Kind)
 		var conflict *statemachine.ConflictError
 		var forbidden *statemachine.ForbiddenError
 		switch {
@@ -182,8 +182,24 @@ func eventType(to statemachine.Status) string {
 	return "order." + strings.ToLower(string(to))
 }
 
+// notifyBeyondOutbox reports whether Notify, for an order moving to
+// status to, does more under this configuration than write the outbox
+// event: a webhook delivery, a customer message. It is the one answer
+// both paths use: notify runs those parts, and PrepareDirect declines the
+// one-statement path, which writes the outbox event alone, when there
+// are any.
+func (s *Service) notifyBeyondOutbox(to statemachine.Status) bool {
+	return s.opts.WebhookEnabled || s.queuesMessage(to)
+}
+
+// queuesMessage reports whether a move to status to queues the
+// customer's subscribe message.
+func (s *Service) queuesMessage(to statemachine.Status) bool {
+	return s.opts.Messages != nil && s.opts.Messages.Queues(to)
+}
+
 func (s *Service) notify(ctx context.Context, tx pgx.Tx, t *statemachine.Transition, row dbsqlc.Order, out Order) error {
-	if s.opts.Messages != nil {
+	if s.queuesMessage(t.To) {
 		if err := s.opts.Messages.Enqueue(ctx, tx, row.ID, t.To); err != nil {
 			return err
 		}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,7 +106,11 @@ type Options struct {
 	// GroupCommitMax and GroupCommitSlots configure the group commit of
 	// one-statement placements (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int
-	Registerer                       prometheus.Registerer
+	// Lifecycle is the order's state table; nil is the service's own
+	// (statemachine.Default). Tests give another to see what a change to
+	// the table does.
+	Lifecycle  *statemachine.Machine
+	Registerer prometheus.Registerer
 }
 
 // Payments is what the order lifecycle asks of the payments capability,
@@ -130,9 +133,10 @@ type DeadlineCheck interface {
 
 // Service confirms, places and reads orders.
 type Service struct {
-	opts   Options
-	q      *dbsqlc.Queries
-	groups *db.Group[dbsqlc.OrderPlaceParams, placeOutcome]
+	opts      Options
+	q         *dbsqlc.Queries
+	lifecycle *statemachine.Machine
+	groups    *db.Group[dbsqlc.OrderPlaceParams, placeOutcome]
 
 	stockConflicts prometheus.Counter
 	placed         *prometheus.CounterVec
@@ -143,8 +147,9 @@ type Service struct {
 // NewService returns an order service.
 func NewService(opts Options) (*Service, error) {
 	s := &Service{
-		opts: opts,
-		q:    dbsqlc.New(),
+		opts:      opts,
+		q:         dbsqlc.New(),
+		lifecycle: cmp.Or(opts.Lifecycle, statemachine.Default()),
 		stockConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "takeout_order_stock_conflicts_total",
 			Help: "Submits refused because a dish was short of stock.",
@@ -463,319 +468,6 @@ func sortTokenItems(items []TokenItem) {
 }
 
 func digestBytes(d Digest) []byte { return d[:] }
-
-// Errors of submit.
-var (
-	ErrTokenInvalid = problem.New(problem.TokenInvalid, "the confirm token is not one we issued, or it was altered; confirm again")
-	ErrTokenExpired = problem.New(problem.TokenExpired, "the confirm token expired; confirm again")
-	// ErrTokenOutdated is a token issued before an upgrade changed the
-	// canonical form (options, packaging fees): 410 like an expired one.
-	ErrTokenOutdated = problem.New(problem.TokenExpired, "the confirm token was issued by an earlier version of the service; confirm again")
-	ErrTokenNotYour  = problem.New(problem.TokenNotYours, "this confirm token was issued to another user")
-)
-
-// submitRoute is the route part of a submit's fingerprint: the same key
-// with another token is a different request.
-const submitRoute = "POST /v1/orders"
-
-// Reply renders a submit's outcome as the response stored and sent for
-// it (the handler's HTTP shape: PlacedReply).
-type Reply func(Placed) (idempotency.Response, error)
-
-// Submit places the order of a confirm token exactly once per
-// Idempotency-Key: the idempotency store runs the protocol (its layers,
-// the claim, the replay) around place, which only writes the order, and
-// reply renders it, in the transaction, as the response to record. The
-// answer is the response to send, and whether it replays an earlier one.
-func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string, reply Reply) (idempotency.Result, error) {
-	// A retry this process answered already needs nothing of what the
-	// placement builds (the token's state and the closures below are on
-	// the heap): looked up first, it allocates none of it.
-	if res, ok, err := s.opts.Idempotency.Remembered(ctx, idempotency.Request{
-		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken,
-	}); ok || err != nil {
-		return res, err
-	}
-	return s.submit(ctx, userID, key, rawToken, reply)
-}
-
-// submit is Submit past the answers this process remembers.
-func (s *Service) submit(ctx context.Context, userID int64, key, rawToken string, reply Reply) (idempotency.Result, error) {
-	var (
-		tok Token
-		in  Intent
-	)
-	check := func() error {
-		// Signature and ownership first: a forged token touches nothing.
-		var err error
-		tok, err = s.opts.Signer.Verify(rawToken)
-		switch {
-		case errors.Is(err, errTokenOutdated):
-			// Issued before an upgrade: a retry of its placed order still
-			// gets its answer.
-			return idempotency.ReplayOnly(ErrTokenOutdated)
-		case err != nil:
-			return problem.Wrap(problem.TokenInvalid, err, "%s", ErrTokenInvalid.Detail)
-		}
-		if tok.UserID != userID {
-			return ErrTokenNotYour
-		}
-		in = tok.Intent()
-		in.Normalize()
-		if in.IntentDigest(tok.Seq).String() != tok.Digest {
-			return ErrTokenInvalid
-		}
-		// A retry of a placed order gets its answer even after the token
-		// expired.
-		now := s.now()
-		if tok.Expired(now) {
-			return idempotency.ReplayOnly(ErrTokenExpired)
-		}
-		// The opening the cart was quoted in has ended (the stock take
-		// checks the closed flag and the rules themselves).
-		if tok.OpenUntil != 0 && now.Unix() >= tok.OpenUntil {
-			var next time.Time
-			if tok.NextOpen > 0 {
-				next = time.Unix(tok.NextOpen, 0)
-			}
-			return idempotency.ReplayOnly(closedUntil(next))
-		}
-		return nil
-	}
-	placed := false
-	res, err := s.opts.Idempotency.Do(ctx, idempotency.Request{
-		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken, Check: check,
-		// The store's pool is the service's: placeDirect's groups use it.
-		Direct: func(ctx context.Context, _ dbsqlc.DBTX, row idempotency.RecordRower) (idempotency.Record, bool, error) {
-			placed = true
-			return s.placeDirect(ctx, tok, in, reply, row)
-		},
-	}, func(ctx context.Context, tx *idempotency.Tx) (idempotency.Record, error) {
-		placed = true
-		s.placePath.WithLabelValues("transaction").Inc()
-		var rec idempotency.Record
-		record := func(p Placed) error {
-			resp, err := reply(p)
-			id, _ := strconv.ParseInt(p.ID, 10, 64)
-			rec = idempotency.Record{OrderID: id, Response: resp}
-			return err
-		}
-		// A new order's record goes with the stock take, its last
-		// statement: the shard it locks is then held only until the
-		// commit.
-		p, err := s.place(ctx, tx.Tx, tok, in, func(q dbsqlc.DBTX, p Placed) error {
-			if err := record(p); err != nil {
-				return err
-			}
-			return tx.RecordWith(ctx, q, rec)
-		})
-		if err != nil {
-			return idempotency.Record{}, err
-		}
-		if !p.Duplicate {
-			return rec, nil
-		}
-		return rec, record(p)
-	})
-	if placed {
-		s.countSubmit(res, err)
-	}
-	return res, err
-}
-
-// countSubmit counts a submit that reached PostgreSQL by its result.
-func (s *Service) countSubmit(res idempotency.Result, err error) {
-	var p *problem.Error
-	switch {
-	case err != nil && errors.As(err, &p) && p.Type == problem.OutOfStock:
-		s.stockConflicts.Inc()
-		s.placed.WithLabelValues("refused").Inc()
-	case err != nil:
-		s.placed.WithLabelValues("refused").Inc()
-	case res.Replayed:
-		s.placed.WithLabelValues("replay").Inc() // a request with the key committed first
-	case res.Response.Status == http.StatusCreated:
-		s.placed.WithLabelValues("placed").Inc()
-	default:
-		s.placed.WithLabelValues("duplicate").Inc()
-	}
-}
-
-// place writes the order of a verified token in tx: the order itself ON
-// CONFLICT DO NOTHING on (user, intent digest), then, for a new order, its
-// reservations, items, history and payment-timeout job, and the stock,
-// taken last so that a stock shard is locked only until the commit that
-// follows; beforeTake runs just before that, with the pipeline the take
-// sends, for statements that should go with it. An order that exists
-// (same token, another key, or a retry after Redis forgot) is returned
-// as it is, marked Duplicate.
-func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, beforeTake func(dbsqlc.DBTX, Placed) error) (Placed, error) {
-	o, err := s.newOrderRow(tok, in)
-	if err != nil {
-		return Placed{}, err
-	}
-	row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
-		ID: o.ID, UserID: o.UserID, MerchantID: o.MerchantID, IntentDigest: o.IntentDigest, ContentDigest: o.ContentDigest, IntentSeq: o.IntentSeq,
-		DigestAlg: o.DigestAlg, ItemsTotalFen: o.ItemsTotalFen, PackagingFeeFen: o.PackagingFeeFen, DeliveryFeeFen: o.DeliveryFeeFen, TotalFen: o.TotalFen,
-		Address: o.Address, Remark: o.Remark, PayDeadline: o.PayDeadline, CreatedAt: o.CreatedAt,
-	})
-	var p Placed
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: o.UserID, IntentDigest: o.IntentDigest})
-		if err != nil {
-			return Placed{}, fmt.Errorf("read placed order: %w", err)
-		}
-		if p.Order, err = s.load(ctx, tx, existing); err != nil {
-			return Placed{}, err
-		}
-		p.Duplicate = true
-	case err != nil:
-		return Placed{}, fmt.Errorf("insert order: %w", err)
-	default:
-		if p.Order, err = s.create(ctx, tx, row, tok, beforeTake); err != nil {
-			return Placed{}, err
-		}
-	}
-	return p, nil
-}
-
-// create completes a newly inserted order: its stock reservations, items,
-// history and payment-timeout job (and what beforeTake queues) go to
-// PostgreSQL in one round trip with the first statement that takes its
-// stock (they depend on nothing but their arguments).
-func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token, beforeTake func(dbsqlc.DBTX, Placed) error) (Order, error) {
-	pipe := db.NewPipeline(tx)
-	lines := stockLines(tok)
-	if err := inventory.Hold(ctx, pipe, row.ID, lines); err != nil {
-		return Order{}, err
-	}
-	items := orderItems(row.ID, tok)
-	for _, it := range items {
-		if err := s.q.OrderItemInsert(ctx, pipe, dbsqlc.OrderItemInsertParams{
-			OrderID: row.ID, Line: it.Line, DishID: it.DishID, Name: it.Name, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen,
-			LineTotalFen: it.LineTotalFen, Options: it.Options, PackagingFeeFen: it.PackagingFeeFen,
-		}); err != nil {
-			return Order{}, fmt.Errorf("insert order item: %w", err)
-		}
-	}
-	if err := s.q.OrderHistoryInsert(ctx, pipe, dbsqlc.OrderHistoryInsertParams{
-		OrderID: row.ID, ToStatus: row.Status, Version: row.Version, Actor: placedBy(row.UserID), Reason: "placed",
-	}); err != nil {
-		return Order{}, fmt.Errorf("insert order history: %w", err)
-	}
-	var addr Address
-	if err := json.Unmarshal(row.Address, &addr); err != nil {
-		return Order{}, fmt.Errorf("decode address: %w", err)
-	}
-	o := orderFromRow(row, items, addr)
-	if err := beforeTake(pipe, Placed{Order: o}); err != nil {
-		return Order{}, err
-	}
-	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, QuoteVersion: tok.QuoteVersion}, lines); err != nil {
-		return Order{}, err
-	}
-	return o, nil
-}
-
-// newOrderRow is the orders row of a verified token's new order, as
-// inserting it writes it (the columns' defaults included): what both
-// placement paths insert, and what the one-statement path answers with.
-func (s *Service) newOrderRow(tok Token, in Intent) (dbsqlc.Order, error) {
-	addr, err := json.Marshal(in.Address)
-	if err != nil {
-		return dbsqlc.Order{}, err
-	}
-	digest := in.IntentDigest(tok.Seq)
-	now := s.now()
-	return dbsqlc.Order{
-		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID, IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()),
-		IntentSeq: int32(tok.Seq), DigestAlg: DigestAlg, Status: statemachine.PendingPayment, //nolint:gosec // G115: small, from our signed token
-		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
-		Address: addr, Remark: in.Remark, Version: 1, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now, UpdatedAt: now,
-	}, nil
-}
-
-// orderItems are the rows of tok's lines for order id.
-func orderItems(id int64, tok Token) []dbsqlc.OrderItem {
-	items := make([]dbsqlc.OrderItem, len(tok.Items))
-	for i, it := range tok.Items {
-		items[i] = dbsqlc.OrderItem{OrderID: id, Line: int16(i), DishID: it.DishID, Name: it.Name, Qty: it.Qty, //nolint:gosec // G115: at most maxItems
-			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty),
-			Options: itemOptionsJSON(it.Options), PackagingFeeFen: it.PackagingFeeFen}
-	}
-	return items
-}
-
-// placedBy is the actor of an order's first history row.
-func placedBy(userID int64) string { return "user:" + strconv.FormatInt(userID, 10) }
-
-// codeTakeNeedsFullPath is what order_place raises when a line found no
-// free shard with its units at the quoted terms (migration 00019).
-const codeTakeNeedsFullPath = "TK001"
-
-// placeDirect places a new order, and records the answer rendered by
-// reply, in one statement (order_place): the same rows as place and the
-// record, in one round trip, committed with the placements of the same
-// moment (newPlaceGroup). It reports false, having written nothing, when
-// the order exists (a duplicate, answered the usual way) or when a line's
-// stock needs the full take (a busy, short or changed dish): the caller
-// then runs place in a transaction.
-func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply Reply, recordRow idempotency.RecordRower) (idempotency.Record, bool, error) {
-	row, err := s.newOrderRow(tok, in)
-	if err != nil {
-		return idempotency.Record{}, false, err
-	}
-	items := orderItems(row.ID, tok)
-	resp, err := reply(Placed{Order: orderFromRow(row, items, in.Address)})
-	if err != nil {
-		return idempotency.Record{}, false, err
-	}
-	rec, err := recordRow(resp)
-	if err != nil {
-		return idempotency.Record{}, false, err
-	}
-	p := dbsqlc.OrderPlaceParams{
-		ID: row.ID, UserID: row.UserID, MerchantID: row.MerchantID, IntentDigest: row.IntentDigest, ContentDigest: row.ContentDigest,
-		IntentSeq: row.IntentSeq, DigestAlg: row.DigestAlg, ItemsTotalFen: row.ItemsTotalFen, PackagingFeeFen: row.PackagingFeeFen,
-		DeliveryFeeFen: row.DeliveryFeeFen, TotalFen: row.TotalFen, Address: row.Address, Remark: row.Remark,
-		PayDeadline: row.PayDeadline, CreatedAt: row.CreatedAt, Actor: placedBy(row.UserID), QuoteVersion: tok.QuoteVersion,
-		RecordKey: rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
-		RecordHeaders: rec.Headers, RecordBody: rec.Body, RecordExpiresAt: rec.ExpiresAt,
-	}
-	for _, it := range items {
-		p.ItemDishIds = append(p.ItemDishIds, it.DishID)
-		p.ItemNames = append(p.ItemNames, it.Name)
-		p.ItemQtys = append(p.ItemQtys, it.Qty)
-		p.ItemUnitPricesFen = append(p.ItemUnitPricesFen, it.UnitPriceFen)
-		p.ItemOptions = append(p.ItemOptions, it.Options)
-		p.ItemPackagingFeesFen = append(p.ItemPackagingFeesFen, it.PackagingFeeFen)
-	}
-	take := inventory.FreeTakeOf(stockLines(tok))
-	p.StockDishIds, p.StockQtys, p.StockPricesFen = take.DishIDs, take.Qtys, take.PricesFen
-	p.StockPackagingFeesFen, p.StockOptionsVersions, p.StockStartShards = take.PackagingFeesFen, take.OptionsVersions, take.StartShards
-	outcome, err := s.groups.Do(ctx, p)
-	if err != nil || outcome != outcomePlaced {
-		return idempotency.Record{}, false, err
-	}
-	s.placePath.WithLabelValues("one_statement").Inc()
-	return idempotency.Record{OrderID: row.ID, Response: resp}, true, nil
-}
-
-// stockLines are the token's lines by dish: the stock of a dish on
-// several lines (with different options) is taken once, for all of them.
-func stockLines(tok Token) []inventory.Line {
-	lines := make([]inventory.Line, 0, len(tok.Items))
-	for _, it := range tok.Items { // sorted by dish
-		if n := len(lines); n > 0 && lines[n-1].DishID == it.DishID {
-			lines[n-1].Qty += it.Qty
-			continue
-		}
-		lines = append(lines, inventory.Line{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.basePriceFen(),
-			PackagingFeeFen: it.PackagingFeeFen, OptionsVersion: it.OptionsVersion})
-	}
-	return lines
-}
 
 // load reads an order's items and renders it.
 func (s *Service) load(ctx context.Context, q dbsqlc.DBTX, o dbsqlc.Order) (Order, error) {

@@ -88,39 +88,6 @@ func TestTimeoutSweepQueuesOneJobPerOverdueOrder(t *testing.T) {
 	}
 }
 
-// An instance of the previous release, still running during a rolling
-// deploy, calls order_place with the job's two arguments (the overload
-// migration 00022 keeps): it still places its order and writes its job,
-// and the sweep, finding that job, queues no second one.
-func TestPreviousReleasePlacementStillPlaces(t *testing.T) {
-	t.Parallel()
-	e := newBenchEnv(t)
-	ctx := context.Background()
-	id, err := e.ids.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var placed bool
-	if err := e.pool.QueryRow(ctx, `SELECT order_place(
-		$1::bigint, $2::bigint, m.id, decode(repeat('01', 32), 'hex'), decode(repeat('02', 32), 'hex'), 1, 'sm3/v1',
-		d.price_fen, d.packaging_fee_fen, 0::bigint, d.price_fen + d.packaging_fee_fen, '{}'::jsonb, ''::text,
-		now() - interval '1 second', now() - interval '16 minutes',
-		ARRAY[d.id], ARRAY[d.name], ARRAY[1], ARRAY[d.price_fen], ARRAY['[]'::jsonb], ARRAY[d.packaging_fee_fen],
-		ARRAY[d.id], ARRAY[1], ARRAY[d.price_fen], ARRAY[d.packaging_fee_fen], ARRAY[d.options_version], ARRAY[0::smallint],
-		m.quote_version, 'user:' || $2::text, 25::smallint, '{}'::jsonb,
-		'previous-release', decode(repeat('03', 32), 'hex'), 'sm3/v1', 201, '{}'::jsonb, '\x7b7d'::bytea, now() + interval '1 day')
-		FROM dishes d JOIN merchants m ON m.id = d.merchant_id WHERE d.id = $3`, id, e.user, e.dishes[0]).Scan(&placed); err != nil || !placed {
-		t.Fatalf("the previous release's call: placed %v, %v", placed, err)
-	}
-	var jobs int
-	if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'order.payment_timeout' AND args->>'order_id' = $1::bigint::text", id).Scan(&jobs); err != nil || jobs != 1 {
-		t.Fatalf("%d jobs of the previous release's order (%v), want its own one", jobs, err)
-	}
-	if n, err := e.svc.QueueTimeouts(ctx); err != nil || n != 0 {
-		t.Errorf("the sweep queued %d (%v) for an overdue order that has its job, want 0", n, err)
-	}
-}
-
 // The sweep reads only the deadlines that came due since it last ran, and
 // in batches: a thousand orders due at one instant (every batch boundary
 // a tie) each get one job from one sweep, an order that comes due after

@@ -1,7 +1,6 @@
 package order
 
 import (
-	"slices"
 	"time"
 
 	"github.com/takeout/takeout/internal/statemachine"
@@ -28,20 +27,22 @@ type DirectTransition struct {
 // PrepareDirect decides event by actor on an order at from, without
 // reading it. ok is false when no single statement can write it: the
 // state table has no such transition, the actor would have to be checked
-// against the order (a user or a merchant), or the transition has effects
-// beyond the outbox event (stock, jobs, the payment side, a customer
-// message, a webhook), which the transaction path runs.
+// against the order (a user or a merchant), or the transition has an
+// effect the statement does not write (Transition.OneStatement: stock,
+// jobs, the payment side; notifyBeyondOutbox: a webhook, a customer
+// message), which the transaction path (ApplyTx) runs. Both read the
+// same table and the same configuration, so an effect added to a
+// transition sends it down the transaction path.
 func (s *Service) PrepareDirect(from statemachine.Status, event statemachine.Event, actor Actor, reason string) (DirectTransition, bool) {
 	if actor.Kind == statemachine.User || actor.Kind == statemachine.Merchant {
 		return DirectTransition{}, false
 	}
-	d, err := statemachine.Decide(from, event, actor.Kind)
+	d, err := s.lifecycle.Decide(from, event, actor.Kind)
 	if err != nil || d.Replay {
 		return DirectTransition{}, false
 	}
 	t := d.Transition
-	if slices.ContainsFunc(t.Effects, func(e statemachine.Effect) bool { return e != statemachine.Notify }) ||
-		s.opts.WebhookEnabled || (s.opts.Messages != nil && s.opts.Messages.Queues(t.To)) {
+	if !t.OneStatement() || s.notifyBeyondOutbox(t.To) {
 		return DirectTransition{}, false
 	}
 	dt := DirectTransition{From: t.From, To: t.To, UpdatedAt: s.now(), Actor: actor.String(), Reason: reason}

@@ -15,7 +15,7 @@ import (
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/order"
-	"github.com/takeout/takeout/internal/payment/paystate"
+	"github.com/takeout/takeout/internal/paystate"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
 )

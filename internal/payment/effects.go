@@ -11,7 +11,7 @@ import (
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/order"
-	"github.com/takeout/takeout/internal/payment/paystate"
+	"github.com/takeout/takeout/internal/paystate"
 )
 
 // Effects is the part of payments that order transitions cause inside

@@ -12,8 +12,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/takeout/takeout/internal/auth"
-	"github.com/takeout/takeout/internal/payment/paystate"
+	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/payment/wxpay"
+	"github.com/takeout/takeout/internal/paystate"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/web"
 )
@@ -105,7 +106,9 @@ func HandleNotifyV3(s *Service, maxBody int64) http.Handler {
 
 // notifyAnswer maps NotifyV3's or NotifyV2's error to the status and
 // message of the platform's failure answer; a 500's cause is logged, not
-// told.
+// told. PostgreSQL down, or a transaction it aborted (a deadlock), is
+// 503 as on every other route: nothing was written, and the platform's
+// retry is the remedy.
 func notifyAnswer(r *http.Request, err error) (int, string) {
 	p, ok := problem.As(err)
 	switch {
@@ -117,6 +120,9 @@ func notifyAnswer(r *http.Request, err error) (int, string) {
 		return p.Type.Status, p.Detail
 	case ok && p.Type == problem.Unavailable:
 		return http.StatusServiceUnavailable, p.Detail
+	case db.Unavailable(err):
+		web.Logger(r.Context()).WarnContext(r.Context(), "payment notification failed: database unavailable; the platform retries", "err", err)
+		return http.StatusServiceUnavailable, "temporarily unavailable; retry"
 	default:
 		web.Logger(r.Context()).ErrorContext(r.Context(), "payment notification failed", "err", err)
 		return http.StatusInternalServerError, "temporary failure; retry"

@@ -1,10 +1,21 @@
 package payment
 
 import (
+	"bytes"
+	"context"
 	"io"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/web"
 )
 
 // A callback's body is read whole up to the limit, whether its length is
@@ -35,5 +46,52 @@ func TestCallbackBodyKeepsItsLimit(t *testing.T) {
 		if ok != c.wantOK || (ok && string(body) != sent) {
 			t.Errorf("%s: %d bytes read, ok %v; want ok %v and the body whole", c.name, len(body), ok, c.wantOK)
 		}
+	}
+}
+
+// A callback that meets PostgreSQL down is answered 503 with Retry-After,
+// like every other route, and logged as a warning: nothing was written,
+// and the platform's retry is the remedy. Then, with PostgreSQL back, the
+// same delivery is applied once.
+func TestNotifyMeetingTheDatabaseDownIs503(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, no := f.order(t, statemachine.PendingPayment)
+	h, body := f.notification(t, "EV-DOWN", paid(no, "4200000400", 1200), time.Now())
+	deliver := func(svc *Service) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/v1/payments/wechat/notify", bytes.NewReader(body))
+		r.Header.Set("Wechatpay-Timestamp", h.Timestamp)
+		r.Header.Set("Wechatpay-Nonce", h.Nonce)
+		r.Header.Set("Wechatpay-Serial", h.Serial)
+		r.Header.Set("Wechatpay-Signature", h.Signature)
+		var logs bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&logs, nil))
+		r = r.WithContext(web.WithRequest(r.Context(), "req-1", logger, db.Unavailable))
+		w := httptest.NewRecorder()
+		HandleNotifyV3(svc, 1<<16).ServeHTTP(w, r)
+		if strings.Contains(logs.String(), "level=ERROR") {
+			t.Errorf("logged at ERROR: %s", logs.String())
+		}
+		return w
+	}
+
+	down, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/takeout?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Close)
+	unreachable := f.newServiceWith(t, func(o *Options) { o.Pool = down })
+	w := deliver(unreachable)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("database down: %d (Retry-After %q) %s, want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+	if got := f.orderStatus(t, id); got != statemachine.PendingPayment {
+		t.Fatalf("order %s after a refused delivery, want PENDING_PAYMENT", got)
+	}
+	if w := deliver(f.svc); w.Code != http.StatusNoContent {
+		t.Fatalf("the retry: %d %s, want 204", w.Code, w.Body)
+	}
+	if got := f.orderStatus(t, id); got != statemachine.Paid {
+		t.Fatalf("order %s after the retry, want PAID", got)
 	}
 }

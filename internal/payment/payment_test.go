@@ -18,8 +18,8 @@ import (
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderstream"
-	"github.com/takeout/takeout/internal/payment/paystate"
 	"github.com/takeout/takeout/internal/payment/wxpay"
+	"github.com/takeout/takeout/internal/paystate"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/testenv"
 )
@@ -41,6 +41,9 @@ type fixture struct {
 	merchant int64
 	user     int64
 	next     int64
+	// lifecycle, when set, is the order state table of the services
+	// built after it is set.
+	lifecycle *statemachine.Machine
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -83,7 +86,7 @@ func (f *fixture) newServiceWith(t *testing.T, with func(*Options)) *Service {
 	}
 	effects := NewEffects(inserter)
 	orders, err := order.NewService(order.Options{Pool: f.pool, Jobs: inserter, Payments: effects, Logger: logger, Now: time.Now,
-		Events: f.hub})
+		Events: f.hub, Lifecycle: f.lifecycle})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
-	"github.com/takeout/takeout/internal/payment/paystate"
+	"github.com/takeout/takeout/internal/paystate"
 )
 
 // ReconcileArgs is the periodic job that asks the platform about payments

@@ -72,9 +72,29 @@ const (
 	ConsumeStock         Effect = "consume_stock"          // the reserved stock left with the order: no longer on hand
 	RequestRefund        Effect = "request_refund"         // start the refund of the payment
 	ScheduleAutoComplete Effect = "schedule_auto_complete" // job that completes a forgotten delivery
-	Notify               Effect = "notify"                 // order event to the merchant webhook
+	Notify               Effect = "notify"                 // the order's event: live board, webhook, customer message
 	ClosePayment         Effect = "close_payment"          // close the order's open payment at the provider
 )
+
+// OneStatement reports whether the one-statement path of a transition
+// (payment_settle: db/functions) writes effect e itself. It writes the
+// history row and the outbox event, which is Notify's part for the live
+// board; order.Service declines the path too when Notify means more
+// under its configuration (a webhook, a customer message). Any other
+// effect runs only in the transaction path, so a transition with one
+// never takes the one-statement path.
+func (e Effect) OneStatement() bool { return e == Notify }
+
+// OneStatement reports whether every effect of t is one the
+// one-statement path writes.
+func (t Transition) OneStatement() bool {
+	for _, e := range t.Effects {
+		if !e.OneStatement() {
+			return false
+		}
+	}
+	return true
+}
 
 // Transition is one row of the table.
 type Transition struct {
@@ -141,11 +161,40 @@ type ForbiddenError struct {
 
 func (e *ForbiddenError) Error() string { return fmt.Sprintf("%s may not %s orders", e.Actor, e.Event) }
 
+// Machine is a lifecycle: a table of transitions and the decisions it
+// makes. The service runs Default; a test may run another table.
+type Machine struct {
+	table []Transition
+}
+
+// New returns the machine of table.
+func New(table []Transition) *Machine { return &Machine{table: table} }
+
+// Default returns the machine of Table: the service's lifecycle.
+func Default() *Machine { return New(Table()) }
+
+// Table returns a copy of the machine's transitions.
+func (m *Machine) Table() []Transition {
+	out := make([]Transition, len(m.table))
+	for i, t := range m.table {
+		t.Actors = slices.Clone(t.Actors)
+		t.Effects = slices.Clone(t.Effects)
+		out[i] = t
+	}
+	return out
+}
+
+// Decide says what event by actor means for an order in status current
+// under the default lifecycle (Default().Decide).
+func Decide(current Status, event Event, actor Actor) (Decision, error) {
+	return Default().Decide(current, event, actor)
+}
+
 // Decide says what event by actor means for an order in status current.
 // Repeating an event that already happened is a replay, not an error.
-func Decide(current Status, event Event, actor Actor) (Decision, error) {
+func (m *Machine) Decide(current Status, event Event, actor Actor) (Decision, error) {
 	allowed := false
-	for _, t := range Table() {
+	for _, t := range m.table {
 		if t.Event == event && slices.Contains(t.Actors, actor) {
 			allowed = true
 			if t.From == current {
@@ -156,7 +205,7 @@ func Decide(current Status, event Event, actor Actor) (Decision, error) {
 	if !allowed {
 		return Decision{}, &ForbiddenError{Actor: actor, Event: event}
 	}
-	for _, t := range Table() {
+	for _, t := range m.table {
 		if t.Event == event && t.To == current {
 			return Decision{Replay: true}, nil
 		}

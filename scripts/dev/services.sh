@@ -11,6 +11,7 @@
 #        scripts/dev/services.sh ha-packages   (installs what the HA stack runs on)
 #        scripts/dev/services.sh observe-packages   (installs Prometheus: promtool)
 #        scripts/dev/services.sh browser-packages   (installs Chromium: the board's browser test)
+#        scripts/dev/services.sh db-lint-packages   (installs plpgsql_check: the lint of db/functions)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -154,6 +155,18 @@ ensure_observe_packages() {
 	command -v promtool >/dev/null || install_packages prometheus
 }
 
+# plpgsql_check, which make test runs over every PL/pgSQL function of
+# db/functions (internal/db's TestLiveCodeLints), built for the
+# PostgreSQL these scripts run.
+ensure_db_lint_packages() {
+	local bin major
+	bin=$(pg_bin) || install_packages postgresql
+	bin=$(pg_bin)
+	major=$(basename "$(dirname "$bin")")
+	[ -f "/usr/share/postgresql/$major/extension/plpgsql_check.control" ] ||
+		install_packages "postgresql-$major-plpgsql-check"
+}
+
 # Headless Chromium for the order board's browser test (chromedp).
 ensure_browser_packages() {
 	command -v chromium >/dev/null || install_packages chromium
@@ -181,5 +194,6 @@ stop) stop ;;
 ha-packages) ensure_ha_packages ;;
 observe-packages) ensure_observe_packages ;;
 browser-packages) ensure_browser_packages ;;
-*) die "usage: $0 [env|stop|ha-packages|observe-packages|browser-packages]" ;;
+db-lint-packages) ensure_db_lint_packages ;;
+*) die "usage: $0 [env|stop|ha-packages|observe-packages|browser-packages|db-lint-packages]" ;;
 esac

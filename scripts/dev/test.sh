@@ -18,6 +18,7 @@ echo "Redis:      $TAKEOUT_TEST_REDIS_URL"
 scripts/dev/services.sh ha-packages
 scripts/dev/services.sh observe-packages
 scripts/dev/services.sh browser-packages
+scripts/dev/services.sh db-lint-packages
 
 step "build"
 go build ./...

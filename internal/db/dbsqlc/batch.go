@@ -82,7 +82,7 @@ type OrderPlaceGroupedParams struct {
 }
 
 // OrderPlace for orders committed together, one statement each in one
-// pipeline (migration 00025): 1 placed, 0 the order exists, -1 a line
+// pipeline (db/functions/order_place_grouped.sql): 1 placed, 0 the order exists, -1 a line
 // needs the statement-by-statement take; in the last two nothing was written.
 func (q *Queries) OrderPlaceGrouped(ctx context.Context, db DBTX, arg []OrderPlaceGroupedParams) *OrderPlaceGroupedBatchResults {
 	batch := &pgx.Batch{}
@@ -189,7 +189,7 @@ type PaymentSettleGroupedParams struct {
 }
 
 // PaymentSettle for payments committed together, one statement each in
-// one pipeline (migration 00026): its outcomes, or moved (nothing written).
+// one pipeline (db/functions/payment_settle_grouped.sql): its outcomes, or moved (nothing written).
 func (q *Queries) PaymentSettleGrouped(ctx context.Context, db DBTX, arg []PaymentSettleGroupedParams) *PaymentSettleGroupedBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

@@ -107,10 +107,10 @@ func (q *Queries) StockLockShards(ctx context.Context, db DBTX, dishID int64) ([
 
 const stockQuoteHolds = `-- name: StockQuoteHolds :one
 SELECT EXISTS (
-    SELECT 1 FROM dishes d
-    WHERE d.id = $1 AND d.merchant_id = $2 AND d.price_fen = $3 AND d.packaging_fee_fen = $4
-      AND d.options_version = $5 AND d.on_sale
-) AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $2 AND m.status = 'open' AND m.quote_version = $6)
+    SELECT 1 FROM dishes d JOIN merchants m ON m.id = d.merchant_id
+    WHERE d.id = $1
+      AND quote_holds(d, m, $2, $3, $4, $5, $6)
+)
 `
 
 type StockQuoteHoldsParams struct {
@@ -122,7 +122,7 @@ type StockQuoteHoldsParams struct {
 	QuoteVersion    int64
 }
 
-func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHoldsParams) (*bool, error) {
+func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHoldsParams) (bool, error) {
 	row := db.QueryRow(ctx, stockQuoteHolds,
 		arg.DishID,
 		arg.MerchantID,
@@ -131,9 +131,9 @@ func (q *Queries) StockQuoteHolds(ctx context.Context, db DBTX, arg StockQuoteHo
 		arg.OptionsVersion,
 		arg.QuoteVersion,
 	)
-	var column_1 *bool
-	err := row.Scan(&column_1)
-	return column_1, err
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
 }
 
 const stockReturn = `-- name: StockReturn :execrows
@@ -198,10 +198,9 @@ func (q *Queries) StockSavepoint(ctx context.Context, db DBTX) error {
 const stockShardsWith = `-- name: StockShardsWith :many
 SELECT ds.shard FROM dish_stock ds
 JOIN dishes d ON d.id = ds.dish_id
+JOIN merchants m ON m.id = d.merchant_id
 WHERE ds.dish_id = $1 AND ds.units >= $2
-  AND d.merchant_id = $3 AND d.price_fen = $4 AND d.packaging_fee_fen = $5
-      AND d.options_version = $6 AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.quote_version = $7)
+  AND quote_holds(d, m, $3, $4, $5, $6, $7)
 ORDER BY ds.shard
 `
 
@@ -269,10 +268,9 @@ UPDATE dish_stock s SET units = s.units - $1
 FROM (
     SELECT ds.dish_id, ds.shard FROM dish_stock ds
     JOIN dishes d ON d.id = ds.dish_id
+    JOIN merchants m ON m.id = d.merchant_id
     WHERE ds.dish_id = $2 AND ds.units >= $1
-      AND d.merchant_id = $3 AND d.price_fen = $4 AND d.packaging_fee_fen = $5
-      AND d.options_version = $6 AND d.on_sale
-      AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $3 AND m.status = 'open' AND m.quote_version = $7)
+      AND quote_holds(d, m, $3, $4, $5, $6, $7)
     ORDER BY ds.shard < $8::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
@@ -293,10 +291,8 @@ type StockTakeFreeParams struct {
 }
 
 // (Stock shards: see migration 00006. The statements that take stock
-// check the quote on the dish and merchant rows without locking them, so
-// orders of one dish never queue on those rows: the dish still on sale
-// at the quoted price, packaging fee and options, the merchant still open
-// under the rules of the quote: fees, minimum, hours.)
+// check the quote on the dish and merchant rows, reading them without a
+// lock, with quote_holds: db/functions/quote_holds.sql.)
 // Takes qty units from one shard that has them and that no other
 // transaction holds, looking from shard @start on (so that concurrent
 // orders spread over the shards). No row: no such shard right now.
@@ -334,11 +330,10 @@ func (q *Queries) StockTakeLocked(ctx context.Context, db DBTX, arg StockTakeLoc
 
 const stockTakeShard = `-- name: StockTakeShard :one
 UPDATE dish_stock s SET units = s.units - $1
-FROM dishes d
+FROM dishes d, merchants m
 WHERE s.dish_id = $2 AND s.shard = $3 AND s.units >= $1
-  AND d.id = s.dish_id AND d.merchant_id = $4 AND d.price_fen = $5 AND d.packaging_fee_fen = $6
-      AND d.options_version = $7 AND d.on_sale
-  AND EXISTS (SELECT 1 FROM merchants m WHERE m.id = $4 AND m.status = 'open' AND m.quote_version = $8)
+  AND d.id = s.dish_id AND m.id = d.merchant_id
+  AND quote_holds(d, m, $4, $5, $6, $7, $8)
 RETURNING s.shard
 `
 

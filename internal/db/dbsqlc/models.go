@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/takeout/takeout/internal/payment/paystate"
+	"github.com/takeout/takeout/internal/paystate"
 	"github.com/takeout/takeout/internal/statemachine"
 )
 
@@ -123,6 +123,12 @@ type IdempotencyRecord struct {
 	Body        []byte
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+}
+
+type LiveCode struct {
+	File      string
+	Sha256    []byte
+	AppliedAt time.Time
 }
 
 type Merchant struct {

@@ -550,7 +550,7 @@ type OrderPlaceParams struct {
 }
 
 // A new order and everything that goes with it in one statement (see
-// migrations 00019 and 00022): true when placed, false when the order
+// db/functions/order_place.sql): true when placed, false when the order
 // exists.
 func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams) (bool, error) {
 	row := db.QueryRow(ctx, orderPlace,

@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/takeout/takeout/internal/payment/paystate"
+	"github.com/takeout/takeout/internal/paystate"
 )
 
 const anomalyInsert = `-- name: AnomalyInsert :exec
@@ -347,7 +347,7 @@ type PaymentSettleParams struct {
 }
 
 // A successful payment and its order's transition in one statement and
-// one round trip (see migration 00026): applied, duplicate or
+// one round trip (db/functions/payment_settle.sql): applied, duplicate or
 // transaction.
 func (q *Queries) PaymentSettle(ctx context.Context, db DBTX, arg PaymentSettleParams) (string, error) {
 	row := db.QueryRow(ctx, paymentSettle,

@@ -301,3 +301,60 @@ func TestGroupedPaymentAnswersMovedAndSparesItsNeighbours(t *testing.T) {
 		t.Errorf("%d notifications recorded, want 2", n)
 	}
 }
+
+// The one-statement path writes a transition whose effects it knows (the
+// history row and the outbox event). Change nothing but the state
+// table's effects of a payment (PENDING_PAYMENT -> PAID gains one) and
+// the callback takes the transaction path, where the new effect runs: no
+// effect is skipped because the fast path does not know it.
+func TestAnEffectAddedToTheTableTurnsTheFastPathAway(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	table := statemachine.Table()
+	changed := 0
+	for i, tr := range table {
+		if tr.From == statemachine.PendingPayment && tr.Event == statemachine.Pay {
+			table[i].Effects = append(table[i].Effects, statemachine.ScheduleAutoComplete)
+			changed++
+		}
+	}
+	if changed != 1 {
+		t.Fatalf("the table has %d payment transitions from PENDING_PAYMENT, want 1", changed)
+	}
+	f.lifecycle = statemachine.New(table)
+	svc := f.newService(t)
+
+	id, no := f.order(t, statemachine.PendingPayment)
+	src := Source{Kind: "v3", NotificationID: "effect", EventType: "TRANSACTION.SUCCESS"}
+	if err := svc.HandleTransaction(ctx, src, paid(no, "4200000301", 1200)); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(svc.successPaths.WithLabelValues("one_statement")); got != 0 {
+		t.Errorf("one_statement path counted %v times, want 0: it does not write the new effect", got)
+	}
+	if got := testutil.ToFloat64(svc.successPaths.WithLabelValues("transaction")); got != 1 {
+		t.Errorf("transaction path counted %v times, want 1", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'`, id); n != 1 {
+		t.Errorf("the order is not PAID")
+	}
+	if n := f.count(t, `SELECT count(*) FROM river_job WHERE kind = 'order.auto_complete' AND (args->>'order_id')::bigint = $1`, id); n != 1 {
+		t.Errorf("%d auto-complete jobs for the order, want 1: the added effect ran", n)
+	}
+
+	// The table as it is: the same callback takes the one statement.
+	f.lifecycle = nil
+	plain := f.newService(t)
+	id2, no2 := f.order(t, statemachine.PendingPayment)
+	src.NotificationID = "plain"
+	if err := plain.HandleTransaction(ctx, src, paid(no2, "4200000302", 1200)); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(plain.successPaths.WithLabelValues("one_statement")); got != 1 {
+		t.Errorf("with the table as it is, one_statement path counted %v times, want 1", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM river_job WHERE kind = 'order.auto_complete' AND (args->>'order_id')::bigint = $1`, id2); n != 0 {
+		t.Errorf("%d auto-complete jobs for a plain payment, want 0", n)
+	}
+}
