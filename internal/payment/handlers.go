@@ -106,9 +106,9 @@ func HandleNotifyV3(s *Service, maxBody int64) http.Handler {
 
 // notifyAnswer maps NotifyV3's or NotifyV2's error to the status and
 // message of the platform's failure answer; a 500's cause is logged, not
-// told. PostgreSQL down, or a transaction it aborted (a deadlock), is
-// 503 as on every other route: nothing was written, and the platform's
-// retry is the remedy.
+// told. PostgreSQL down, a transaction it aborted (a deadlock), or the
+// platform hanging up before the answer is 503 as on every other route:
+// nothing was written, and the platform's retry is the remedy.
 func notifyAnswer(r *http.Request, err error) (int, string) {
 	p, ok := problem.As(err)
 	switch {
@@ -116,6 +116,11 @@ func notifyAnswer(r *http.Request, err error) (int, string) {
 		// Expected under concurrent deliveries: the platform retries.
 		web.Expected(r.Context())
 		return http.StatusServiceUnavailable, "processing; retry"
+	case web.ClientGone(r, err):
+		// The platform hung up first (its own timeout): nothing was
+		// written, and it delivers again.
+		web.Expected(r.Context())
+		return http.StatusServiceUnavailable, "cancelled; retry"
 	case ok && p.Type.Status < 500:
 		return p.Type.Status, p.Detail
 	case ok && p.Type == problem.Unavailable:

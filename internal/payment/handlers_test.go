@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/db"
+	"github.com/takeout/takeout/internal/payment/wxpay"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/web"
 )
@@ -59,18 +60,9 @@ func TestNotifyMeetingTheDatabaseDownIs503(t *testing.T) {
 	id, no := f.order(t, statemachine.PendingPayment)
 	h, body := f.notification(t, "EV-DOWN", paid(no, "4200000400", 1200), time.Now())
 	deliver := func(svc *Service) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/v1/payments/wechat/notify", bytes.NewReader(body))
-		r.Header.Set("Wechatpay-Timestamp", h.Timestamp)
-		r.Header.Set("Wechatpay-Nonce", h.Nonce)
-		r.Header.Set("Wechatpay-Serial", h.Serial)
-		r.Header.Set("Wechatpay-Signature", h.Signature)
-		var logs bytes.Buffer
-		logger := slog.New(slog.NewTextHandler(&logs, nil))
-		r = r.WithContext(web.WithRequest(r.Context(), "req-1", logger, db.Unavailable))
-		w := httptest.NewRecorder()
-		HandleNotifyV3(svc, 1<<16).ServeHTTP(w, r)
-		if strings.Contains(logs.String(), "level=ERROR") {
-			t.Errorf("logged at ERROR: %s", logs.String())
+		w, logs := deliverV3(context.Background(), svc, h, body)
+		if strings.Contains(logs, "level=ERROR") {
+			t.Errorf("logged at ERROR: %s", logs)
 		}
 		return w
 	}
@@ -93,5 +85,54 @@ func TestNotifyMeetingTheDatabaseDownIs503(t *testing.T) {
 	}
 	if got := f.orderStatus(t, id); got != statemachine.Paid {
 		t.Fatalf("order %s after the retry, want PAID", got)
+	}
+}
+
+// deliverV3 sends a v3 notification to HandleNotifyV3 with ctx as the
+// request's context (as the server's middleware sets it up), and returns
+// the answer and what the request's logger wrote.
+func deliverV3(ctx context.Context, svc *Service, h wxpay.SignedHeaders, body []byte) (*httptest.ResponseRecorder, string) {
+	r := httptest.NewRequestWithContext(ctx, "POST", "/v1/payments/wechat/notify", bytes.NewReader(body))
+	r.Header.Set("Wechatpay-Timestamp", h.Timestamp)
+	r.Header.Set("Wechatpay-Nonce", h.Nonce)
+	r.Header.Set("Wechatpay-Serial", h.Serial)
+	r.Header.Set("Wechatpay-Signature", h.Signature)
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	r = r.WithContext(web.WithRequest(r.Context(), "req-1", logger, db.Unavailable))
+	w := httptest.NewRecorder()
+	HandleNotifyV3(svc, 1<<16).ServeHTTP(w, r)
+	return w, logs.String()
+}
+
+// A delivery the platform hangs up on before the answer (its own timeout)
+// stops where it was: nothing is written, the answer is 503 for whoever
+// still listens, and it is logged as expected, not as an error; the next
+// delivery applies it. (A payment of a cancelled order: the one
+// statement declines it, and the transaction that would refund it never
+// begins.)
+func TestNotifyTheClientAbandonedIsNotAnError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, no := f.order(t, statemachine.Cancelled)
+	h, body := f.notification(t, "EV-GONE", paid(no, "4200000401", 1200), time.Now())
+	refunds := func() int { return f.count(t, `SELECT count(*) FROM refunds WHERE order_id = $1`, id) }
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	w, logs := deliverV3(gone, f.svc, h, body)
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("abandoned delivery: %d %s, want 503", w.Code, w.Body)
+	}
+	if strings.Contains(logs, "level=ERROR") {
+		t.Errorf("an abandoned delivery logged at ERROR: %s", logs)
+	}
+	if n := refunds(); n != 0 {
+		t.Fatalf("%d refunds after an abandoned delivery, want 0", n)
+	}
+	if w, _ := deliverV3(context.Background(), f.svc, h, body); w.Code != http.StatusNoContent {
+		t.Fatalf("the next delivery: %d %s, want 204", w.Code, w.Body)
+	}
+	if n := refunds(); n != 1 {
+		t.Fatalf("%d refunds after the next delivery, want 1: the late payment is given back", n)
 	}
 }

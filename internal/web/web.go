@@ -5,6 +5,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,12 +165,27 @@ func RawJSON(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write([]byte{'\n'})
 }
 
+// ClientGone reports whether err is the request's own cancellation: its
+// client closed the connection before the answer, so the work stopped
+// where it was (a transaction rolled back) and no one reads the answer.
+func ClientGone(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
 // Error writes err as a problem document. Problems are shown as they are;
 // anything else is a 500 whose cause is logged (with the request id, by the
-// request's logger) and never shown.
+// request's logger) and never shown. A request its client abandoned is
+// answered 503 (whoever still listens may retry) and logged as expected.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	logger := Logger(r.Context())
 	p, ok := problem.As(err)
+	if !ok && ClientGone(r, err) {
+		Expected(r.Context())
+		logger.InfoContext(r.Context(), "request abandoned: the client went away", "err", err)
+		w.Header().Set("Retry-After", "1")
+		WriteProblem(w, r, problem.New(problem.Unavailable, "the request was cancelled; retry"))
+		return
+	}
 	if !ok && dependencyDown(r.Context(), err) {
 		// The database is down or restarting: nothing committed, and a
 		// retry shortly will likely succeed.

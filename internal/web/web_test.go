@@ -49,3 +49,35 @@ func TestErrorDependencyUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// A request its client abandoned (the connection closed, its context
+// cancelled) fails with context.Canceled: that is expected, not a bug.
+// It answers 503 with Retry-After for whoever still listens and is marked
+// expected for the access log; the same error while the client is still
+// there is a bug (500).
+func TestErrorClientGone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		gone     bool
+		status   int
+		expected bool
+	}{
+		{"the client went away", true, 503, true},
+		{"cancelled while the client waits", false, 500, false},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if tc.gone {
+			cancel()
+		} else {
+			defer cancel()
+		}
+		w := httptest.NewRecorder()
+		r := httptest.NewRequestWithContext(ctx, "POST", "/v1/orders", nil)
+		r = r.WithContext(web.WithRequest(r.Context(), "req-1", nil, nil))
+		web.Error(w, r, fmt.Errorf("begin: %w", context.Canceled))
+		if w.Code != tc.status || web.IsExpected(r.Context()) != tc.expected {
+			t.Errorf("%s: %d, expected %v; want %d, %v", tc.name, w.Code, web.IsExpected(r.Context()), tc.status, tc.expected)
+		}
+	}
+}
