@@ -271,7 +271,9 @@ func (s *Service) acquire(ctx context.Context) error {
 	case s.hashing <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("waiting to hash a password: %w", ctx.Err())
+		// More logins at once than password checks can serve within the
+		// request's deadline: a retry, not a failure.
+		return problem.Wrap(problem.Unavailable, ctx.Err(), "too many password checks at once; retry shortly")
 	}
 }
 
