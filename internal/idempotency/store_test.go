@@ -752,8 +752,8 @@ func TestBreakerPerShard(t *testing.T) {
 
 // Two requests whose changes lock the same rows in opposite orders
 // deadlock; PostgreSQL aborts one of them, and Do runs that change again
-// in a new transaction: both requests succeed, each once, and neither
-// caller sees the deadlock.
+// in a new transaction: both requests succeed, each recorded once, and
+// neither caller sees the deadlock.
 func TestDeadlockVictimRunsAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -803,8 +803,10 @@ func TestDeadlockVictimRunsAgain(t *testing.T) {
 			t.Errorf("a request failed: %v", err)
 		}
 	}
-	if n := runs.Load(); n != 3 {
-		t.Errorf("changes ran %d times, want 3: two, and the deadlock's victim once more", n)
+	// Two, and the victim once more at least: its new transaction may
+	// take the freed row before the survivor does and deadlock again.
+	if n := runs.Load(); n < 3 {
+		t.Errorf("changes ran %d times, want at least 3: two, and the deadlock's victim again", n)
 	}
 	for user := range int64(2) {
 		rec, ok, err := s.Lookup(ctx, user+1, "k")
