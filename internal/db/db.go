@@ -147,6 +147,21 @@ func ForeignKeyViolation(err error) (constraint string, ok bool) {
 	return "", false
 }
 
+// RetryAborted runs a transaction (run, which begins and commits it, as
+// WithTxV does) again, up to twice more, while PostgreSQL aborts it to
+// break a deadlock or a serialization conflict (Aborted): nothing of it
+// was written, and the other transaction has gone on. run must have no
+// effect outside its transaction. A third abort is returned, and is
+// Unavailable (503): the client retries later.
+func RetryAborted[T any](ctx context.Context, run func() (T, error)) (T, error) {
+	for attempt := 0; ; attempt++ {
+		v, err := run()
+		if attempt == 2 || !Aborted(err) || ctx.Err() != nil {
+			return v, err
+		}
+	}
+}
+
 // Aborted reports whether PostgreSQL aborted err's transaction to break
 // a deadlock (40P01) or a serialization conflict (40001): nothing of it
 // was written, the other transaction went on, and running it again is

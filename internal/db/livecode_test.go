@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
@@ -263,4 +264,75 @@ func normalizeDump(b []byte) []byte {
 		fmt.Fprintln(&out, line)
 	}
 	return bytes.TrimRight(out.Bytes(), "\n")
+}
+
+// Instances starting at once all start: the files of db/functions are
+// made stale, then four migrators, each on its own pool, install them
+// while their transactions overlap (held on live_code until all four
+// wait). Every one succeeds, whichever order PostgreSQL grants them, and
+// every file ends recorded at its current version. (The advisory lock
+// makes the later ones find nothing left to do; PostgreSQL also queues
+// the CREATE OR REPLACEs themselves, so this test holds the outcome.)
+func TestInstancesStartingAtOnceInstallLiveCode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.NewDatabaseURL(t)
+	check := testenv.Pool(t, url)
+	const instances = 4
+	migrators := make([]*db.Migrator, instances)
+	for i := range migrators {
+		pool, err := db.Open(ctx, url, 4, db.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		if migrators[i], err = db.NewMigrator(pool); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = migrators[i].Close() })
+	}
+	var files int
+	if err := check.QueryRow(ctx, `SELECT count(*) FROM live_code`).Scan(&files); err != nil || files == 0 {
+		t.Fatalf("live_code holds %d files (%v)", files, err)
+	}
+	for round := range 3 {
+		if _, err := check.Exec(ctx, `UPDATE live_code SET sha256 = '\x00'`); err != nil {
+			t.Fatal(err)
+		}
+		// Hold live_code until all four are waiting on a lock, so that
+		// their transactions overlap.
+		hold, err := check.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hold.Exec(ctx, `LOCK TABLE live_code IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, instances)
+		for _, m := range migrators {
+			go func() { errs <- m.ApplyLiveCode(ctx) }()
+		}
+		for waiting := 0; waiting < instances; {
+			if err := check.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := hold.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range instances {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: an instance failed to install the live code: %v", round, err)
+			}
+		}
+		var rows int
+		if err := check.QueryRow(ctx, `SELECT count(*) FROM live_code WHERE sha256 <> '\x00'`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != files {
+			t.Fatalf("round %d: %d of %d files recorded at their version", round, rows, files)
+		}
+	}
 }

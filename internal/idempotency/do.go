@@ -238,7 +238,7 @@ func (s *Store) run(ctx context.Context, c *claim, op Operation) (Record, bool, 
 		rec.Fingerprint = c.fp
 		return rec, false, nil
 	}
-	rec, err = retryAborted(ctx, func() (Record, error) {
+	rec, err = db.RetryAborted(ctx, func() (Record, error) {
 		return db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
 			tx := &Tx{Tx: ptx, s: s, c: c}
 			ans, err := op.Change(ctx, tx)
@@ -260,18 +260,6 @@ func (s *Store) run(ctx context.Context, c *claim, op Operation) (Record, bool, 
 		return rec, err == nil, err
 	}
 	return rec, false, err
-}
-
-// retryAborted runs a transaction again, up to twice more, when
-// PostgreSQL aborted it to break a deadlock or a serialization conflict:
-// nothing of it was written, and the other transaction has gone on.
-func retryAborted(ctx context.Context, run func() (Record, error)) (Record, error) {
-	for attempt := 0; ; attempt++ {
-		rec, err := run()
-		if attempt == 2 || !db.Aborted(err) || ctx.Err() != nil {
-			return rec, err
-		}
-	}
 }
 
 // RequestFingerprint is the fingerprint of a request by its route (method

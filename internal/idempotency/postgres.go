@@ -121,42 +121,45 @@ func (s *Store) resolve(ctx context.Context, c *claim) (Record, error) {
 // replays its answer; the record is completed after change. These
 // requests are few, and waiting beats refusing them.
 func (s *Store) runClaimed(ctx context.Context, c *claim, op Operation) (Record, bool, error) {
-	var replayed bool
-	rec, err := retryAborted(ctx, func() (Record, error) {
-		replayed = false
-		return s.claimAndChange(ctx, c, op, &replayed)
-	})
-	return rec, replayed, err
+	out, err := db.RetryAborted(ctx, func() (claimedRun, error) { return s.claimAndChange(ctx, c, op) })
+	return out.rec, out.replayed, err
+}
+
+// claimedRun is what claimAndChange answers with: the record, and whether
+// it was a committed request's.
+type claimedRun struct {
+	rec      Record
+	replayed bool
 }
 
 // claimAndChange is runClaimed's transaction.
-func (s *Store) claimAndChange(ctx context.Context, c *claim, op Operation, replayed *bool) (Record, error) {
-	return db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (Record, error) {
+func (s *Store) claimAndChange(ctx context.Context, c *claim, op Operation) (claimedRun, error) {
+	return db.WithTxV(ctx, s.opts.DB, func(ptx pgx.Tx) (claimedRun, error) {
 		tx := &Tx{Tx: ptx, s: s, c: c, atStart: true}
 		claimed, err := s.q.RequestRecordClaim(ctx, tx, dbsqlc.RequestRecordClaimParams{
 			Scope: c.scope.name, Key: c.key, Fingerprint: c.fp, ExpiresAt: s.opts.Now().Add(s.opts.Retention),
 		})
 		if err != nil {
-			return Record{}, fmt.Errorf("claim idempotency key: %w", err)
+			return claimedRun{}, fmt.Errorf("claim idempotency key: %w", err)
 		}
 		if claimed == 0 {
-			*replayed = true
-			return s.replayClaimed(ctx, tx, c)
+			rec, err := s.replayClaimed(ctx, tx, c)
+			return claimedRun{rec: rec, replayed: true}, err
 		}
 		ans, err := op.Change(ctx, tx)
 		if err != nil {
-			return Record{}, err
+			return claimedRun{}, err
 		}
 		if ans.tx != tx {
-			return Record{}, errNoAnswer
+			return claimedRun{}, errNoAnswer
 		}
 		rec := ans.rec
 		rec.Fingerprint = c.fp
 		headers, err := json.Marshal(rec.Response.headerMap())
 		if err != nil {
-			return Record{}, err
+			return claimedRun{}, err
 		}
-		return rec, s.q.RequestRecordComplete(ctx, tx, dbsqlc.RequestRecordCompleteParams{
+		return claimedRun{rec: rec}, s.q.RequestRecordComplete(ctx, tx, dbsqlc.RequestRecordCompleteParams{
 			Scope: c.scope.name, Key: c.key, StatusCode: int32(rec.Response.Status), Headers: headers, Body: rec.Response.Body, //nolint:gosec // G115: an HTTP status
 		})
 	})

@@ -93,7 +93,7 @@ func TestLifecycleProperty(t *testing.T) {
 			before := e.status(t, id)
 			a, err := e.svc.Apply(ctx, id, ev, actor, "property")
 			after := e.status(t, id)
-			d, derr := statemachine.Decide(statemachine.Status(before), ev, actor.Kind)
+			d, derr := statemachine.Default().Decide(statemachine.Status(before), ev, actor.Kind)
 			switch {
 			case actor == stranger || actor == otherStaff:
 				if slug(err) != "not-found" || after != before {

@@ -1,6 +1,6 @@
 // Package statemachine is the one place the order lifecycle is defined:
 // a declarative table of transitions (from, event, to, who may trigger it,
-// side effects) and Decide, which says what an event means for an order in
+// side effects) and Machine.Decide, which says what an event means for an order in
 // a given status. It is a leaf: the order package applies decisions in
 // SQL (compare-and-set on status and version, history row, effects and
 // jobs in one transaction).
@@ -172,23 +172,6 @@ func New(table []Transition) *Machine { return &Machine{table: table} }
 
 // Default returns the machine of Table: the service's lifecycle.
 func Default() *Machine { return New(Table()) }
-
-// Table returns a copy of the machine's transitions.
-func (m *Machine) Table() []Transition {
-	out := make([]Transition, len(m.table))
-	for i, t := range m.table {
-		t.Actors = slices.Clone(t.Actors)
-		t.Effects = slices.Clone(t.Effects)
-		out[i] = t
-	}
-	return out
-}
-
-// Decide says what event by actor means for an order in status current
-// under the default lifecycle (Default().Decide).
-func Decide(current Status, event Event, actor Actor) (Decision, error) {
-	return Default().Decide(current, event, actor)
-}
 
 // Decide says what event by actor means for an order in status current.
 // Repeating an event that already happened is a replay, not an error.

@@ -49,7 +49,7 @@ func TestDecide(t *testing.T) {
 		{statemachine.Ready, statemachine.Complete, statemachine.User, "", false, "conflict"},
 	}
 	for _, tt := range tests {
-		d, err := statemachine.Decide(tt.current, tt.event, tt.actor)
+		d, err := statemachine.Default().Decide(tt.current, tt.event, tt.actor)
 		var ce *statemachine.ConflictError
 		var fe *statemachine.ForbiddenError
 		switch {
