@@ -1113,6 +1113,93 @@ ALTER TABLE public.users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: voucher_budget; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.voucher_budget (
+    template_id bigint NOT NULL,
+    shard smallint NOT NULL,
+    remaining integer NOT NULL,
+    CONSTRAINT voucher_budget_remaining_check CHECK ((remaining >= 0)),
+    CONSTRAINT voucher_budget_shard_check CHECK ((shard >= 0))
+);
+
+--
+-- Name: voucher_templates; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.voucher_templates (
+    id bigint NOT NULL,
+    merchant_id bigint,
+    name text NOT NULL,
+    amount_fen bigint NOT NULL,
+    threshold_fen bigint DEFAULT 0 NOT NULL,
+    funded_by text NOT NULL,
+    claim_from timestamp with time zone NOT NULL,
+    claim_until timestamp with time zone NOT NULL,
+    valid_days integer NOT NULL,
+    budget integer NOT NULL,
+    per_user_limit integer DEFAULT 1 NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    version bigint DEFAULT 1 NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT voucher_templates_amount_fen_check CHECK (((amount_fen >= 1) AND (amount_fen <= 100000000))),
+    CONSTRAINT voucher_templates_budget_check CHECK (((budget >= 1) AND (budget <= 10000000))),
+    CONSTRAINT voucher_templates_check CHECK ((claim_until > claim_from)),
+    CONSTRAINT voucher_templates_check1 CHECK (((merchant_id IS NOT NULL) OR (funded_by = 'platform'::text))),
+    CONSTRAINT voucher_templates_check2 CHECK (((threshold_fen = 0) OR (amount_fen < threshold_fen))),
+    CONSTRAINT voucher_templates_funded_by_check CHECK ((funded_by = ANY (ARRAY['platform'::text, 'merchant'::text]))),
+    CONSTRAINT voucher_templates_name_check CHECK (((length(name) >= 1) AND (length(name) <= 60))),
+    CONSTRAINT voucher_templates_per_user_limit_check CHECK (((per_user_limit >= 1) AND (per_user_limit <= 100))),
+    CONSTRAINT voucher_templates_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text]))),
+    CONSTRAINT voucher_templates_threshold_fen_check CHECK (((threshold_fen >= 0) AND (threshold_fen <= 100000000))),
+    CONSTRAINT voucher_templates_valid_days_check CHECK (((valid_days >= 1) AND (valid_days <= 365))),
+    CONSTRAINT voucher_templates_version_check CHECK ((version > 0))
+);
+
+--
+-- Name: voucher_templates_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.voucher_templates ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.voucher_templates_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: vouchers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.vouchers (
+    id bigint NOT NULL,
+    template_id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    claim_no integer NOT NULL,
+    claimed_at timestamp with time zone DEFAULT now() NOT NULL,
+    valid_until timestamp with time zone NOT NULL,
+    CONSTRAINT vouchers_claim_no_check CHECK ((claim_no >= 1))
+);
+
+--
+-- Name: vouchers_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.vouchers ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.vouchers_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: worker_leases; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1452,6 +1539,34 @@ ALTER TABLE ONLY public.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
 
 --
+-- Name: voucher_budget voucher_budget_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.voucher_budget
+    ADD CONSTRAINT voucher_budget_pkey PRIMARY KEY (template_id, shard);
+
+--
+-- Name: voucher_templates voucher_templates_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.voucher_templates
+    ADD CONSTRAINT voucher_templates_pkey PRIMARY KEY (id);
+
+--
+-- Name: vouchers vouchers_claim_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.vouchers
+    ADD CONSTRAINT vouchers_claim_key UNIQUE (template_id, user_id, claim_no);
+
+--
+-- Name: vouchers vouchers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.vouchers
+    ADD CONSTRAINT vouchers_pkey PRIMARY KEY (id);
+
+--
 -- Name: worker_leases worker_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1615,6 +1730,24 @@ CREATE INDEX stock_adjustments_dish_idx ON public.stock_adjustments USING btree 
 CREATE INDEX stock_reservations_held_idx ON public.stock_reservations USING btree (dish_id) INCLUDE (qty) WHERE ((released_at IS NULL) AND (consumed_at IS NULL));
 
 --
+-- Name: voucher_templates_merchant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX voucher_templates_merchant ON public.voucher_templates USING btree (merchant_id, id);
+
+--
+-- Name: voucher_templates_name_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX voucher_templates_name_key ON public.voucher_templates USING btree (COALESCE(merchant_id, (0)::bigint), name);
+
+--
+-- Name: vouchers_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX vouchers_user ON public.vouchers USING btree (user_id, id);
+
+--
 -- Name: dishes dishes_named_by_orders; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1721,6 +1854,34 @@ ALTER TABLE ONLY public.staff_sessions
 
 ALTER TABLE ONLY public.stock_adjustments
     ADD CONSTRAINT stock_adjustments_dish_id_fkey FOREIGN KEY (dish_id) REFERENCES public.dishes(id);
+
+--
+-- Name: voucher_budget voucher_budget_template_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.voucher_budget
+    ADD CONSTRAINT voucher_budget_template_id_fkey FOREIGN KEY (template_id) REFERENCES public.voucher_templates(id);
+
+--
+-- Name: voucher_templates voucher_templates_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.voucher_templates
+    ADD CONSTRAINT voucher_templates_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: vouchers vouchers_template_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.vouchers
+    ADD CONSTRAINT vouchers_template_id_fkey FOREIGN KEY (template_id) REFERENCES public.voucher_templates(id);
+
+--
+-- Name: vouchers vouchers_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.vouchers
+    ADD CONSTRAINT vouchers_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
 
 --
 -- PostgreSQL database dump complete

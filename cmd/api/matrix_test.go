@@ -62,6 +62,20 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		r.json(t, &category)
 	}
 
+	var tpl struct {
+		ID string `json:"id"`
+	}
+	if r := sh.do(t, api, "POST", "/admin/v1/voucher-templates", sh.admin, map[string]any{
+		"merchant_id": sh.merchantID, "name": "Matrix", "amount_fen": 100, "funded_by": "merchant",
+		"claim_from": time.Now().Add(-time.Hour).Format(time.RFC3339), "claim_until": time.Now().Add(time.Hour).Format(time.RFC3339),
+		"valid_days": 1, "budget": 10,
+	}); r.status != 201 {
+		t.Fatalf("create voucher template: %d %s", r.status, r.body)
+	} else {
+		r.json(t, &tpl)
+	}
+	otherTemplate := `{"merchant_id":"` + otherMerchant + `","name":"Matrix","amount_fen":100,"funded_by":"merchant","claim_from":"2026-01-01T00:00:00Z","claim_until":"2026-01-02T00:00:00Z","valid_days":1,"budget":1}`
+
 	cart := `{"merchant_id":"` + sh.merchantID + `","items":[{"dish_id":"` + dish.ID + `","qty":4}],"address":{"name":"M","phone":"13800000000","detail":"d"}}`
 	type row struct {
 		path, body string
@@ -133,7 +147,16 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"GET /admin/v1/merchants/{id}/orders/stream": {"/admin/v1/merchants/0/orders/stream", "", nil, staffOnly(404, 404, 404)},
 		"PUT /v1/orders/{id}/subscriptions":          {"/v1/orders/" + orderA.ID + "/subscriptions", `{"template_ids":["none"]}`, nil, userOnly(400, 404)},
 		"GET /board/":                                {"/board/", "", nil, everyone(200)},
-		"GET /board/{file}":                          {"/board/board.js", "", nil, everyone(200)},
+		// Merchant B's template: its staff create it, and the admin's
+		// create after theirs finds the name taken.
+		"POST /admin/v1/voucher-templates":       {"/admin/v1/voucher-templates", otherTemplate, nil, staffOnly(403, 201, 409)},
+		"GET /admin/v1/voucher-templates":        {"/admin/v1/voucher-templates?merchant_id=" + sh.merchantID, "", nil, staffOnly(200, 403, 200)},
+		"GET /admin/v1/voucher-templates/{id}":   {"/admin/v1/voucher-templates/" + tpl.ID, "", nil, staffOnly(200, 403, 200)},
+		"PATCH /admin/v1/voucher-templates/{id}": {"/admin/v1/voucher-templates/" + tpl.ID, `{"version":99,"status":"paused"}`, nil, staffOnly(409, 403, 409)},
+		"GET /v1/voucher-templates":              {"/v1/voucher-templates?merchant_id=" + sh.merchantID, "", nil, everyone(200)},
+		"POST /v1/vouchers/claim":                {"/v1/vouchers/claim", `{"template_id":"` + tpl.ID + `"}`, nil, userOnly(201, 201)},
+		"GET /v1/vouchers":                       {"/v1/vouchers", "", nil, userOnly(200, 200)},
+		"GET /board/{file}":                      {"/board/board.js", "", nil, everyone(200)},
 	}
 
 	var routes []string

@@ -40,6 +40,7 @@ import (
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/subscribemsg"
 	"github.com/takeout/takeout/internal/telemetry"
+	"github.com/takeout/takeout/internal/voucher"
 	"github.com/takeout/takeout/internal/webhook"
 )
 
@@ -262,11 +263,15 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err := a.buildJobs(orders, payments); err != nil {
 		return err
 	}
+	vouchers, err := voucher.NewService(voucher.Options{Pool: pool, Registerer: a.reg, Now: time.Now})
+	if err != nil {
+		return err
+	}
 	a.handler, err = httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Pool: pool, Redis: a.rds, Migrator: a.migrator, Tokens: tokens, Revocations: a.revocations,
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
-		Staff: a.staff, Stream: a.hub, Messages: a.messages,
+		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
 	})

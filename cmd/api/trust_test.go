@@ -136,7 +136,14 @@ func TestEveryCreatingRouteReplays(t *testing.T) {
 	count := func(query string, args ...any) func() int {
 		return func() int { return ps.count(t, query, args...) }
 	}
+	offered := ps.voucherTemplate(t, ps.admin, map[string]any{"name": "walked offer", "per_user_limit": 5})
+	claimer := ps.login(t, "creating-claim")
 	cases := map[string]creatingCase{
+		"/admin/v1/voucher-templates": {ps.admin, "/admin/v1/voucher-templates", fmt.Sprintf(
+			`{"merchant_id":%q,"name":"walked","amount_fen":100,"funded_by":"merchant","claim_from":"2026-06-01T00:00:00Z","claim_until":"2027-06-01T00:00:00Z","valid_days":3,"budget":9}`, ps.merchantID),
+			count("SELECT count(*) FROM voucher_templates WHERE name = 'walked'")},
+		"/v1/vouchers/claim": {claimer, "/v1/vouchers/claim", fmt.Sprintf(`{"template_id":%q}`, offered.ID),
+			count("SELECT count(*) FROM vouchers WHERE template_id = $1", offered.ID)},
 		"/v1/orders": {user, "/v1/orders", fmt.Sprintf(`{"confirm_token":%q}`, confirm.ConfirmToken),
 			count("SELECT count(*) FROM orders WHERE user_id = (SELECT id FROM users WHERE openid = 'sim-creating-submit')")},
 		"/admin/v1/merchants": {ps.admin, "/admin/v1/merchants", `{"name":"Walked Kitchen"}`,

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/takeout/takeout/internal/problem"
@@ -118,4 +119,12 @@ func bearer(r *http.Request) (string, error) {
 func StaffScope(r *http.Request) string {
 	s, _ := StaffFrom(r.Context())
 	return "staff:" + s.Role.String() + ":" + s.Subject
+}
+
+// UserScope names the customer of r for the Idempotency-Key records of
+// routes other than submit (whose records are the user's own, by id):
+// "user:<id>".
+func UserScope(r *http.Request) string {
+	id, _ := UserID(r.Context())
+	return "user:" + strconv.FormatInt(id, 10)
 }

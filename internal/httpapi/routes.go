@@ -16,6 +16,7 @@ import (
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/subscribemsg"
+	"github.com/takeout/takeout/internal/voucher"
 )
 
 // routes is the whole API: every route of api/openapi.yaml is here.
@@ -58,6 +59,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPost, "/v1/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
 			r.Method(http.MethodGet, "/v1/merchants", catalog.HandleMerchants(d.Catalog))
 			r.Method(http.MethodGet, "/v1/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+			r.Method(http.MethodGet, "/v1/voucher-templates", voucher.HandleOffers(d.Vouchers))
 			// Staff logins have their own limits, per account and address,
 			// shared by every instance.
 			r.Method(http.MethodPost, "/admin/v1/auth/login", staff.HandleLogin(d.Staff, d.ClientIPHeader))
@@ -75,6 +77,8 @@ func apiRoutes(r chi.Router, d Deps) {
 				r.Method(http.MethodPost, "/v1/orders/{id}/urge", order.HandleUrge(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders/{id}/pay", payment.HandlePay(d.Payments))
 				r.Method(http.MethodPut, "/v1/orders/{id}/subscriptions", subscribemsg.HandleGrant(d.Messages))
+				r.Method(http.MethodPost, "/v1/vouchers/claim", voucher.HandleClaim(d.Vouchers, d.Idempotency))
+				r.Method(http.MethodGet, "/v1/vouchers", voucher.HandleWallet(d.Vouchers))
 			})
 		})
 
@@ -98,6 +102,10 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPatch, a+"/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
 			r.Method(http.MethodPut, a+"/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
 			r.Method(http.MethodPost, a+"/dishes/{id}/stock/adjustments", catalog.HandleAdjustStock(d.Catalog, d.Idempotency))
+			r.Method(http.MethodPost, a+"/voucher-templates", voucher.HandleCreateTemplate(d.Vouchers, d.Idempotency))
+			r.Method(http.MethodGet, a+"/voucher-templates", voucher.HandleListTemplates(d.Vouchers))
+			r.Method(http.MethodGet, a+"/voucher-templates/{id}", voucher.HandleGetTemplate(d.Vouchers))
+			r.Method(http.MethodPatch, a+"/voucher-templates/{id}", voucher.HandleUpdateTemplate(d.Vouchers))
 			r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
 			r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
 			r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))

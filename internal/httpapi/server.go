@@ -23,6 +23,7 @@ import (
 	"github.com/takeout/takeout/internal/redisconn"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/subscribemsg"
+	"github.com/takeout/takeout/internal/voucher"
 )
 
 // Deps are what the HTTP layer needs; cmd/api builds them.
@@ -43,6 +44,7 @@ type Deps struct {
 	Staff        *staff.Service
 	Stream       *orderstream.Hub
 	Messages     *subscribemsg.Sender
+	Vouchers     *voucher.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

@@ -55,6 +55,9 @@ var (
 	RefundExceedsPaid      = Type{"refund-exceeds-paid", http.StatusConflict, "That is more than is left to refund"}
 	RateLimited            = Type{"rate-limited", http.StatusTooManyRequests, "Too many requests"}
 	StaffLoginFailed       = Type{"staff-login-failed", http.StatusUnauthorized, "Wrong username or password"}
+	VoucherNotClaimable    = Type{"voucher-not-claimable", http.StatusConflict, "The voucher cannot be claimed now"}
+	VoucherLimitReached    = Type{"voucher-limit-reached", http.StatusConflict, "You hold as many of this voucher as one customer may"}
+	VoucherBudgetSpent     = Type{"voucher-budget-spent", http.StatusConflict, "Every voucher of this kind has been claimed"}
 )
 
 // All lists every Type, for documentation checks.
@@ -65,7 +68,7 @@ func All() []Type {
 		UpstreamUnavailable, Unavailable, Internal,
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
-		RateLimited, StaffLoginFailed,
+		RateLimited, StaffLoginFailed, VoucherNotClaimable, VoucherLimitReached, VoucherBudgetSpent,
 	}
 }
 

@@ -384,6 +384,40 @@ type User struct {
 	LastLoginAt time.Time
 }
 
+type Voucher struct {
+	ID         int64
+	TemplateID int64
+	UserID     int64
+	ClaimNo    int32
+	ClaimedAt  time.Time
+	ValidUntil time.Time
+}
+
+type VoucherBudget struct {
+	TemplateID int64
+	Shard      int16
+	Remaining  int32
+}
+
+type VoucherTemplate struct {
+	ID           int64
+	MerchantID   *int64
+	Name         string
+	AmountFen    int64
+	ThresholdFen int64
+	FundedBy     string
+	ClaimFrom    time.Time
+	ClaimUntil   time.Time
+	ValidDays    int32
+	Budget       int32
+	PerUserLimit int32
+	Status       string
+	Version      int64
+	CreatedBy    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
 type WorkerLease struct {
 	WorkerID  int32
 	Holder    string
