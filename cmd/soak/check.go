@@ -34,12 +34,16 @@ const (
 	invAnomalies          = "no_payment_anomalies"
 	invBoardMissed        = "every_paid_order_reached_every_board"
 	invBoardRepeated      = "no_board_got_an_event_twice"
+	invVoucherBudget      = "vouchers_within_budget"
+	invVoucherPerUser     = "vouchers_within_per_user_limit"
+	invClaimAcks          = "each_claim_acknowledged_as_one_voucher"
 )
 
 var invariantOrder = []string{
 	invDuplicateIntent, invAckDiverges, invPurchaseTwoOrders, invAckMissing, invNegativeStock, invStockConserved,
 	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
+	invVoucherBudget, invVoucherPerUser, invClaimAcks,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may
@@ -81,7 +85,7 @@ func (f *findings) add(inv string, n int, example string) {
 // check evaluates every invariant against the database (db is a direct
 // connection, not through the fault proxies), the client's
 // acknowledgements and the stock each dish was seeded with.
-func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]int64, rs *restocks, dl deadlines) (findings, error) {
+func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]int64, rs *restocks, cl *claims, dl deadlines) (findings, error) {
 	f := findings{violations: map[string]int{}, examples: map[string][]string{}}
 	for _, inv := range invariantOrder {
 		f.violations[inv] = 0
@@ -93,6 +97,8 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 			return checkStock(ctx, db, initialStock, f)
 		},
 		func(ctx context.Context, db querier, f *findings) error { return checkRestocks(ctx, db, rs, f) },
+		checkVouchers,
+		func(ctx context.Context, db querier, f *findings) error { return checkClaims(ctx, db, cl, f) },
 		checkReservations,
 		checkPayments,
 		checkHistories,

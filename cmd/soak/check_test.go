@@ -62,10 +62,11 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 	t.Parallel()
 	ack1001 := []ack{{purchase: 1, digest: "d1", order: "1001"}}
 	for _, tc := range []struct {
-		name  string
-		plant []string
-		acks  []ack
-		want  map[string]int
+		name   string
+		plant  []string
+		acks   []ack
+		claims *claims
+		want   map[string]int
 	}{
 		{name: "consistent", acks: ack1001, want: map[string]int{}},
 		{name: "acknowledged order missing", acks: append(ack1001, ack{purchase: 2, digest: "d2", order: "4242"}),
@@ -113,6 +114,44 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			`INSERT INTO river_job (kind, args, max_attempts, state, attempt, attempted_at, finalized_at, errors)
 			 VALUES ('webhook.deliver', '{}', 1, 'discarded', 1, now(), now(), ARRAY['{"attempt":1,"at":"2026-01-01T00:00:00Z","error":"boom","trace":""}'::jsonb])`},
 			want: map[string]int{invDeadJobs: 1}},
+		{name: "vouchers within their budget and limit", acks: ack1001, plant: []string{
+			`INSERT INTO voucher_templates (id, merchant_id, name, amount_fen, funded_by, claim_from, claim_until, valid_days, budget, per_user_limit, created_by)
+			 OVERRIDING SYSTEM VALUE SELECT 7, id, 'v', 100, 'merchant', now(), now() + interval '1 hour', 1, 3, 2, 'x' FROM merchants`,
+			`INSERT INTO voucher_budget (template_id, shard, remaining) VALUES (7, 0, 1)`,
+			`INSERT INTO vouchers (id, template_id, user_id, claim_no, valid_until) OVERRIDING SYSTEM VALUE
+			 SELECT 70 + n, 7, u.id, n, now() + interval '1 day' FROM users u, generate_series(1, 2) n`},
+			claims: &claims{answers: map[string]map[string]bool{"k1": {"71": true}, "k2": {"72": true}, "k3": {}}},
+			want:   map[string]int{}},
+		{name: "a voucher beyond the budget", acks: ack1001, plant: []string{
+			`INSERT INTO voucher_templates (id, merchant_id, name, amount_fen, funded_by, claim_from, claim_until, valid_days, budget, per_user_limit, created_by)
+			 OVERRIDING SYSTEM VALUE SELECT 7, id, 'v', 100, 'merchant', now(), now() + interval '1 hour', 1, 1, 2, 'x' FROM merchants`,
+			`INSERT INTO voucher_budget (template_id, shard, remaining) VALUES (7, 0, 0)`,
+			`INSERT INTO vouchers (id, template_id, user_id, claim_no, valid_until) OVERRIDING SYSTEM VALUE
+			 SELECT 70 + n, 7, u.id, n, now() + interval '1 day' FROM users u, generate_series(1, 2) n`},
+			want: map[string]int{invVoucherBudget: 1}},
+		{name: "a customer above the limit", acks: ack1001, plant: []string{
+			`INSERT INTO voucher_templates (id, merchant_id, name, amount_fen, funded_by, claim_from, claim_until, valid_days, budget, per_user_limit, created_by)
+			 OVERRIDING SYSTEM VALUE SELECT 7, id, 'v', 100, 'merchant', now(), now() + interval '1 hour', 1, 2, 1, 'x' FROM merchants`,
+			`INSERT INTO voucher_budget (template_id, shard, remaining) VALUES (7, 0, 0)`,
+			`INSERT INTO vouchers (id, template_id, user_id, claim_no, valid_until) OVERRIDING SYSTEM VALUE
+			 SELECT 70 + n, 7, u.id, n, now() + interval '1 day' FROM users u, generate_series(1, 2) n`},
+			want: map[string]int{invVoucherPerUser: 1}},
+		{name: "a claim answered with two vouchers, one missing", acks: ack1001, plant: []string{
+			`INSERT INTO voucher_templates (id, merchant_id, name, amount_fen, funded_by, claim_from, claim_until, valid_days, budget, per_user_limit, created_by)
+			 OVERRIDING SYSTEM VALUE SELECT 7, id, 'v', 100, 'merchant', now(), now() + interval '1 hour', 1, 3, 2, 'x' FROM merchants`,
+			`INSERT INTO voucher_budget (template_id, shard, remaining) VALUES (7, 0, 1)`,
+			`INSERT INTO vouchers (id, template_id, user_id, claim_no, valid_until) OVERRIDING SYSTEM VALUE
+			 SELECT 70 + n, 7, u.id, n, now() + interval '1 day' FROM users u, generate_series(1, 2) n`},
+			claims: &claims{answers: map[string]map[string]bool{"k1": {"71": true, "72": true}, "k2": {"99": true}}},
+			want:   map[string]int{invClaimAcks: 2}},
+		{name: "two claims answered with one voucher", acks: ack1001, plant: []string{
+			`INSERT INTO voucher_templates (id, merchant_id, name, amount_fen, funded_by, claim_from, claim_until, valid_days, budget, per_user_limit, created_by)
+			 OVERRIDING SYSTEM VALUE SELECT 7, id, 'v', 100, 'merchant', now(), now() + interval '1 hour', 1, 3, 2, 'x' FROM merchants`,
+			`INSERT INTO voucher_budget (template_id, shard, remaining) VALUES (7, 0, 1)`,
+			`INSERT INTO vouchers (id, template_id, user_id, claim_no, valid_until) OVERRIDING SYSTEM VALUE
+			 SELECT 70 + n, 7, u.id, n, now() + interval '1 day' FROM users u, generate_series(1, 2) n`},
+			claims: &claims{answers: map[string]map[string]bool{"k1": {"71": true}, "k2": {"71": true}}},
+			want:   map[string]int{invClaimAcks: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},
@@ -127,7 +166,7 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 					t.Fatalf("plant %q: %v", q, err)
 				}
 			}
-			f, err := check(ctx, pool, tc.acks, initial, nil, deadlines{grace: time.Second, autoComplete: time.Second})
+			f, err := check(ctx, pool, tc.acks, initial, nil, tc.claims, deadlines{grace: time.Second, autoComplete: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +204,7 @@ func TestCheckFindsAnAdjustmentCountedTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f, err := check(ctx, pool, []ack{{purchase: 1, digest: "d1", order: "1001"}}, initial, rs, deadlines{grace: time.Second, autoComplete: time.Second})
+	f, err := check(ctx, pool, []ack{{purchase: 1, digest: "d1", order: "1001"}}, initial, rs, nil, deadlines{grace: time.Second, autoComplete: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, fmt.Errorf("client log: %w", err)
 	}
-	f, err := check(ctx, st.direct, acks, initial, run.restocked, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
+	f, err := check(ctx, st.direct, acks, initial, run.restocked, run.claimed, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
@@ -367,6 +367,7 @@ func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 type workloadRun struct {
 	inj       *injector
 	restocked *restocks
+	claimed   *claims
 	length    time.Duration
 }
 
@@ -389,6 +390,8 @@ func (st *stack) runWorkload(ctx context.Context, o options, d *driver, logf fun
 	}
 	restocked := newRestocks(d.hotDishID())
 	users.Go(func() { d.restocker(ctx, stop, d.merchants[0].Staff, restocked) })
+	claimed := newClaims()
+	users.Go(func() { d.claimStorms(ctx, stop, claimed) })
 	progress := time.NewTicker(15 * time.Second)
 	deadline := time.After(o.duration)
 loop:
@@ -408,7 +411,7 @@ loop:
 	stopFaults()
 	faultsDone.Wait()
 	users.Wait()
-	run := workloadRun{inj: inj, restocked: restocked, length: time.Since(runStart)}
+	run := workloadRun{inj: inj, restocked: restocked, claimed: claimed, length: time.Since(runStart)}
 	logf("workload over after %.0fs; settling (at most %s)", run.length.Seconds(), o.settle)
 	return run
 }
@@ -453,7 +456,7 @@ func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks 
 	if st.pat != nil {
 		pgMode = "patroni"
 	}
-	rs := run.restocked
+	rs, cl := run.restocked, run.claimed
 	rep := &report{
 		Violations: f.violations, Instances: o.instances, DurationS: run.length.Seconds(), Faults: faults,
 		RedisMode: redisMode, PGMode: pgMode,
@@ -475,6 +478,11 @@ func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks 
 			"restock_adjustments_sent":  len(rs.sent),
 			"restock_adjustments_acked": len(rs.acked),
 			"restocks_refused":          rs.refusals["stock-changed"] + rs.refusals["stock-held"],
+			"voucher_templates":         cl.templates,
+			"claim_keys_sent":           cl.sent,
+			"claim_keys_acked":          cl.acked(),
+			"claims_limit_reached":      cl.refusals["voucher-limit-reached"],
+			"claims_budget_spent":       cl.refusals["voucher-budget-spent"],
 		},
 	}
 	if rep.DeadJobs == nil {

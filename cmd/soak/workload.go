@@ -174,9 +174,16 @@ func (d *driver) user(ctx context.Context, stop <-chan struct{}, n int) {
 }
 
 func (d *driver) login(ctx context.Context, n int) string {
+	return d.loginAs(ctx, n, fmt.Sprintf("soak-%d", n))
+}
+
+// loginCode logs in a customer who is not one of the ordering users.
+func (d *driver) loginCode(ctx context.Context, code string) string { return d.loginAs(ctx, -1, code) }
+
+func (d *driver) loginAs(ctx context.Context, n int, code string) string {
 	for ctx.Err() == nil {
 		r := d.retry(ctx, entry{Op: "login", User: n, Method: "POST", Path: "/v1/auth/wx-login"}, "",
-			map[string]string{"code": fmt.Sprintf("soak-%d", n)}, nil)
+			map[string]string{"code": code}, nil)
 		if r.ok() {
 			var v struct {
 				Token string `json:"token"`
