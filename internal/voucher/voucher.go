@@ -55,6 +55,9 @@ const (
 // other.
 const DefaultBudgetShards = 8
 
+// maxBudgetShards bounds Options.BudgetShards (shards are smallint).
+const maxBudgetShards = 64
+
 // Options configure a Service.
 type Options struct {
 	Pool *pgxpool.Pool
@@ -76,6 +79,9 @@ type Service struct {
 func NewService(o Options) (*Service, error) {
 	if o.BudgetShards <= 0 {
 		o.BudgetShards = DefaultBudgetShards
+	}
+	if o.BudgetShards > maxBudgetShards {
+		return nil, fmt.Errorf("voucher budget shards: %d, want at most %d", o.BudgetShards, maxBudgetShards)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -235,9 +241,10 @@ func (s *Service) addBudget(ctx context.Context, q dbsqlc.DBTX, templateID int64
 // n % shards shards get one more.
 func spread(n int32, shards int) []int32 {
 	units := make([]int32, shards)
+	per, extra := n/int32(shards), int(n%int32(shards)) //nolint:gosec // G115: shards is at most maxBudgetShards
 	for i := range units {
-		units[i] = n / int32(shards)
-		if int32(i) < n%int32(shards) {
+		units[i] = per
+		if i < extra {
 			units[i]++
 		}
 	}
@@ -444,7 +451,7 @@ func (s *Service) takeSlot(ctx context.Context, tx pgx.Tx, userID int64, t dbsql
 // waits holds no shard but those its waiting statement locks in
 // ascending order, and two claims never wait for each other.
 func (s *Service) takeBudget(ctx context.Context, tx pgx.Tx, templateID int64) error {
-	start := int16(rand.IntN(s.opts.BudgetShards))
+	start := int16(rand.IntN(s.opts.BudgetShards)) //nolint:gosec // G115: at most maxBudgetShards; G404: spreads load, guards nothing
 	free := func(q pgx.Tx) (int64, error) {
 		return s.q.VoucherBudgetTakeFree(ctx, q, dbsqlc.VoucherBudgetTakeFreeParams{TemplateID: templateID, Start: start})
 	}
