@@ -65,14 +65,21 @@ SELECT count(*) FROM vouchers WHERE template_id = @template_id AND user_id = @us
 -- shard that had some when the statement began and none by the time it
 -- was locked is skipped but stays locked: the caller runs this in a
 -- savepoint and rolls it back when it took nothing.
-UPDATE voucher_budget b SET remaining = b.remaining - 1
-FROM (
+--
+-- The pick is a MATERIALIZED CTE so that it runs once: as a subquery
+-- joined in FROM, a plan that scans the budget outside and runs the pick
+-- inside runs it again for every row, and each run skips the rows this
+-- statement has just updated and picks the next shard: one claim took
+-- five units so on a freshly promoted primary (make soak-ha-quick).
+WITH pick AS MATERIALIZED (
     SELECT shard FROM voucher_budget
     WHERE template_id = @template_id AND remaining > 0
     ORDER BY shard < @start::smallint, shard
     LIMIT 1
     FOR UPDATE SKIP LOCKED
-) pick
+)
+UPDATE voucher_budget b SET remaining = b.remaining - 1
+FROM pick
 WHERE b.template_id = @template_id AND b.shard = pick.shard;
 
 -- name: VoucherBudgetTakeWaiting :execrows
@@ -80,15 +87,16 @@ WHERE b.template_id = @template_id AND b.shard = pick.shard;
 -- holds it: when every shard with budget is busy. Shards are locked in
 -- ascending order (a shard found empty once its holder commits stays
 -- locked until the statement's savepoint is rolled back), so two of these
--- never wait for each other.
-UPDATE voucher_budget b SET remaining = b.remaining - 1
-FROM (
+-- never wait for each other. MATERIALIZED as in VoucherBudgetTakeFree.
+WITH pick AS MATERIALIZED (
     SELECT shard FROM voucher_budget
     WHERE template_id = @template_id AND remaining > 0
     ORDER BY shard
     LIMIT 1
     FOR UPDATE
-) pick
+)
+UPDATE voucher_budget b SET remaining = b.remaining - 1
+FROM pick
 WHERE b.template_id = @template_id AND b.shard = pick.shard AND b.remaining > 0;
 
 -- name: VoucherBudgetLeft :one

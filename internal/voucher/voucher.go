@@ -484,6 +484,12 @@ func attempt(ctx context.Context, tx pgx.Tx, take func(pgx.Tx) (int64, error)) (
 		return false, fmt.Errorf("take voucher budget: %w", err)
 	}
 	n, err := take(sp)
+	if err == nil && n > 1 {
+		// Never by these statements' form (their pick runs once); if a
+		// change ever lets it happen, the claim fails rather than take
+		// more than one unit.
+		err = fmt.Errorf("one claim took %d units of the budget", n)
+	}
 	if err != nil {
 		_ = sp.Rollback(ctx)
 		return false, fmt.Errorf("take voucher budget: %w", err)
