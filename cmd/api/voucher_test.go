@@ -307,6 +307,9 @@ func TestVoucherTemplates(t *testing.T) {
 	if r := patch(staffA, map[string]any{"version": 2}); r.status != 400 {
 		t.Errorf("nothing to change: %d %s", r.status, r.body)
 	}
+	if r := patch(staffA, map[string]any{"version": 2, "claim_until": time.Now().Add(3 * 366 * 24 * time.Hour).Format(time.RFC3339)}); r.status != 400 {
+		t.Errorf("a window of three years: %d %s", r.status, r.body)
+	}
 	if diff := cmp.Diff([]string{platform.ID}, offers()); diff != "" {
 		t.Errorf("offers while paused (-want +got):\n%s", diff)
 	}

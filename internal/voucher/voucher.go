@@ -313,8 +313,8 @@ func (s *Service) UpdateTemplate(ctx context.Context, staff auth.Staff, id int64
 		if err := canManage(staff, cur.VoucherTemplate); err != nil {
 			return Template{}, err
 		}
-		if req.ClaimUntil != nil && !req.ClaimUntil.After(cur.VoucherTemplate.ClaimFrom) {
-			return Template{}, problem.Field("claim_until", "must be after claim_from (%s)", cur.VoucherTemplate.ClaimFrom.UTC().Format(time.RFC3339))
+		if from := cur.VoucherTemplate.ClaimFrom; req.ClaimUntil != nil && (!req.ClaimUntil.After(from) || req.ClaimUntil.Sub(from) > maxClaimWindow) {
+			return Template{}, problem.Field("claim_until", "must be after claim_from (%s) and at most two years later", from.UTC().Format(time.RFC3339))
 		}
 		var add int32
 		if req.AddBudget != nil {
