@@ -68,14 +68,20 @@ CREATE TABLE public.orders (
     packaging_fee_fen bigint DEFAULT 0 NOT NULL,
     urged_at timestamp with time zone,
     urge_count integer DEFAULT 0 NOT NULL,
+    voucher_id bigint,
+    discount_fen bigint DEFAULT 0 NOT NULL,
+    platform_discount_fen bigint DEFAULT 0 NOT NULL,
+    merchant_discount_fen bigint DEFAULT 0 NOT NULL,
     CONSTRAINT orders_content_digest_check CHECK ((length(content_digest) = 32)),
     CONSTRAINT orders_delivery_fee_fen_check CHECK ((delivery_fee_fen >= 0)),
+    CONSTRAINT orders_discount_fen_check CHECK ((discount_fen >= 0)),
     CONSTRAINT orders_intent_digest_check CHECK ((length(intent_digest) = 32)),
     CONSTRAINT orders_intent_seq_check CHECK ((intent_seq >= 1)),
     CONSTRAINT orders_items_total_fen_check CHECK ((items_total_fen > 0)),
+    CONSTRAINT orders_merchant_discount_fen_check CHECK ((merchant_discount_fen >= 0)),
     CONSTRAINT orders_packaging_fee_fen_check CHECK ((packaging_fee_fen >= 0)),
+    CONSTRAINT orders_platform_discount_fen_check CHECK ((platform_discount_fen >= 0)),
     CONSTRAINT orders_status_check CHECK ((status = ANY (ARRAY['PENDING_PAYMENT'::text, 'PAID'::text, 'ACCEPTED'::text, 'READY'::text, 'DELIVERING'::text, 'COMPLETED'::text, 'CANCELLED'::text, 'REFUNDING'::text, 'REFUNDED'::text]))),
-    CONSTRAINT orders_total_check CHECK ((total_fen = ((items_total_fen + packaging_fee_fen) + delivery_fee_fen))),
     CONSTRAINT orders_urge_count_check CHECK ((urge_count >= 0)),
     CONSTRAINT orders_version_check CHECK ((version > 0))
 )
@@ -100,6 +106,7 @@ BEGIN
             'unit_price_fen', i.unit_price_fen,
             'line_total_fen', i.line_total_fen,
             'packaging_fee_fen', i.packaging_fee_fen,
+            'discount_fen', i.discount_fen,
             'refunded_qty', i.refunded_qty
         ) ORDER BY i.line), '[]')
     INTO items
@@ -121,6 +128,10 @@ BEGIN
             'items_total_fen', o.items_total_fen,
             'packaging_fee_fen', o.packaging_fee_fen,
             'delivery_fee_fen', o.delivery_fee_fen,
+            'voucher_id', o.voucher_id::text,
+            'discount_fen', o.discount_fen,
+            'platform_discount_fen', o.platform_discount_fen,
+            'merchant_discount_fen', o.merchant_discount_fen,
             'total_fen', o.total_fen,
             -- order.Address: its three fields always, the location when set.
             'address', jsonb_build_object(
@@ -138,38 +149,40 @@ END
 $$;
 
 --
--- Name: order_place(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: order_place(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.order_place(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone) RETURNS boolean
+CREATE FUNCTION public.order_place(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone) RETURNS boolean
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                         items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark,
-                        pay_deadline, created_at, updated_at)
+                        pay_deadline, created_at, updated_at, voucher_id, discount_fen, platform_discount_fen,
+                        merchant_discount_fen)
     VALUES (o_id, o_user_id, o_merchant_id, o_intent_digest, o_content_digest, o_intent_seq, o_digest_alg,
             'PENDING_PAYMENT', o_items_total_fen, o_packaging_fee_fen, o_delivery_fee_fen, o_total_fen, o_address,
-            o_remark, o_pay_deadline, o_created_at, o_created_at)
+            o_remark, o_pay_deadline, o_created_at, o_created_at, o_voucher_id, o_discount_fen,
+            o_platform_discount_fen, o_merchant_discount_fen)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     INSERT INTO stock_reservations (order_id, dish_id, qty)
     SELECT o_id, d, q FROM unnest(s_dish_id, s_qty) AS l(d, q);
-    INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen)
-    SELECT o_id, (n - 1)::smallint, d, nm, q, p, p * q, opt, f
-    FROM unnest(i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen)
-        WITH ORDINALITY AS i(d, nm, q, p, opt, f, n);
+    INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen,
+                             discount_fen)
+    SELECT o_id, (n - 1)::smallint, d, nm, q, p, p * q, opt, f, dc
+    FROM unnest(i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen, i_discount_fen)
+        WITH ORDINALITY AS i(d, nm, q, p, opt, f, dc, n);
     INSERT INTO order_status_history (order_id, from_status, to_status, version, actor, reason)
     VALUES (o_id, NULL, 'PENDING_PAYMENT', 1, h_actor, 'placed');
     INSERT INTO idempotency_records (user_id, key, fingerprint, digest_alg, order_id, status_code, headers, body, expires_at)
     VALUES (o_user_id, r_key, r_fingerprint, r_digest_alg, o_id, r_status_code, r_headers, r_body, r_expires_at);
     FOR n IN 1 .. coalesce(array_length(s_dish_id, 1), 0) LOOP
-        -- As StockTakeFree (db/queries/dish_stock.sql).
-        UPDATE dish_stock s SET units = s.units - s_qty[n]
-        FROM (
+        -- As StockTakeFree (db/queries/dish_stock.sql), its pick run once.
+        WITH pick AS MATERIALIZED (
             SELECT ds.dish_id, ds.shard FROM dish_stock ds
             JOIN dishes d ON d.id = ds.dish_id
             JOIN merchants m ON m.id = d.merchant_id
@@ -179,29 +192,44 @@ BEGIN
             ORDER BY ds.shard < s_start[n], ds.shard
             LIMIT 1
             FOR UPDATE OF ds SKIP LOCKED
-        ) pick
+        )
+        UPDATE dish_stock s SET units = s.units - s_qty[n]
+        FROM pick
         WHERE s.dish_id = pick.dish_id AND s.shard = pick.shard;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'order_place: dish % has no free shard with % units at the quoted terms', s_dish_id[n], s_qty[n]
                 USING ERRCODE = 'TK001';
         END IF;
     END LOOP;
+    IF o_voucher_id IS NOT NULL THEN
+        -- As VoucherTake (db/queries/vouchers.sql), without waiting for a
+        -- row another transaction holds: the row is locked only if it is
+        -- free, then marked held by this order.
+        PERFORM FROM vouchers
+        WHERE id = o_voucher_id AND user_id = o_user_id AND order_id IS NULL AND valid_until > o_created_at
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'order_place: voucher % is held, used or expired', o_voucher_id USING ERRCODE = 'TK001';
+        END IF;
+        UPDATE vouchers SET order_id = o_id, used_at = o_created_at WHERE id = o_voucher_id;
+    END IF;
     RETURN true;
 END
 $$;
 
 --
--- Name: order_place_grouped(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: order_place_grouped(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.order_place_grouped(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone) RETURNS smallint
+CREATE FUNCTION public.order_place_grouped(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone) RETURNS smallint
     LANGUAGE plpgsql
     AS $$
 BEGIN
     IF order_place(o_id, o_user_id, o_merchant_id, o_intent_digest, o_content_digest, o_intent_seq, o_digest_alg,
                    o_items_total_fen, o_packaging_fee_fen, o_delivery_fee_fen, o_total_fen, o_address, o_remark,
                    o_pay_deadline, o_created_at,
-                   i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen,
+                   o_voucher_id, o_discount_fen, o_platform_discount_fen, o_merchant_discount_fen,
+                   i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen, i_discount_fen,
                    s_dish_id, s_qty, s_price_fen, s_packaging_fee_fen, s_options_version, s_start, m_quote_version,
                    h_actor, r_key, r_fingerprint, r_digest_alg, r_status_code, r_headers, r_body, r_expires_at) THEN
         RETURN 1::smallint;
@@ -678,6 +706,7 @@ CREATE TABLE public.order_items (
     packaging_fee_fen bigint DEFAULT 0 NOT NULL,
     refunded_qty integer DEFAULT 0 NOT NULL,
     restocked_qty integer DEFAULT 0 NOT NULL,
+    discount_fen bigint DEFAULT 0 NOT NULL,
     CONSTRAINT order_items_check CHECK ((line_total_fen = (unit_price_fen * qty))),
     CONSTRAINT order_items_line_check CHECK (((line >= 0) AND (line <= 99))),
     CONSTRAINT order_items_packaging_fee_fen_check CHECK ((packaging_fee_fen >= 0)),
@@ -1183,7 +1212,10 @@ CREATE TABLE public.vouchers (
     claim_no integer NOT NULL,
     claimed_at timestamp with time zone DEFAULT now() NOT NULL,
     valid_until timestamp with time zone NOT NULL,
-    CONSTRAINT vouchers_claim_no_check CHECK ((claim_no >= 1))
+    order_id bigint,
+    used_at timestamp with time zone,
+    CONSTRAINT vouchers_claim_no_check CHECK ((claim_no >= 1)),
+    CONSTRAINT vouchers_used_check CHECK (((order_id IS NULL) = (used_at IS NULL)))
 );
 
 --
@@ -1336,6 +1368,13 @@ ALTER TABLE ONLY public.order_events
     ADD CONSTRAINT order_events_pkey PRIMARY KEY (seq);
 
 --
+-- Name: order_items order_items_discount_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.order_items
+    ADD CONSTRAINT order_items_discount_check CHECK (((discount_fen >= 0) AND (discount_fen <= line_total_fen))) NOT VALID;
+
+--
 -- Name: order_items order_items_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1364,11 +1403,32 @@ ALTER TABLE ONLY public.order_timeout_sweep
     ADD CONSTRAINT order_timeout_sweep_pkey PRIMARY KEY (singleton);
 
 --
+-- Name: orders orders_discount_items_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.orders
+    ADD CONSTRAINT orders_discount_items_check CHECK ((discount_fen <= items_total_fen)) NOT VALID;
+
+--
+-- Name: orders orders_discount_shares_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.orders
+    ADD CONSTRAINT orders_discount_shares_check CHECK (((platform_discount_fen + merchant_discount_fen) = discount_fen)) NOT VALID;
+
+--
 -- Name: orders orders_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.orders
     ADD CONSTRAINT orders_pkey PRIMARY KEY (id);
+
+--
+-- Name: orders orders_total_check; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.orders
+    ADD CONSTRAINT orders_total_check CHECK ((total_fen = (((items_total_fen + packaging_fee_fen) + delivery_fee_fen) - discount_fen))) NOT VALID;
 
 --
 -- Name: orders orders_user_content_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1740,6 +1800,12 @@ CREATE INDEX voucher_templates_merchant ON public.voucher_templates USING btree 
 --
 
 CREATE UNIQUE INDEX voucher_templates_name_key ON public.voucher_templates USING btree (COALESCE(merchant_id, (0)::bigint), name);
+
+--
+-- Name: vouchers_order_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX vouchers_order_key ON public.vouchers USING btree (order_id) WHERE (order_id IS NOT NULL);
 
 --
 -- Name: vouchers_user; Type: INDEX; Schema: public; Owner: -

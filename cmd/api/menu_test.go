@@ -456,27 +456,30 @@ func TestShopRules(t *testing.T) {
 	}
 }
 
-// A genuine confirm token of the form before options (v1) is answered
-// 410, as an expired one, and places nothing.
+// A genuine confirm token of a form before this one (v1 before options,
+// v2 before vouchers) is answered 410, as an expired one, and places
+// nothing.
 func TestOutdatedTokenIsGone(t *testing.T) {
 	t.Parallel()
 	sh := newShop(t, 1, nil, 10)
 	user := sh.login(t, "outdated")
 	c := sh.confirm(t, sh.apis[0], user, sh.cart(1))
 	parts := strings.Split(c.ConfirmToken, ".")
-	if len(parts) != 3 || parts[0] != "v2" {
-		t.Fatalf("token %q is not v2.<payload>.<mac>", c.ConfirmToken)
+	if len(parts) != 3 || parts[0] != "v3" {
+		t.Fatalf("token %q is not v3.<payload>.<mac>", c.ConfirmToken)
 	}
-	signed := "v1." + parts[1]
-	mac := hmac.New(sm3.New, []byte(sh.env["TAKEOUT_CONFIRM_SECRET"]))
-	mac.Write([]byte(signed))
-	old := signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-	r := sh.submit(t, sh.apis[0], user, "outdated", old)
-	if r.status != 410 || r.problemType() != "confirm-token-expired" {
-		t.Errorf("submit of a v1 token: %d %s, want 410 confirm-token-expired", r.status, r.body)
-	}
-	if r := sh.submit(t, sh.apis[0], user, "forged", "v1."+parts[1]+"."+parts[2]); r.status != 401 {
-		t.Errorf("a v1 token under a v2 MAC: %d %s, want 401", r.status, r.body)
+	for _, v := range []string{"v1", "v2"} {
+		signed := v + "." + parts[1]
+		mac := hmac.New(sm3.New, []byte(sh.env["TAKEOUT_CONFIRM_SECRET"]))
+		mac.Write([]byte(signed))
+		old := signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+		r := sh.submit(t, sh.apis[0], user, "outdated-"+v, old)
+		if r.status != 410 || r.problemType() != "confirm-token-expired" {
+			t.Errorf("submit of a %s token: %d %s, want 410 confirm-token-expired", v, r.status, r.body)
+		}
+		if r := sh.submit(t, sh.apis[0], user, "forged-"+v, v+"."+parts[1]+"."+parts[2]); r.status != 401 {
+			t.Errorf("a %s token under a v3 MAC: %d %s, want 401", v, r.status, r.body)
+		}
 	}
 	if n := sh.count(t, "SELECT count(*) FROM orders"); n != 0 {
 		t.Errorf("%d orders placed", n)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -43,16 +42,7 @@ func (sh *shop) voucherTemplate(t testing.TB, token string, fields map[string]an
 // claim claims a voucher of templateID as user, with key unless empty.
 func (sh *shop) claim(t *testing.T, api *instance, user, key, templateID string) response {
 	t.Helper()
-	req, err := http.NewRequest("POST", api.url+"/v1/vouchers/claim", strings.NewReader(fmt.Sprintf(`{"template_id":%q}`, templateID)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+user)
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	return sh.send(t, req)
+	return sh.doKey(t, api, "POST", "/v1/vouchers/claim", user, key, fmt.Sprintf(`{"template_id":%q}`, templateID))
 }
 
 // A budget of 100 claimed by 300 customers at once, over two instances:

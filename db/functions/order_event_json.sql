@@ -23,6 +23,7 @@ BEGIN
             'unit_price_fen', i.unit_price_fen,
             'line_total_fen', i.line_total_fen,
             'packaging_fee_fen', i.packaging_fee_fen,
+            'discount_fen', i.discount_fen,
             'refunded_qty', i.refunded_qty
         ) ORDER BY i.line), '[]')
     INTO items
@@ -44,6 +45,10 @@ BEGIN
             'items_total_fen', o.items_total_fen,
             'packaging_fee_fen', o.packaging_fee_fen,
             'delivery_fee_fen', o.delivery_fee_fen,
+            'voucher_id', o.voucher_id::text,
+            'discount_fen', o.discount_fen,
+            'platform_discount_fen', o.platform_discount_fen,
+            'merchant_discount_fen', o.merchant_discount_fen,
             'total_fen', o.total_fen,
             -- order.Address: its three fields always, the location when set.
             'address', jsonb_build_object(

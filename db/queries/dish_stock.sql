@@ -5,8 +5,13 @@
 -- Takes qty units from one shard that has them and that no other
 -- transaction holds, looking from shard @start on (so that concurrent
 -- orders spread over the shards). No row: no such shard right now.
-UPDATE dish_stock s SET units = s.units - @qty
-FROM (
+--
+-- The pick is a MATERIALIZED CTE so that it runs once, whatever the plan:
+-- joined as a subquery, a plan that scanned the shards outside and ran the
+-- pick inside would run it per row, each run skipping the rows this
+-- statement had just updated, and take from several shards (as a voucher
+-- claim once did: VoucherBudgetTakeFree).
+WITH pick AS MATERIALIZED (
     SELECT ds.dish_id, ds.shard FROM dish_stock ds
     JOIN dishes d ON d.id = ds.dish_id
     JOIN merchants m ON m.id = d.merchant_id
@@ -15,7 +20,9 @@ FROM (
     ORDER BY ds.shard < sqlc.arg(start)::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
-) pick
+)
+UPDATE dish_stock s SET units = s.units - @qty
+FROM pick
 WHERE s.dish_id = pick.dish_id AND s.shard = pick.shard
 RETURNING s.shard;
 

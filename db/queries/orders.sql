@@ -5,9 +5,11 @@
 -- one order id too, and the loser of that race would fail on orders_pkey
 -- (a non-arbiter index raises instead of doing nothing).
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
-                    items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
+                    items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at,
+                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen)
 VALUES (@id, @user_id, @merchant_id, @intent_digest, @content_digest, @intent_seq, @digest_alg, 'PENDING_PAYMENT',
-        @items_total_fen, @packaging_fee_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at)
+        @items_total_fen, @packaging_fee_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at,
+        sqlc.narg(voucher_id), @discount_fen, @platform_discount_fen, @merchant_discount_fen)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -32,8 +34,8 @@ ORDER BY id DESC
 LIMIT @max_rows;
 
 -- name: OrderItemInsert :exec
-INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen)
-VALUES (@order_id, @line, @dish_id, @name, @qty, @unit_price_fen, @line_total_fen, @options, @packaging_fee_fen);
+INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen, discount_fen)
+VALUES (@order_id, @line, @dish_id, @name, @qty, @unit_price_fen, @line_total_fen, @options, @packaging_fee_fen, @discount_fen);
 
 -- name: OrderItemsByOrder :many
 SELECT * FROM order_items WHERE order_id = @order_id ORDER BY line;
@@ -104,8 +106,11 @@ SELECT order_place(
     sqlc.arg(items_total_fen)::bigint, sqlc.arg(packaging_fee_fen)::bigint, sqlc.arg(delivery_fee_fen)::bigint,
     sqlc.arg(total_fen)::bigint, sqlc.arg(address)::jsonb, sqlc.arg(remark)::text,
     sqlc.arg(pay_deadline)::timestamptz, sqlc.arg(created_at)::timestamptz,
+    sqlc.narg(voucher_id)::bigint, sqlc.arg(discount_fen)::bigint, sqlc.arg(platform_discount_fen)::bigint,
+    sqlc.arg(merchant_discount_fen)::bigint,
     sqlc.arg(item_dish_ids)::bigint[], sqlc.arg(item_names)::text[], sqlc.arg(item_qtys)::integer[],
     sqlc.arg(item_unit_prices_fen)::bigint[], sqlc.arg(item_options)::jsonb[], sqlc.arg(item_packaging_fees_fen)::bigint[],
+    sqlc.arg(item_discounts_fen)::bigint[],
     sqlc.arg(stock_dish_ids)::bigint[], sqlc.arg(stock_qtys)::integer[], sqlc.arg(stock_prices_fen)::bigint[],
     sqlc.arg(stock_packaging_fees_fen)::bigint[], sqlc.arg(stock_options_versions)::bigint[],
     sqlc.arg(stock_start_shards)::smallint[], sqlc.arg(quote_version)::bigint,
@@ -125,8 +130,11 @@ SELECT order_place_grouped(
     sqlc.arg(items_total_fen)::bigint, sqlc.arg(packaging_fee_fen)::bigint, sqlc.arg(delivery_fee_fen)::bigint,
     sqlc.arg(total_fen)::bigint, sqlc.arg(address)::jsonb, sqlc.arg(remark)::text,
     sqlc.arg(pay_deadline)::timestamptz, sqlc.arg(created_at)::timestamptz,
+    sqlc.narg(voucher_id)::bigint, sqlc.arg(discount_fen)::bigint, sqlc.arg(platform_discount_fen)::bigint,
+    sqlc.arg(merchant_discount_fen)::bigint,
     sqlc.arg(item_dish_ids)::bigint[], sqlc.arg(item_names)::text[], sqlc.arg(item_qtys)::integer[],
     sqlc.arg(item_unit_prices_fen)::bigint[], sqlc.arg(item_options)::jsonb[], sqlc.arg(item_packaging_fees_fen)::bigint[],
+    sqlc.arg(item_discounts_fen)::bigint[],
     sqlc.arg(stock_dish_ids)::bigint[], sqlc.arg(stock_qtys)::integer[], sqlc.arg(stock_prices_fen)::bigint[],
     sqlc.arg(stock_packaging_fees_fen)::bigint[], sqlc.arg(stock_options_versions)::bigint[],
     sqlc.arg(stock_start_shards)::smallint[], sqlc.arg(quote_version)::bigint,

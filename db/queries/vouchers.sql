@@ -103,8 +103,33 @@ WHERE b.template_id = @template_id AND b.shard = pick.shard AND b.remaining > 0;
 SELECT EXISTS (SELECT 1 FROM voucher_budget WHERE template_id = @template_id AND remaining > 0);
 
 -- name: VouchersOfUser :many
--- A customer's wallet, newest first, with what each voucher is.
-SELECT v.id, v.template_id, v.claimed_at, v.valid_until, t.merchant_id, t.name, t.amount_fen, t.threshold_fen, t.funded_by
+-- A customer's wallet, newest first, with what each voucher is and the
+-- order that holds it, if any.
+SELECT v.id, v.template_id, v.claimed_at, v.valid_until, v.order_id, v.used_at,
+       t.merchant_id, t.name, t.amount_fen, t.threshold_fen, t.funded_by
 FROM vouchers v JOIN voucher_templates t ON t.id = v.template_id
 WHERE v.user_id = @user_id
 ORDER BY v.id DESC LIMIT 200;
+
+-- name: VoucherOfUser :one
+-- One of a customer's vouchers, with what it is worth and where (confirm
+-- prices a cart with it).
+SELECT v.id, v.valid_until, v.order_id, t.merchant_id, t.name, t.amount_fen, t.threshold_fen, t.funded_by
+FROM vouchers v JOIN voucher_templates t ON t.id = v.template_id
+WHERE v.id = @id AND v.user_id = @user_id;
+
+-- name: VoucherTake :one
+-- Marks the customer's voucher held by the order, if it is unused and
+-- valid at @now, waiting for a transaction that holds its row (the
+-- transaction path of a placement; order_place takes it without
+-- waiting). No row: it is used or expired (VoucherOfUser says which).
+UPDATE vouchers SET order_id = @order_id::bigint, used_at = @now::timestamptz
+WHERE id = @id AND user_id = @user_id AND order_id IS NULL AND valid_until > @now::timestamptz
+RETURNING id;
+
+-- name: VoucherRelease :execrows
+-- Gives back the voucher the order holds, if it still holds one: a
+-- cancelled order's, or a paid order's refunded whole before acceptance.
+-- Its validity is unchanged: one that expired meanwhile goes back
+-- expired.
+UPDATE vouchers SET order_id = NULL, used_at = NULL WHERE order_id = @order_id::bigint;

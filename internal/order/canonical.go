@@ -16,9 +16,10 @@ import (
 // DigestAlg names the canonical form and hash below; it is stored with
 // every order so the form can evolve without breaking old digests. v1
 // (before options and packaging fees) had neither the option ids, the
-// packaging fees nor the location; its tokens are no longer accepted
-// (410), and its orders keep the digests they were placed with.
-const DigestAlg = "sm3/v2"
+// packaging fees nor the location; v2 had no voucher and discount. Their
+// tokens are no longer accepted (410), and their orders keep the digests
+// they were placed with.
+const DigestAlg = "sm3/v3"
 
 // Intent is the stable content of an order: who orders what from whom, at
 // which prices, delivered where, with which remark. It excludes anything
@@ -31,9 +32,13 @@ type Intent struct {
 	ItemsTotalFen   int64
 	PackagingFeeFen int64
 	DeliveryFeeFen  int64
-	TotalFen        int64
-	Address         Address
-	Remark          string
+	// VoucherID is the voucher spent on the order (0: none), and
+	// DiscountFen what it takes off the items.
+	VoucherID   int64
+	DiscountFen int64
+	TotalFen    int64
+	Address     Address
+	Remark      string
 }
 
 // IntentItem is one line of an Intent: a dish with its chosen option
@@ -128,6 +133,8 @@ func normalizePhone(s string) string {
 //	items_total_fen:<n>
 //	packaging_fee_fen:<n>
 //	delivery_fee_fen:<n>
+//	voucher:<id>                               (0 for none)
+//	discount_fen:<n>
 //	total_fen:<n>
 //	address.name:<len>:<text>
 //	address.phone:<len>:<text>
@@ -161,6 +168,8 @@ func (in Intent) Canonical(seq int) []byte {
 	b = appendInt(b, "items_total_fen", in.ItemsTotalFen)
 	b = appendInt(b, "packaging_fee_fen", in.PackagingFeeFen)
 	b = appendInt(b, "delivery_fee_fen", in.DeliveryFeeFen)
+	b = appendInt(b, "voucher", in.VoucherID)
+	b = appendInt(b, "discount_fen", in.DiscountFen)
 	b = appendInt(b, "total_fen", in.TotalFen)
 	b = appendString(b, "address.name", in.Address.Name)
 	b = appendString(b, "address.phone", in.Address.Phone)

@@ -24,7 +24,7 @@ func fixedIntent() Intent {
 			{DishID: 3, Qty: 1, UnitPriceFen: 3700, PackagingFeeFen: 100, OptionIDs: []int64{31, 5}},
 			{DishID: 3, Qty: 1, UnitPriceFen: 3200, PackagingFeeFen: 100, OptionIDs: []int64{4}},
 		},
-		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, TotalFen: 8900,
+		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, VoucherID: 901, DiscountFen: 500, TotalFen: 8400,
 		Address: Address{Name: "  Li  Lei ", Phone: "138-0013 8000", Detail: "Room 1201,\tBuilding 5, 88 Keyuan Rd",
 			Location: &Location{Lat: 22.5431, Lng: 113.9348}},
 		Remark: "少辣 no  cilantro",
@@ -34,11 +34,11 @@ func fixedIntent() Intent {
 }
 
 // The canonical form is part of the contract between instances and
-// versions: these exact bytes and digests must never change under sm3/v2.
+// versions: these exact bytes and digests must never change under sm3/v3.
 func TestCanonicalGolden(t *testing.T) {
 	t.Parallel()
 	in := fixedIntent()
-	want := "takeout-order/sm3/v2\n" +
+	want := "takeout-order/sm3/v3\n" +
 		"user:42\n" +
 		"merchant:7\n" +
 		"item:3:1:3200:100:4\n" +
@@ -47,7 +47,9 @@ func TestCanonicalGolden(t *testing.T) {
 		"items_total_fen:8400\n" +
 		"packaging_fee_fen:200\n" +
 		"delivery_fee_fen:300\n" +
-		"total_fen:8900\n" +
+		"voucher:901\n" +
+		"discount_fen:500\n" +
+		"total_fen:8400\n" +
 		"address.name:6:Li Lei\n" +
 		"address.phone:11:13800138000\n" +
 		"address.detail:35:Room 1201, Building 5, 88 Keyuan Rd\n" +
@@ -66,8 +68,8 @@ func TestCanonicalGolden(t *testing.T) {
 }
 
 const (
-	goldenIntentDigest  = "82eb30c0b008a6f8c231d716918e95af2791e1a9ea4589c82feccc16e6957ac4" // cross-checked with OpenSSL SM3
-	goldenContentDigest = "c3404b99d636591f694f182f5d3a23f5894744affae5cac016aebd6703fe830e"
+	goldenIntentDigest  = "e60efdbc11226f554d80288c941abe0b6c0c3e8360a39a9de92cbb6d81f5ec54" // cross-checked with OpenSSL SM3
+	goldenContentDigest = "3694110ed26be5be917268926c758fd05bf66c0c15c5fce5e10df5bdac193f63"
 )
 
 // Every stable field changes the digest; the intent sequence separates
@@ -93,6 +95,8 @@ func TestDigestSensitivity(t *testing.T) {
 		"phone":    func(in *Intent) { in.Address.Phone += "1" },
 		"detail":   func(in *Intent) { in.Address.Detail += "x" },
 		"remark":   func(in *Intent) { in.Remark += "x" },
+		"voucher":  func(in *Intent) { in.VoucherID++ },
+		"discount": func(in *Intent) { in.DiscountFen++ },
 		// Length prefixes: moving text between fields changes the bytes.
 		"shift": func(in *Intent) { in.Address.Name += "\naddress.phone:0:"; in.Address.Phone = "" },
 	}
@@ -113,7 +117,7 @@ func TestDigestSensitivity(t *testing.T) {
 			{DishID: 3, Qty: 1, UnitPriceFen: 3700, PackagingFeeFen: 100, OptionIDs: []int64{5, 31}},
 			{DishID: 12, Qty: 1, UnitPriceFen: 1500},
 		},
-		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, TotalFen: 8900,
+		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, VoucherID: 901, DiscountFen: 500, TotalFen: 8400,
 		Address: Address{Name: "Li Lei", Phone: "13800138000", Detail: "Room 1201, Building 5, 88 Keyuan Rd",
 			Location: &Location{Lat: 22.54310000004, Lng: 113.9348}},
 		Remark: "少辣 no cilantro",

@@ -17,6 +17,7 @@ import (
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/voucher"
 	"github.com/takeout/takeout/internal/webhook"
 )
 
@@ -139,6 +140,14 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 		case statemachine.ReleaseStock:
 			if _, err := inventory.Release(ctx, tx, row.ID); err != nil {
 				return err
+			}
+		case statemachine.ReleaseVoucher:
+			released, err := voucher.Release(ctx, tx, row.ID)
+			if err != nil {
+				return err
+			}
+			if released {
+				s.vouchers.WithLabelValues("released").Inc()
 			}
 		case statemachine.ConsumeStock:
 			if err := inventory.Consume(ctx, tx, row.ID); err != nil {

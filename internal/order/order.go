@@ -30,13 +30,22 @@ type Order struct {
 	ItemsTotalFen   int64               `json:"items_total_fen"`
 	PackagingFeeFen int64               `json:"packaging_fee_fen"`
 	DeliveryFeeFen  int64               `json:"delivery_fee_fen"`
-	TotalFen        int64               `json:"total_fen"`
-	Address         Address             `json:"address"`
-	Remark          string              `json:"remark"`
-	Version         int64               `json:"version"`
-	PayDeadline     time.Time           `json:"pay_deadline"`
-	CreatedAt       time.Time           `json:"created_at"`
-	UpdatedAt       time.Time           `json:"updated_at"`
+	// VoucherID is the voucher spent on the order (null: none) and
+	// DiscountFen what it took off the dishes; PlatformDiscountFen and
+	// MerchantDiscountFen are who pays for it, for the settlement.
+	VoucherID           *string `json:"voucher_id"`
+	DiscountFen         int64   `json:"discount_fen"`
+	PlatformDiscountFen int64   `json:"platform_discount_fen"`
+	MerchantDiscountFen int64   `json:"merchant_discount_fen"`
+	// TotalFen is what the customer pays: dishes, packaging and delivery,
+	// less the discount.
+	TotalFen    int64     `json:"total_fen"`
+	Address     Address   `json:"address"`
+	Remark      string    `json:"remark"`
+	Version     int64     `json:"version"`
+	PayDeadline time.Time `json:"pay_deadline"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // Item is one line of an order: a dish with its chosen options, as sold
@@ -52,6 +61,9 @@ type Item struct {
 	UnitPriceFen    int64        `json:"unit_price_fen"`
 	LineTotalFen    int64        `json:"line_total_fen"`
 	PackagingFeeFen int64        `json:"packaging_fee_fen"`
+	// DiscountFen is the line's share of the order's discount: the line
+	// was sold for LineTotalFen less this.
+	DiscountFen int64 `json:"discount_fen"`
 	// RefundedQty are the units given back by partial refunds.
 	RefundedQty int32 `json:"refunded_qty"`
 }
@@ -74,7 +86,8 @@ type Placed struct {
 func itemFromRow(r dbsqlc.OrderItem) Item {
 	it := Item{
 		Line: r.Line, DishID: strconv.FormatInt(r.DishID, 10), Name: r.Name, Options: []ItemOption{}, Qty: r.Qty,
-		UnitPriceFen: r.UnitPriceFen, LineTotalFen: r.LineTotalFen, PackagingFeeFen: r.PackagingFeeFen, RefundedQty: r.RefundedQty,
+		UnitPriceFen: r.UnitPriceFen, LineTotalFen: r.LineTotalFen, PackagingFeeFen: r.PackagingFeeFen, DiscountFen: r.DiscountFen,
+		RefundedQty: r.RefundedQty,
 	}
 	// Written by this package (itemOptionsJSON); an unreadable value would
 	// show as no options rather than fail the read of the order.
@@ -98,6 +111,7 @@ func orderFromRow(o dbsqlc.Order, items []dbsqlc.OrderItem, addr Address) Order 
 		ItemsTotalFen:   o.ItemsTotalFen,
 		PackagingFeeFen: o.PackagingFeeFen,
 		DeliveryFeeFen:  o.DeliveryFeeFen,
+		DiscountFen:     o.DiscountFen,
 		TotalFen:        o.TotalFen,
 		Address:         addr,
 		Remark:          o.Remark,
@@ -106,6 +120,11 @@ func orderFromRow(o dbsqlc.Order, items []dbsqlc.OrderItem, addr Address) Order 
 		CreatedAt:       o.CreatedAt.UTC(),
 		UpdatedAt:       o.UpdatedAt.UTC(),
 	}
+	if o.VoucherID != nil {
+		id := strconv.FormatInt(*o.VoucherID, 10)
+		out.VoucherID = &id
+	}
+	out.PlatformDiscountFen, out.MerchantDiscountFen = o.PlatformDiscountFen, o.MerchantDiscountFen
 	for i, it := range items {
 		out.Items[i] = itemFromRow(it)
 	}

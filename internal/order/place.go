@@ -24,6 +24,7 @@ import (
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/voucher"
 )
 
 // Errors of submit.
@@ -56,7 +57,7 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken,
 	}, sub)
 	if sub.ran {
-		s.countSubmit(res, err)
+		s.countSubmit(res, err, sub.tok.VoucherID != 0)
 	}
 	return res, err
 }
@@ -148,8 +149,9 @@ func (sub *submission) record(p Placed) (idempotency.Record, error) {
 	return idempotency.Record{OrderID: id, Response: resp}, err
 }
 
-// countSubmit counts a submit that reached PostgreSQL by its result.
-func (s *Service) countSubmit(res idempotency.Result, err error) {
+// countSubmit counts a submit that reached PostgreSQL by its result, and
+// the voucher a placed order spent.
+func (s *Service) countSubmit(res idempotency.Result, err error, withVoucher bool) {
 	var p *problem.Error
 	switch {
 	case err != nil && errors.As(err, &p) && p.Type == problem.OutOfStock:
@@ -161,6 +163,9 @@ func (s *Service) countSubmit(res idempotency.Result, err error) {
 		s.placed.WithLabelValues("replay").Inc() // a request with the key committed first
 	case res.Response.Status == http.StatusCreated:
 		s.placed.WithLabelValues("placed").Inc()
+		if withVoucher {
+			s.vouchers.WithLabelValues("spent").Inc()
+		}
 	default:
 		s.placed.WithLabelValues("duplicate").Inc()
 	}
@@ -183,6 +188,7 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 		ID: o.ID, UserID: o.UserID, MerchantID: o.MerchantID, IntentDigest: o.IntentDigest, ContentDigest: o.ContentDigest, IntentSeq: o.IntentSeq,
 		DigestAlg: o.DigestAlg, ItemsTotalFen: o.ItemsTotalFen, PackagingFeeFen: o.PackagingFeeFen, DeliveryFeeFen: o.DeliveryFeeFen, TotalFen: o.TotalFen,
 		Address: o.Address, Remark: o.Remark, PayDeadline: o.PayDeadline, CreatedAt: o.CreatedAt,
+		VoucherID: o.VoucherID, DiscountFen: o.DiscountFen, PlatformDiscountFen: o.PlatformDiscountFen, MerchantDiscountFen: o.MerchantDiscountFen,
 	})
 	var p Placed
 	switch {
@@ -219,7 +225,7 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	for _, it := range items {
 		if err := s.q.OrderItemInsert(ctx, pipe, dbsqlc.OrderItemInsertParams{
 			OrderID: row.ID, Line: it.Line, DishID: it.DishID, Name: it.Name, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen,
-			LineTotalFen: it.LineTotalFen, Options: it.Options, PackagingFeeFen: it.PackagingFeeFen,
+			LineTotalFen: it.LineTotalFen, Options: it.Options, PackagingFeeFen: it.PackagingFeeFen, DiscountFen: it.DiscountFen,
 		}); err != nil {
 			return Order{}, fmt.Errorf("insert order item: %w", err)
 		}
@@ -240,6 +246,13 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, QuoteVersion: tok.QuoteVersion}, lines); err != nil {
 		return Order{}, err
 	}
+	// The voucher last, as order_place takes it: a placement that waits
+	// for its row holds nothing that the holder may wait for.
+	if tok.VoucherID != 0 {
+		if err := voucher.Take(ctx, tx, tok.UserID, tok.VoucherID, row.ID, row.CreatedAt); err != nil {
+			return Order{}, err
+		}
+	}
 	return o, nil
 }
 
@@ -253,21 +266,46 @@ func (s *Service) newOrderRow(tok Token, in Intent) (dbsqlc.Order, error) {
 	}
 	digest := in.IntentDigest(tok.Seq)
 	now := s.now()
+	platform, merchant := tok.discountShares()
 	return dbsqlc.Order{
 		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID, IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()),
 		IntentSeq: int32(tok.Seq), DigestAlg: DigestAlg, Status: statemachine.PendingPayment, //nolint:gosec // G115: small, from our signed token
 		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 		Address: addr, Remark: in.Remark, Version: 1, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now, UpdatedAt: now,
+		VoucherID: tok.voucher(), DiscountFen: tok.DiscountFen, PlatformDiscountFen: platform, MerchantDiscountFen: merchant,
 	}, nil
 }
 
-// orderItems are the rows of tok's lines for order id.
+// voucher is the token's voucher id, nil for none.
+func (t Token) voucher() *int64 {
+	if t.VoucherID == 0 {
+		return nil
+	}
+	return &t.VoucherID
+}
+
+// discountShares are the platform's and the merchant's shares of the
+// token's discount: the voucher's funder pays it all.
+func (t Token) discountShares() (platform, merchant int64) {
+	if t.FundedBy == voucher.FundedByMerchant {
+		return 0, t.DiscountFen
+	}
+	return t.DiscountFen, 0
+}
+
+// orderItems are the rows of tok's lines for order id, each with its
+// share of the discount.
 func orderItems(id int64, tok Token) []dbsqlc.OrderItem {
 	items := make([]dbsqlc.OrderItem, len(tok.Items))
+	totals := make([]int64, len(tok.Items))
+	for i, it := range tok.Items {
+		totals[i] = it.UnitPriceFen * int64(it.Qty)
+	}
+	shares := spreadDiscount(totals, tok.DiscountFen)
 	for i, it := range tok.Items {
 		items[i] = dbsqlc.OrderItem{OrderID: id, Line: int16(i), DishID: it.DishID, Name: it.Name, Qty: it.Qty, //nolint:gosec // G115: at most maxItems
-			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty),
-			Options: itemOptionsJSON(it.Options), PackagingFeeFen: it.PackagingFeeFen}
+			UnitPriceFen: it.UnitPriceFen, LineTotalFen: totals[i], Options: itemOptionsJSON(it.Options),
+			PackagingFeeFen: it.PackagingFeeFen, DiscountFen: shares[i]}
 	}
 	return items
 }
@@ -305,7 +343,9 @@ func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply R
 		IntentSeq: row.IntentSeq, DigestAlg: row.DigestAlg, ItemsTotalFen: row.ItemsTotalFen, PackagingFeeFen: row.PackagingFeeFen,
 		DeliveryFeeFen: row.DeliveryFeeFen, TotalFen: row.TotalFen, Address: row.Address, Remark: row.Remark,
 		PayDeadline: row.PayDeadline, CreatedAt: row.CreatedAt, Actor: placedBy(row.UserID), QuoteVersion: tok.QuoteVersion,
-		RecordKey: rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
+		VoucherID: row.VoucherID, DiscountFen: row.DiscountFen, PlatformDiscountFen: row.PlatformDiscountFen,
+		MerchantDiscountFen: row.MerchantDiscountFen,
+		RecordKey:           rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
 		RecordHeaders: rec.Headers, RecordBody: rec.Body, RecordExpiresAt: rec.ExpiresAt,
 	}
 	for _, it := range items {
@@ -315,6 +355,7 @@ func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply R
 		p.ItemUnitPricesFen = append(p.ItemUnitPricesFen, it.UnitPriceFen)
 		p.ItemOptions = append(p.ItemOptions, it.Options)
 		p.ItemPackagingFeesFen = append(p.ItemPackagingFeesFen, it.PackagingFeeFen)
+		p.ItemDiscountsFen = append(p.ItemDiscountsFen, it.DiscountFen)
 	}
 	take := inventory.FreeTakeOf(stockLines(tok))
 	p.StockDishIds, p.StockQtys, p.StockPricesFen = take.DishIDs, take.Qtys, take.PricesFen

@@ -32,41 +32,57 @@ var refundable = []statemachine.Status{statemachine.Paid, statemachine.Accepted,
 // line's units can go back on sale.
 var beforeDispatch = []statemachine.Status{statemachine.Paid, statemachine.Accepted, statemachine.Ready}
 
+// LinesRefund is what a refund of some of an order's lines gives back.
+type LinesRefund struct {
+	// AmountFen is what the units cost: unit price and packaging fee, less
+	// their part of the line's discount (refundOfUnits).
+	AmountFen int64
+	// Whole is true when, with these, every unit of every line is
+	// refunded: the refund then gives back all that is left of the
+	// payment (the delivery fee too).
+	Whole bool
+}
+
 // PrepareRefundTx locks an order for a partial refund by actor, in tx,
 // and checks it may be refunded in part. For lines it marks their units
 // refunded (and, with restock, gives their stock back to sale) and
-// returns what they cost: unit price and packaging fee. Refund requests
-// of one order take turns on the lock.
-func (s *Service) PrepareRefundTx(ctx context.Context, tx pgx.Tx, orderID int64, actor Actor, lines []RefundLine, restock bool) (int64, error) {
+// returns what they were sold for. Refund requests of one order take
+// turns on the lock.
+func (s *Service) PrepareRefundTx(ctx context.Context, tx pgx.Tx, orderID int64, actor Actor, lines []RefundLine, restock bool) (LinesRefund, error) {
 	o, err := s.q.OrderGetForUpdate(ctx, tx, orderID)
 	if errors.Is(err, db.ErrNotFound) || (err == nil && !owns(actor, o)) {
-		return 0, ErrOrderNotFound
+		return LinesRefund{}, ErrOrderNotFound
 	}
 	if err != nil {
-		return 0, fmt.Errorf("lock order: %w", err)
+		return LinesRefund{}, fmt.Errorf("lock order: %w", err)
 	}
 	if !slices.Contains(refundable, o.Status) {
-		return 0, problem.New(problem.OrderStatusConflict, "cannot refund part of an order that is %s", o.Status).With("current_status", o.Status)
+		return LinesRefund{}, problem.New(problem.OrderStatusConflict, "cannot refund part of an order that is %s", o.Status).With("current_status", o.Status)
 	}
 	if restock && !slices.Contains(beforeDispatch, o.Status) {
-		return 0, problem.New(problem.OrderStatusConflict, "the order is %s: its food left the kitchen, so no stock goes back", o.Status).
+		return LinesRefund{}, problem.New(problem.OrderStatusConflict, "the order is %s: its food left the kitchen, so no stock goes back", o.Status).
 			With("current_status", o.Status)
 	}
-	var amount int64
+	var out LinesRefund
 	for i, l := range lines {
 		it, err := s.q.OrderItemRefund(ctx, tx, dbsqlc.OrderItemRefundParams{OrderID: orderID, Line: l.Line, Qty: l.Qty, Restock: restock})
 		if errors.Is(err, db.ErrNotFound) {
-			return 0, problem.Field(fmt.Sprintf("lines[%d]", i), "the order has no line %d with %d units left to refund", l.Line, l.Qty)
+			return LinesRefund{}, problem.Field(fmt.Sprintf("lines[%d]", i), "the order has no line %d with %d units left to refund", l.Line, l.Qty)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("refund line %d: %w", l.Line, err)
+			return LinesRefund{}, fmt.Errorf("refund line %d: %w", l.Line, err)
 		}
-		amount += int64(l.Qty) * (it.UnitPriceFen + it.PackagingFeeFen)
+		out.AmountFen += refundOfUnits(it.UnitPriceFen, it.PackagingFeeFen, it.DiscountFen, it.Qty, it.RefundedQty-l.Qty, l.Qty)
 		if restock {
 			if err := inventory.GiveBack(ctx, tx, orderID, it.DishID, l.Qty); err != nil {
-				return 0, err
+				return LinesRefund{}, err
 			}
 		}
 	}
-	return amount, nil
+	items, err := s.q.OrderItemsByOrder(ctx, tx, orderID)
+	if err != nil {
+		return LinesRefund{}, fmt.Errorf("read order items: %w", err)
+	}
+	out.Whole = len(lines) > 0 && !slices.ContainsFunc(items, func(it dbsqlc.OrderItem) bool { return it.RefundedQty < it.Qty })
+	return out, nil
 }

@@ -36,6 +36,9 @@ type ConfirmRequest struct {
 	// Repeat asks for a new order even when the same cart was placed
 	// within the dedup window.
 	Repeat bool `json:"repeat"`
+	// VoucherID is a voucher of the customer's wallet to spend on the
+	// order (optional).
+	VoucherID string `json:"voucher_id"`
 }
 
 // ConfirmItem is a dish, the option choices chosen for it (ids), and how
@@ -87,6 +90,11 @@ func (r *ConfirmRequest) Validate() error {
 		seen[line] = true
 		if it.Qty < 1 || it.Qty > maxQty {
 			return problem.Field(f+".qty", "must be between 1 and %d", maxQty)
+		}
+	}
+	if r.VoucherID != "" {
+		if _, err := parseID("voucher_id", r.VoucherID); err != nil {
+			return err
 		}
 	}
 	if r.Address == nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
+	"github.com/takeout/takeout/internal/voucher"
 	"github.com/takeout/takeout/internal/webhook"
 )
 
@@ -142,6 +143,7 @@ type Service struct {
 	placed         *prometheus.CounterVec
 	placePath      *prometheus.CounterVec
 	transitions    *prometheus.CounterVec
+	vouchers       *prometheus.CounterVec
 }
 
 // NewService returns an order service.
@@ -166,10 +168,14 @@ func NewService(opts Options) (*Service, error) {
 			Name: "takeout_order_transitions_total",
 			Help: "Order status transitions by from and to status.",
 		}, []string{"from", "to"}),
+		vouchers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_voucher_redemptions_total",
+			Help: "Vouchers spent on placed orders (spent) and given back by a cancel, timeout or refund before acceptance (released).",
+		}, []string{"event"}),
 	}
 	s.groups = s.newPlaceGroup(opts.GroupCommitMax, opts.GroupCommitSlots)
 	if opts.Registerer != nil {
-		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions}, s.groups.Collectors()...) {
+		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions, s.vouchers}, s.groups.Collectors()...) {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register order metrics: %w", err)
 			}
@@ -182,17 +188,34 @@ func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Micr
 
 // ConfirmResponse is the answer of POST /v1/orders/confirm.
 type ConfirmResponse struct {
-	ConfirmToken    string    `json:"confirm_token"`
-	OrderID         string    `json:"order_id"`
-	Digest          string    `json:"digest"`
-	Items           []Item    `json:"items"`
-	ItemsTotalFen   int64     `json:"items_total_fen"`
-	PackagingFeeFen int64     `json:"packaging_fee_fen"`
-	DeliveryFeeFen  int64     `json:"delivery_fee_fen"`
-	TotalFen        int64     `json:"total_fen"`
-	ExpiresAt       time.Time `json:"expires_at"`
-	Duplicate       bool      `json:"duplicate"`
+	ConfirmToken    string `json:"confirm_token"`
+	OrderID         string `json:"order_id"`
+	Digest          string `json:"digest"`
+	Items           []Item `json:"items"`
+	ItemsTotalFen   int64  `json:"items_total_fen"`
+	PackagingFeeFen int64  `json:"packaging_fee_fen"`
+	DeliveryFeeFen  int64  `json:"delivery_fee_fen"`
+	// DiscountFen is what Discounts take off the dishes, spread over the
+	// lines (each Item's DiscountFen).
+	DiscountFen int64      `json:"discount_fen"`
+	Discounts   []Discount `json:"discounts"`
+	TotalFen    int64      `json:"total_fen"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	Duplicate   bool       `json:"duplicate"`
 }
+
+// Discount is a discount an order gets: a voucher of the customer's.
+type Discount struct {
+	Kind      string `json:"kind"`
+	VoucherID string `json:"voucher_id,omitempty"`
+	Name      string `json:"name"`
+	AmountFen int64  `json:"amount_fen"`
+	// FundedBy is who pays for it: platform or merchant.
+	FundedBy string `json:"funded_by"`
+}
+
+// DiscountVoucher is the Kind of a voucher's discount.
+const DiscountVoucher = "voucher"
 
 // Errors of confirm.
 var (
@@ -301,21 +324,34 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	if err := rules.checkMinimum(in); err != nil {
 		return ConfirmResponse{}, err
 	}
+	tok := Token{QuoteVersion: rules.quoteVersion}
+	discounts := []Discount{}
+	if req.VoucherID != "" {
+		id, _ := strconv.ParseInt(req.VoucherID, 10, 64) // validated
+		v, err := voucher.ForCart(ctx, s.opts.Pool, userID, id, merchantID, in.ItemsTotalFen, s.now())
+		if err != nil {
+			return ConfirmResponse{}, err
+		}
+		in.VoucherID, in.DiscountFen = v.ID, v.Discount(in.ItemsTotalFen, in.TotalFen)
+		in.TotalFen -= in.DiscountFen
+		tok.VoucherID, tok.DiscountFen, tok.FundedBy = v.ID, in.DiscountFen, v.FundedBy
+		discounts = append(discounts, Discount{Kind: DiscountVoucher, VoucherID: req.VoucherID, Name: v.Name, AmountFen: in.DiscountFen,
+			FundedBy: v.FundedBy})
+	}
 	if max := s.opts.MaxTotalFen; max > 0 && in.TotalFen > max {
 		return ConfirmResponse{}, problem.New(problem.AboveMaximum, "the order comes to %d fen, above the %d fen one payment may take: order less at once", in.TotalFen, max).
 			With("total_fen", in.TotalFen).With("max_total_fen", max)
 	}
-	tok := Token{QuoteVersion: rules.quoteVersion}
 	if !openUntil.IsZero() {
 		tok.OpenUntil = openUntil.Unix()
 		tok.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
 	}
-	return s.quote(ctx, req, in, tokItems, tok)
+	return s.quote(ctx, req, in, tokItems, tok, discounts)
 }
 
 // quote assigns the priced cart its intent sequence and order id, and
-// signs its token (whose merchant fields are set).
-func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token) (ConfirmResponse, error) {
+// signs its token (whose merchant and discount fields are set).
+func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token, discounts []Discount) (ConfirmResponse, error) {
 	// The intent sequence merges duplicates but not deliberate repeats.
 	now := s.now()
 	seq, orderID, duplicate := 1, int64(0), false
@@ -344,12 +380,11 @@ func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokI
 	}
 	resp := ConfirmResponse{
 		ConfirmToken: signed, OrderID: strconv.FormatInt(orderID, 10), Digest: digest.String(),
-		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
-		ExpiresAt: exp, Duplicate: duplicate,
+		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen,
+		DiscountFen: in.DiscountFen, Discounts: discounts, TotalFen: in.TotalFen, ExpiresAt: exp, Duplicate: duplicate,
 	}
-	for i, it := range tokItems {
-		resp.Items = append(resp.Items, Item{Line: int16(i), DishID: strconv.FormatInt(it.DishID, 10), Name: it.Name, Options: itemOptions(it.Options), Qty: it.Qty, //nolint:gosec // G115: at most maxItems
-			UnitPriceFen: it.UnitPriceFen, LineTotalFen: it.UnitPriceFen * int64(it.Qty), PackagingFeeFen: it.PackagingFeeFen})
+	for _, it := range orderItems(orderID, tok) {
+		resp.Items = append(resp.Items, itemFromRow(it))
 	}
 	return resp, nil
 }

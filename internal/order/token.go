@@ -15,16 +15,17 @@ import (
 )
 
 // The confirm token carries everything submit needs, signed with HMAC-SM3
-// under a server secret: "v2.<base64url payload>.<base64url mac>". A token
+// under a server secret: "v3.<base64url payload>.<base64url mac>". A token
 // whose MAC does not verify is rejected before anything else is read, so a
 // forged or altered token never reaches Redis or the database. The
 // version moves with the canonical form (DigestAlg): a token of an older
-// one (v1, before options) verifies, and is then answered as outdated.
+// one (v1, before options; v2, before vouchers) verifies, and is then
+// answered as outdated.
 
-const (
-	tokenVersion    = "v2"
-	oldTokenVersion = "v1"
-)
+const tokenVersion = "v3"
+
+// oldTokenVersions are the versions answered as outdated.
+var oldTokenVersions = []string{"v1", "v2"}
 
 // Token is the signed content of a confirm token.
 type Token struct {
@@ -46,6 +47,11 @@ type Token struct {
 	// after it: a submit after OpenUntil is merchant-closed.
 	OpenUntil int64 `json:"ou,omitempty"`
 	NextOpen  int64 `json:"no,omitempty"`
+	// VoucherID is the customer's voucher the cart was priced with (0:
+	// none), DiscountFen what it takes off, and FundedBy who pays for it.
+	VoucherID   int64  `json:"vo,omitempty"`
+	DiscountFen int64  `json:"vd,omitempty"`
+	FundedBy    string `json:"vf,omitempty"`
 }
 
 // TokenItem is a quoted line: dish, chosen options, quantity, unit price
@@ -133,7 +139,7 @@ func (s *Signer) Verify(raw string) (Token, error) {
 		return Token{}, errTokenMalformed
 	}
 	i := strings.LastIndexByte(raw, '.')
-	outdated := strings.HasPrefix(raw, oldTokenVersion+".")
+	outdated := slices.ContainsFunc(oldTokenVersions, func(v string) bool { return strings.HasPrefix(raw, v+".") })
 	if i < 0 || (!strings.HasPrefix(raw, tokenVersion+".") && !outdated) {
 		return Token{}, errTokenMalformed
 	}
@@ -161,14 +167,15 @@ func (s *Signer) Verify(raw string) (Token, error) {
 
 // Intent rebuilds the intent the token was issued for.
 func (t Token) Intent() Intent {
-	in := Intent{UserID: t.UserID, MerchantID: t.MerchantID, DeliveryFeeFen: t.FeeFen, Address: t.Address, Remark: t.Remark}
+	in := Intent{UserID: t.UserID, MerchantID: t.MerchantID, DeliveryFeeFen: t.FeeFen, VoucherID: t.VoucherID,
+		DiscountFen: t.DiscountFen, Address: t.Address, Remark: t.Remark}
 	for _, it := range t.Items {
 		in.Items = append(in.Items, IntentItem{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen,
 			PackagingFeeFen: it.PackagingFeeFen, OptionIDs: it.optionIDs()})
 		in.ItemsTotalFen += it.UnitPriceFen * int64(it.Qty)
 		in.PackagingFeeFen += it.PackagingFeeFen * int64(it.Qty)
 	}
-	in.TotalFen = in.ItemsTotalFen + in.PackagingFeeFen + in.DeliveryFeeFen
+	in.TotalFen = in.ItemsTotalFen + in.PackagingFeeFen + in.DeliveryFeeFen - in.DiscountFen
 	return in
 }
 

@@ -21,7 +21,7 @@ func sampleToken() Token {
 				Options: []TokenOption{{ID: 31, Group: "Size", Name: "Large", DeltaFen: 300}, {ID: 5, Group: "Spice", Name: "Hot", DeltaFen: 200}}},
 			{DishID: 12, Qty: 1, UnitPriceFen: 1500, Name: "Rice", OptionsVersion: 1},
 		},
-		FeeFen: 300, Address: in.Address, Remark: in.Remark}
+		FeeFen: 300, VoucherID: 901, DiscountFen: 500, FundedBy: "merchant", Address: in.Address, Remark: in.Remark}
 }
 
 func TestTokenRoundTripAndTampering(t *testing.T) {
@@ -57,7 +57,7 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 		"other key":       other,
 		"no signature":    parts[0] + "." + parts[1],
 		"empty signature": parts[0] + "." + parts[1] + ".",
-		"wrong version":   "v3" + tok[2:],
+		"wrong version":   "v4" + tok[2:],
 		"garbage":         "hello",
 		"empty":           "",
 	} {
@@ -65,16 +65,18 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 			t.Errorf("%s: verified", name)
 		}
 	}
-	// A genuine token of the form before options is outdated, not
-	// invalid (the submit answers 410); the same bytes with a forged MAC
-	// stay invalid.
-	signed := oldTokenVersion + "." + parts[1]
-	old := signed + "." + base64.RawURLEncoding.EncodeToString(s.mac([]byte(signed)))
-	if _, err := s.Verify(old); !errors.Is(err, errTokenOutdated) {
-		t.Errorf("v1 token: %v, want outdated", err)
-	}
-	if _, err := s.Verify(signed + "." + parts[2]); !errors.Is(err, errTokenSignature) {
-		t.Errorf("v1 token with a v2 MAC: %v, want a bad signature", err)
+	// A genuine token of an earlier form (v1 before options, v2 before
+	// vouchers) is outdated, not invalid (the submit answers 410); the
+	// same bytes with a forged MAC stay invalid.
+	for _, v := range []string{"v1", "v2"} {
+		signed := v + "." + parts[1]
+		old := signed + "." + base64.RawURLEncoding.EncodeToString(s.mac([]byte(signed)))
+		if _, err := s.Verify(old); !errors.Is(err, errTokenOutdated) {
+			t.Errorf("%s token: %v, want outdated", v, err)
+		}
+		if _, err := s.Verify(signed + "." + parts[2]); !errors.Is(err, errTokenSignature) {
+			t.Errorf("%s token with a v3 MAC: %v, want a bad signature", v, err)
+		}
 	}
 	if !sampleToken().Expired(time.Unix(sampleToken().ExpiresAt, 0)) || sampleToken().Expired(time.Unix(sampleToken().ExpiresAt-1, 0)) {
 		t.Error("expiry boundary wrong")

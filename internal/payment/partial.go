@@ -86,10 +86,11 @@ func (s *Service) RefundPart(ctx context.Context, tx pgx.Tx, staff auth.Staff, o
 	if !staff.Role.Admin {
 		actor = order.Actor{Kind: statemachine.Merchant, MerchantID: staff.Role.MerchantID, Name: staff.Subject}
 	}
-	amount, err := s.o.Orders.PrepareRefundTx(ctx, tx, orderID, actor, req.Lines, req.Restock)
+	units, err := s.o.Orders.PrepareRefundTx(ctx, tx, orderID, actor, req.Lines, req.Restock)
 	if err != nil {
 		return Refund{}, err
 	}
+	amount := units.AmountFen
 	if req.AmountFen != nil {
 		amount = *req.AmountFen
 	}
@@ -110,7 +111,13 @@ func (s *Service) RefundPart(ctx context.Context, tx pgx.Tx, staff auth.Staff, o
 	if err != nil {
 		return Refund{}, fmt.Errorf("read refunds: %w", err)
 	}
-	if left := paid.AmountFen - got.RefundedFen; amount > left {
+	left := paid.AmountFen - got.RefundedFen
+	if units.Whole && req.AmountFen == nil {
+		// The last units of the order: all that is left of the payment,
+		// so that refunding every line gives back exactly what was paid.
+		amount = left
+	}
+	if amount > left || (units.Whole && left == 0) {
 		return Refund{}, problem.New(problem.RefundExceedsPaid, "%d fen is more than the %d fen left to refund of %d paid", amount, left, paid.AmountFen).
 			With("refundable_fen", left)
 	}

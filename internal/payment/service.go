@@ -60,7 +60,7 @@ type Options struct {
 type Orders interface {
 	Get(ctx context.Context, userID, orderID int64) (order.Order, error)
 	ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event statemachine.Event, actor order.Actor, reason string) (order.Applied, error)
-	PrepareRefundTx(ctx context.Context, tx pgx.Tx, orderID int64, actor order.Actor, lines []order.RefundLine, restock bool) (int64, error)
+	PrepareRefundTx(ctx context.Context, tx pgx.Tx, orderID int64, actor order.Actor, lines []order.RefundLine, restock bool) (order.LinesRefund, error)
 	// PrepareDirect and DirectApplied write a transition in one statement
 	// with the payment (payment_settle), when it can be.
 	PrepareDirect(from statemachine.Status, event statemachine.Event, actor order.Actor, reason string) (order.DirectTransition, bool)

@@ -58,6 +58,7 @@ var (
 	VoucherNotClaimable    = Type{"voucher-not-claimable", http.StatusConflict, "The voucher cannot be claimed now"}
 	VoucherLimitReached    = Type{"voucher-limit-reached", http.StatusConflict, "You hold as many of this voucher as one customer may"}
 	VoucherBudgetSpent     = Type{"voucher-budget-spent", http.StatusConflict, "Every voucher of this kind has been claimed"}
+	VoucherUnavailable     = Type{"voucher-unavailable", http.StatusConflict, "The voucher cannot be spent on this order"}
 )
 
 // All lists every Type, for documentation checks.
@@ -69,6 +70,7 @@ func All() []Type {
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
 		RateLimited, StaffLoginFailed, VoucherNotClaimable, VoucherLimitReached, VoucherBudgetSpent,
+		VoucherUnavailable,
 	}
 }
 

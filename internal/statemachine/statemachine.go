@@ -74,6 +74,7 @@ const (
 	ScheduleAutoComplete Effect = "schedule_auto_complete" // job that completes a forgotten delivery
 	Notify               Effect = "notify"                 // the order's event: live board, webhook, customer message
 	ClosePayment         Effect = "close_payment"          // close the order's open payment at the provider
+	ReleaseVoucher       Effect = "release_voucher"        // give back the voucher the order holds, if it still holds it
 )
 
 // OneStatement reports whether the one-statement path of a transition
@@ -111,11 +112,11 @@ type Transition struct {
 func Table() []Transition {
 	return []Transition{
 		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{Notify}, "payment callback or active query"},
-		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ClosePayment, Notify}, "user cancels"},
-		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, Notify}, "pay deadline passed"},
+		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ClosePayment, Notify}, "user cancels"},
+		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, ReleaseVoucher, Notify}, "pay deadline passed"},
 		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
-		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant rejects"},
-		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "user cancels before acceptance"},
+		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, ReleaseVoucher, RequestRefund, Notify}, "merchant rejects"},
+		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, RequestRefund, Notify}, "user cancels before acceptance"},
 		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared, waiting for pickup"},
 		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches (READY is optional)"},
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
@@ -125,7 +126,10 @@ func Table() []Transition {
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},
 		{Refunding, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "refund callback or query, or settled by an operator"},
 		// Partial refunds that come to all that was paid end the order too.
-		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
+		// A voucher goes back with a whole refund before acceptance (the
+		// customer loses nothing by the merchant's refusal); once the
+		// kitchen accepted, it was spent.
+		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, ReleaseVoucher, Notify}, "partial refunds came to all that was paid"},
 		{Accepted, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
 		{Ready, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
 		{Delivering, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},

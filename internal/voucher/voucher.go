@@ -47,6 +47,7 @@ const (
 // A voucher's status in the wallet.
 const (
 	VoucherAvailable = "available"
+	VoucherUsed      = "used"
 	VoucherExpired   = "expired"
 )
 
@@ -161,8 +162,12 @@ type Voucher struct {
 	FundedBy     string    `json:"funded_by"`
 	ClaimedAt    time.Time `json:"claimed_at"`
 	ValidUntil   time.Time `json:"valid_until"`
-	// Status is available until ValidUntil, then expired.
-	Status string `json:"status"`
+	// Status is used while an order holds it (OrderID), else available
+	// until ValidUntil, then expired. An order cancelled, timed out or
+	// refunded whole before acceptance gives it back.
+	Status  string     `json:"status"`
+	OrderID *string    `json:"order_id"`
+	UsedAt  *time.Time `json:"used_at"`
 }
 
 func idString(id *int64) *string {
@@ -508,14 +513,22 @@ func attempt(ctx context.Context, tx pgx.Tx, take func(pgx.Tx) (int64, error)) (
 
 func voucherOut(r dbsqlc.VouchersOfUserRow, now time.Time) Voucher {
 	st := VoucherAvailable
-	if !now.Before(r.ValidUntil) {
+	switch {
+	case r.OrderID != nil:
+		st = VoucherUsed
+	case !now.Before(r.ValidUntil):
 		st = VoucherExpired
 	}
-	return Voucher{
+	v := Voucher{
 		ID: strconv.FormatInt(r.ID, 10), TemplateID: strconv.FormatInt(r.TemplateID, 10), MerchantID: idString(r.MerchantID),
 		Name: r.Name, AmountFen: r.AmountFen, ThresholdFen: r.ThresholdFen, FundedBy: r.FundedBy,
-		ClaimedAt: r.ClaimedAt.UTC(), ValidUntil: r.ValidUntil.UTC(), Status: st,
+		ClaimedAt: r.ClaimedAt.UTC(), ValidUntil: r.ValidUntil.UTC(), Status: st, OrderID: idString(r.OrderID),
 	}
+	if r.UsedAt != nil {
+		at := r.UsedAt.UTC()
+		v.UsedAt = &at
+	}
+	return v
 }
 
 // Wallet lists a customer's vouchers, newest first.

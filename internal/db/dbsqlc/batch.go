@@ -24,15 +24,18 @@ SELECT order_place_grouped(
     $8::bigint, $9::bigint, $10::bigint,
     $11::bigint, $12::jsonb, $13::text,
     $14::timestamptz, $15::timestamptz,
-    $16::bigint[], $17::text[], $18::integer[],
-    $19::bigint[], $20::jsonb[], $21::bigint[],
-    $22::bigint[], $23::integer[], $24::bigint[],
-    $25::bigint[], $26::bigint[],
-    $27::smallint[], $28::bigint,
-    $29::text,
-    $30::text, $31::bytea, $32::text,
-    $33::integer, $34::jsonb, $35::bytea,
-    $36::timestamptz
+    $16::bigint, $17::bigint, $18::bigint,
+    $19::bigint,
+    $20::bigint[], $21::text[], $22::integer[],
+    $23::bigint[], $24::jsonb[], $25::bigint[],
+    $26::bigint[],
+    $27::bigint[], $28::integer[], $29::bigint[],
+    $30::bigint[], $31::bigint[],
+    $32::smallint[], $33::bigint,
+    $34::text,
+    $35::text, $36::bytea, $37::text,
+    $38::integer, $39::jsonb, $40::bytea,
+    $41::timestamptz
 )::smallint AS outcome
 `
 
@@ -58,12 +61,17 @@ type OrderPlaceGroupedParams struct {
 	Remark                string
 	PayDeadline           time.Time
 	CreatedAt             time.Time
+	VoucherID             *int64
+	DiscountFen           int64
+	PlatformDiscountFen   int64
+	MerchantDiscountFen   int64
 	ItemDishIds           []int64
 	ItemNames             []string
 	ItemQtys              []int32
 	ItemUnitPricesFen     []int64
 	ItemOptions           [][]byte
 	ItemPackagingFeesFen  []int64
+	ItemDiscountsFen      []int64
 	StockDishIds          []int64
 	StockQtys             []int32
 	StockPricesFen        []int64
@@ -103,12 +111,17 @@ func (q *Queries) OrderPlaceGrouped(ctx context.Context, db DBTX, arg []OrderPla
 			a.Remark,
 			a.PayDeadline,
 			a.CreatedAt,
+			a.VoucherID,
+			a.DiscountFen,
+			a.PlatformDiscountFen,
+			a.MerchantDiscountFen,
 			a.ItemDishIds,
 			a.ItemNames,
 			a.ItemQtys,
 			a.ItemUnitPricesFen,
 			a.ItemOptions,
 			a.ItemPackagingFeesFen,
+			a.ItemDiscountsFen,
 			a.StockDishIds,
 			a.StockQtys,
 			a.StockPricesFen,

@@ -264,8 +264,7 @@ func (q *Queries) StockSpread(ctx context.Context, db DBTX, arg StockSpreadParam
 }
 
 const stockTakeFree = `-- name: StockTakeFree :one
-UPDATE dish_stock s SET units = s.units - $1
-FROM (
+WITH pick AS MATERIALIZED (
     SELECT ds.dish_id, ds.shard FROM dish_stock ds
     JOIN dishes d ON d.id = ds.dish_id
     JOIN merchants m ON m.id = d.merchant_id
@@ -274,7 +273,9 @@ FROM (
     ORDER BY ds.shard < $8::smallint, ds.shard
     LIMIT 1
     FOR UPDATE OF ds SKIP LOCKED
-) pick
+)
+UPDATE dish_stock s SET units = s.units - $1
+FROM pick
 WHERE s.dish_id = pick.dish_id AND s.shard = pick.shard
 RETURNING s.shard
 `
@@ -296,6 +297,12 @@ type StockTakeFreeParams struct {
 // Takes qty units from one shard that has them and that no other
 // transaction holds, looking from shard @start on (so that concurrent
 // orders spread over the shards). No row: no such shard right now.
+//
+// The pick is a MATERIALIZED CTE so that it runs once, whatever the plan:
+// joined as a subquery, a plan that scanned the shards outside and ran the
+// pick inside would run it per row, each run skipping the rows this
+// statement had just updated, and take from several shards (as a voucher
+// claim once did: VoucherBudgetTakeFree).
 func (q *Queries) StockTakeFree(ctx context.Context, db DBTX, arg StockTakeFreeParams) (int16, error) {
 	row := db.QueryRow(ctx, stockTakeFree,
 		arg.Qty,

@@ -168,26 +168,30 @@ type OptionGroup struct {
 }
 
 type Order struct {
-	ID              int64
-	UserID          int64
-	MerchantID      int64
-	IntentDigest    []byte
-	ContentDigest   []byte
-	IntentSeq       int32
-	DigestAlg       string
-	Status          statemachine.Status
-	ItemsTotalFen   int64
-	DeliveryFeeFen  int64
-	TotalFen        int64
-	Address         []byte
-	Remark          string
-	Version         int64
-	PayDeadline     time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	PackagingFeeFen int64
-	UrgedAt         *time.Time
-	UrgeCount       int32
+	ID                  int64
+	UserID              int64
+	MerchantID          int64
+	IntentDigest        []byte
+	ContentDigest       []byte
+	IntentSeq           int32
+	DigestAlg           string
+	Status              statemachine.Status
+	ItemsTotalFen       int64
+	DeliveryFeeFen      int64
+	TotalFen            int64
+	Address             []byte
+	Remark              string
+	Version             int64
+	PayDeadline         time.Time
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	PackagingFeeFen     int64
+	UrgedAt             *time.Time
+	UrgeCount           int32
+	VoucherID           *int64
+	DiscountFen         int64
+	PlatformDiscountFen int64
+	MerchantDiscountFen int64
 }
 
 type OrderEvent struct {
@@ -213,6 +217,7 @@ type OrderItem struct {
 	PackagingFeeFen int64
 	RefundedQty     int32
 	RestockedQty    int32
+	DiscountFen     int64
 }
 
 type OrderStatusHistory struct {
@@ -391,6 +396,8 @@ type Voucher struct {
 	ClaimNo    int32
 	ClaimedAt  time.Time
 	ValidUntil time.Time
+	OrderID    *int64
+	UsedAt     *time.Time
 }
 
 type VoucherBudget struct {

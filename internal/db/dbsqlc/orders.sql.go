@@ -13,7 +13,7 @@ import (
 )
 
 const orderGetByID = `-- name: OrderGetByID :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders WHERE id = $1
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders WHERE id = $1
 `
 
 func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, error) {
@@ -40,12 +40,16 @@ func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, e
 		&i.PackagingFeeFen,
 		&i.UrgedAt,
 		&i.UrgeCount,
+		&i.VoucherID,
+		&i.DiscountFen,
+		&i.PlatformDiscountFen,
+		&i.MerchantDiscountFen,
 	)
 	return i, err
 }
 
 const orderGetByUserDigest = `-- name: OrderGetByUserDigest :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders WHERE user_id = $1 AND intent_digest = $2
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders WHERE user_id = $1 AND intent_digest = $2
 `
 
 type OrderGetByUserDigestParams struct {
@@ -77,12 +81,16 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 		&i.PackagingFeeFen,
 		&i.UrgedAt,
 		&i.UrgeCount,
+		&i.VoucherID,
+		&i.DiscountFen,
+		&i.PlatformDiscountFen,
+		&i.MerchantDiscountFen,
 	)
 	return i, err
 }
 
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders WHERE id = $1 FOR UPDATE
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders WHERE id = $1 FOR UPDATE
 `
 
 // The order, locked: refund requests of one order take turns.
@@ -110,6 +118,10 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id int64) (Ord
 		&i.PackagingFeeFen,
 		&i.UrgedAt,
 		&i.UrgeCount,
+		&i.VoucherID,
+		&i.DiscountFen,
+		&i.PlatformDiscountFen,
+		&i.MerchantDiscountFen,
 	)
 	return i, err
 }
@@ -175,29 +187,35 @@ func (q *Queries) OrderHistoryInsert(ctx context.Context, db DBTX, arg OrderHist
 
 const orderInsert = `-- name: OrderInsert :one
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
-                    items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at)
+                    items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at,
+                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
-        $8, $9, $10, $11, $12, $13, $14, $15, $15)
+        $8, $9, $10, $11, $12, $13, $14, $15, $15,
+        $16, $17, $18, $19)
 ON CONFLICT DO NOTHING
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen
 `
 
 type OrderInsertParams struct {
-	ID              int64
-	UserID          int64
-	MerchantID      int64
-	IntentDigest    []byte
-	ContentDigest   []byte
-	IntentSeq       int32
-	DigestAlg       string
-	ItemsTotalFen   int64
-	PackagingFeeFen int64
-	DeliveryFeeFen  int64
-	TotalFen        int64
-	Address         []byte
-	Remark          string
-	PayDeadline     time.Time
-	CreatedAt       time.Time
+	ID                  int64
+	UserID              int64
+	MerchantID          int64
+	IntentDigest        []byte
+	ContentDigest       []byte
+	IntentSeq           int32
+	DigestAlg           string
+	ItemsTotalFen       int64
+	PackagingFeeFen     int64
+	DeliveryFeeFen      int64
+	TotalFen            int64
+	Address             []byte
+	Remark              string
+	PayDeadline         time.Time
+	CreatedAt           time.Time
+	VoucherID           *int64
+	DiscountFen         int64
+	PlatformDiscountFen int64
+	MerchantDiscountFen int64
 }
 
 // ON CONFLICT DO NOTHING with every unique index as arbiter: a duplicate
@@ -222,6 +240,10 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		arg.Remark,
 		arg.PayDeadline,
 		arg.CreatedAt,
+		arg.VoucherID,
+		arg.DiscountFen,
+		arg.PlatformDiscountFen,
+		arg.MerchantDiscountFen,
 	)
 	var i Order
 	err := row.Scan(
@@ -245,13 +267,17 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		&i.PackagingFeeFen,
 		&i.UrgedAt,
 		&i.UrgeCount,
+		&i.VoucherID,
+		&i.DiscountFen,
+		&i.PlatformDiscountFen,
+		&i.MerchantDiscountFen,
 	)
 	return i, err
 }
 
 const orderItemInsert = `-- name: OrderItemInsert :exec
-INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen, options, packaging_fee_fen, discount_fen)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 `
 
 type OrderItemInsertParams struct {
@@ -264,6 +290,7 @@ type OrderItemInsertParams struct {
 	LineTotalFen    int64
 	Options         []byte
 	PackagingFeeFen int64
+	DiscountFen     int64
 }
 
 func (q *Queries) OrderItemInsert(ctx context.Context, db DBTX, arg OrderItemInsertParams) error {
@@ -277,6 +304,7 @@ func (q *Queries) OrderItemInsert(ctx context.Context, db DBTX, arg OrderItemIns
 		arg.LineTotalFen,
 		arg.Options,
 		arg.PackagingFeeFen,
+		arg.DiscountFen,
 	)
 	return err
 }
@@ -285,7 +313,7 @@ const orderItemRefund = `-- name: OrderItemRefund :one
 UPDATE order_items SET refunded_qty = refunded_qty + $1,
     restocked_qty = restocked_qty + CASE WHEN $2::boolean THEN $1 ELSE 0 END
 WHERE order_id = $3 AND line = $4 AND refunded_qty + $1 <= qty
-RETURNING order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty
+RETURNING order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty, discount_fen
 `
 
 type OrderItemRefundParams struct {
@@ -317,12 +345,13 @@ func (q *Queries) OrderItemRefund(ctx context.Context, db DBTX, arg OrderItemRef
 		&i.PackagingFeeFen,
 		&i.RefundedQty,
 		&i.RestockedQty,
+		&i.DiscountFen,
 	)
 	return i, err
 }
 
 const orderItemsByOrder = `-- name: OrderItemsByOrder :many
-SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty FROM order_items WHERE order_id = $1 ORDER BY line
+SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty, discount_fen FROM order_items WHERE order_id = $1 ORDER BY line
 `
 
 func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64) ([]OrderItem, error) {
@@ -346,6 +375,7 @@ func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64)
 			&i.PackagingFeeFen,
 			&i.RefundedQty,
 			&i.RestockedQty,
+			&i.DiscountFen,
 		); err != nil {
 			return nil, err
 		}
@@ -358,7 +388,7 @@ func (q *Queries) OrderItemsByOrder(ctx context.Context, db DBTX, orderID int64)
 }
 
 const orderItemsByOrders = `-- name: OrderItemsByOrders :many
-SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY order_id, line
+SELECT order_id, dish_id, name, qty, unit_price_fen, line_total_fen, line, options, packaging_fee_fen, refunded_qty, restocked_qty, discount_fen FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY order_id, line
 `
 
 func (q *Queries) OrderItemsByOrders(ctx context.Context, db DBTX, orderIds []int64) ([]OrderItem, error) {
@@ -382,6 +412,7 @@ func (q *Queries) OrderItemsByOrders(ctx context.Context, db DBTX, orderIds []in
 			&i.PackagingFeeFen,
 			&i.RefundedQty,
 			&i.RestockedQty,
+			&i.DiscountFen,
 		); err != nil {
 			return nil, err
 		}
@@ -426,7 +457,7 @@ func (q *Queries) OrderLatestByContent(ctx context.Context, db DBTX, arg OrderLa
 }
 
 const orderListByUser = `-- name: OrderListByUser :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders
 WHERE user_id = $1 AND ($2::bigint IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3
@@ -469,6 +500,10 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 			&i.PackagingFeeFen,
 			&i.UrgedAt,
 			&i.UrgeCount,
+			&i.VoucherID,
+			&i.DiscountFen,
+			&i.PlatformDiscountFen,
+			&i.MerchantDiscountFen,
 		); err != nil {
 			return nil, err
 		}
@@ -498,15 +533,18 @@ SELECT order_place(
     $8::bigint, $9::bigint, $10::bigint,
     $11::bigint, $12::jsonb, $13::text,
     $14::timestamptz, $15::timestamptz,
-    $16::bigint[], $17::text[], $18::integer[],
-    $19::bigint[], $20::jsonb[], $21::bigint[],
-    $22::bigint[], $23::integer[], $24::bigint[],
-    $25::bigint[], $26::bigint[],
-    $27::smallint[], $28::bigint,
-    $29::text,
-    $30::text, $31::bytea, $32::text,
-    $33::integer, $34::jsonb, $35::bytea,
-    $36::timestamptz
+    $16::bigint, $17::bigint, $18::bigint,
+    $19::bigint,
+    $20::bigint[], $21::text[], $22::integer[],
+    $23::bigint[], $24::jsonb[], $25::bigint[],
+    $26::bigint[],
+    $27::bigint[], $28::integer[], $29::bigint[],
+    $30::bigint[], $31::bigint[],
+    $32::smallint[], $33::bigint,
+    $34::text,
+    $35::text, $36::bytea, $37::text,
+    $38::integer, $39::jsonb, $40::bytea,
+    $41::timestamptz
 )::boolean AS placed
 `
 
@@ -526,12 +564,17 @@ type OrderPlaceParams struct {
 	Remark                string
 	PayDeadline           time.Time
 	CreatedAt             time.Time
+	VoucherID             *int64
+	DiscountFen           int64
+	PlatformDiscountFen   int64
+	MerchantDiscountFen   int64
 	ItemDishIds           []int64
 	ItemNames             []string
 	ItemQtys              []int32
 	ItemUnitPricesFen     []int64
 	ItemOptions           [][]byte
 	ItemPackagingFeesFen  []int64
+	ItemDiscountsFen      []int64
 	StockDishIds          []int64
 	StockQtys             []int32
 	StockPricesFen        []int64
@@ -569,12 +612,17 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 		arg.Remark,
 		arg.PayDeadline,
 		arg.CreatedAt,
+		arg.VoucherID,
+		arg.DiscountFen,
+		arg.PlatformDiscountFen,
+		arg.MerchantDiscountFen,
 		arg.ItemDishIds,
 		arg.ItemNames,
 		arg.ItemQtys,
 		arg.ItemUnitPricesFen,
 		arg.ItemOptions,
 		arg.ItemPackagingFeesFen,
+		arg.ItemDiscountsFen,
 		arg.StockDishIds,
 		arg.StockQtys,
 		arg.StockPricesFen,
@@ -597,7 +645,7 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 }
 
 const orderSearch = `-- name: OrderSearch :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::bigint IS NULL OR merchant_id = $2)
   AND ($3::bigint IS NULL OR user_id = $3)
@@ -657,6 +705,10 @@ func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParam
 			&i.PackagingFeeFen,
 			&i.UrgedAt,
 			&i.UrgeCount,
+			&i.VoucherID,
+			&i.DiscountFen,
+			&i.PlatformDiscountFen,
+			&i.MerchantDiscountFen,
 		); err != nil {
 			return nil, err
 		}
@@ -705,7 +757,7 @@ func (q *Queries) OrderTimeoutSweptToAdvance(ctx context.Context, db DBTX, swept
 const orderTransition = `-- name: OrderTransition :one
 UPDATE orders SET status = $1, version = version + 1, updated_at = now()
 WHERE id = $2 AND status = $3 AND version = $4
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen
 `
 
 type OrderTransitionParams struct {
@@ -745,6 +797,10 @@ func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransit
 		&i.PackagingFeeFen,
 		&i.UrgedAt,
 		&i.UrgeCount,
+		&i.VoucherID,
+		&i.DiscountFen,
+		&i.PlatformDiscountFen,
+		&i.MerchantDiscountFen,
 	)
 	return i, err
 }
@@ -753,7 +809,7 @@ const orderUrge = `-- name: OrderUrge :one
 UPDATE orders SET urged_at = $1, urge_count = urge_count + 1
 WHERE id = $2 AND user_id = $3 AND status = ANY($4::text[])
   AND (urged_at IS NULL OR urged_at <= $5)
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen
 `
 
 type OrderUrgeParams struct {
@@ -796,6 +852,10 @@ func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (
 		&i.PackagingFeeFen,
 		&i.UrgedAt,
 		&i.UrgeCount,
+		&i.VoucherID,
+		&i.DiscountFen,
+		&i.PlatformDiscountFen,
+		&i.MerchantDiscountFen,
 	)
 	return i, err
 }

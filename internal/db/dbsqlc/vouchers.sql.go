@@ -109,7 +109,7 @@ FROM generate_series(1, $5::int) AS n
 WHERE NOT EXISTS (SELECT 1 FROM vouchers v WHERE v.template_id = $1 AND v.user_id = $2 AND v.claim_no = n)
 ORDER BY n LIMIT 1
 ON CONFLICT (template_id, user_id, claim_no) DO NOTHING
-RETURNING id, template_id, user_id, claim_no, claimed_at, valid_until
+RETURNING id, template_id, user_id, claim_no, claimed_at, valid_until, order_id, used_at
 `
 
 type VoucherClaimSlotParams struct {
@@ -139,6 +139,8 @@ func (q *Queries) VoucherClaimSlot(ctx context.Context, db DBTX, arg VoucherClai
 		&i.ClaimNo,
 		&i.ClaimedAt,
 		&i.ValidUntil,
+		&i.OrderID,
+		&i.UsedAt,
 	)
 	return i, err
 }
@@ -158,6 +160,91 @@ func (q *Queries) VoucherClaimsOf(ctx context.Context, db DBTX, arg VoucherClaim
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const voucherOfUser = `-- name: VoucherOfUser :one
+SELECT v.id, v.valid_until, v.order_id, t.merchant_id, t.name, t.amount_fen, t.threshold_fen, t.funded_by
+FROM vouchers v JOIN voucher_templates t ON t.id = v.template_id
+WHERE v.id = $1 AND v.user_id = $2
+`
+
+type VoucherOfUserParams struct {
+	ID     int64
+	UserID int64
+}
+
+type VoucherOfUserRow struct {
+	ID           int64
+	ValidUntil   time.Time
+	OrderID      *int64
+	MerchantID   *int64
+	Name         string
+	AmountFen    int64
+	ThresholdFen int64
+	FundedBy     string
+}
+
+// One of a customer's vouchers, with what it is worth and where (confirm
+// prices a cart with it).
+func (q *Queries) VoucherOfUser(ctx context.Context, db DBTX, arg VoucherOfUserParams) (VoucherOfUserRow, error) {
+	row := db.QueryRow(ctx, voucherOfUser, arg.ID, arg.UserID)
+	var i VoucherOfUserRow
+	err := row.Scan(
+		&i.ID,
+		&i.ValidUntil,
+		&i.OrderID,
+		&i.MerchantID,
+		&i.Name,
+		&i.AmountFen,
+		&i.ThresholdFen,
+		&i.FundedBy,
+	)
+	return i, err
+}
+
+const voucherRelease = `-- name: VoucherRelease :execrows
+UPDATE vouchers SET order_id = NULL, used_at = NULL WHERE order_id = $1::bigint
+`
+
+// Gives back the voucher the order holds, if it still holds one: a
+// cancelled order's, or a paid order's refunded whole before acceptance.
+// Its validity is unchanged: one that expired meanwhile goes back
+// expired.
+func (q *Queries) VoucherRelease(ctx context.Context, db DBTX, orderID int64) (int64, error) {
+	result, err := db.Exec(ctx, voucherRelease, orderID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const voucherTake = `-- name: VoucherTake :one
+UPDATE vouchers SET order_id = $1::bigint, used_at = $2::timestamptz
+WHERE id = $3 AND user_id = $4 AND order_id IS NULL AND valid_until > $2::timestamptz
+RETURNING id
+`
+
+type VoucherTakeParams struct {
+	OrderID int64
+	Now     time.Time
+	ID      int64
+	UserID  int64
+}
+
+// Marks the customer's voucher held by the order, if it is unused and
+// valid at @now, waiting for a transaction that holds its row (the
+// transaction path of a placement; order_place takes it without
+// waiting). No row: it is used or expired (VoucherOfUser says which).
+func (q *Queries) VoucherTake(ctx context.Context, db DBTX, arg VoucherTakeParams) (int64, error) {
+	row := db.QueryRow(ctx, voucherTake,
+		arg.OrderID,
+		arg.Now,
+		arg.ID,
+		arg.UserID,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const voucherTemplateCreate = `-- name: VoucherTemplateCreate :one
@@ -415,7 +502,8 @@ func (q *Queries) VoucherTemplatesOf(ctx context.Context, db DBTX, merchantID *i
 }
 
 const vouchersOfUser = `-- name: VouchersOfUser :many
-SELECT v.id, v.template_id, v.claimed_at, v.valid_until, t.merchant_id, t.name, t.amount_fen, t.threshold_fen, t.funded_by
+SELECT v.id, v.template_id, v.claimed_at, v.valid_until, v.order_id, v.used_at,
+       t.merchant_id, t.name, t.amount_fen, t.threshold_fen, t.funded_by
 FROM vouchers v JOIN voucher_templates t ON t.id = v.template_id
 WHERE v.user_id = $1
 ORDER BY v.id DESC LIMIT 200
@@ -426,6 +514,8 @@ type VouchersOfUserRow struct {
 	TemplateID   int64
 	ClaimedAt    time.Time
 	ValidUntil   time.Time
+	OrderID      *int64
+	UsedAt       *time.Time
 	MerchantID   *int64
 	Name         string
 	AmountFen    int64
@@ -433,7 +523,8 @@ type VouchersOfUserRow struct {
 	FundedBy     string
 }
 
-// A customer's wallet, newest first, with what each voucher is.
+// A customer's wallet, newest first, with what each voucher is and the
+// order that holds it, if any.
 func (q *Queries) VouchersOfUser(ctx context.Context, db DBTX, userID int64) ([]VouchersOfUserRow, error) {
 	rows, err := db.Query(ctx, vouchersOfUser, userID)
 	if err != nil {
@@ -448,6 +539,8 @@ func (q *Queries) VouchersOfUser(ctx context.Context, db DBTX, userID int64) ([]
 			&i.TemplateID,
 			&i.ClaimedAt,
 			&i.ValidUntil,
+			&i.OrderID,
+			&i.UsedAt,
 			&i.MerchantID,
 			&i.Name,
 			&i.AmountFen,
