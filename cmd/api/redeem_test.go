@@ -130,6 +130,17 @@ func TestVoucherSpentByOneOfTwentyOrders(t *testing.T) {
 	if got := sh.voucherHolder(t, v.ID); got != o.ID || sh.count(t, "SELECT count(*) FROM orders WHERE voucher_id = $1", v.ID) != 1 {
 		t.Errorf("after retries the voucher is held by %q", got)
 	}
+	// The placed cart confirmed again is that order (a tap on "place
+	// order" after it went through); another cart with the voucher is
+	// refused.
+	re := sh.confirm(t, sh.apis[1], user, withVoucher(sh.cart(int32(3+placed)), v.ID)) //nolint:gosec // G115: small
+	if !re.Duplicate || re.OrderID != o.ID || re.DiscountFen != 500 {
+		t.Errorf("the placed cart confirmed again: duplicate %v, order %s, discount %d; want order %s", re.Duplicate, re.OrderID, re.DiscountFen, o.ID)
+	}
+	other := withVoucher(sh.cart(int32(3+(placed+1)%20)), v.ID) //nolint:gosec // G115: small
+	if r := sh.do(t, sh.apis[0], "POST", "/v1/orders/confirm", user, other); r.status != 409 || r.problemMember(t, "order_id") != o.ID {
+		t.Errorf("another cart with the spent voucher: %d %s", r.status, r.body)
+	}
 	// The wallet says so.
 	var w voucher.WalletList
 	sh.do(t, sh.apis[0], "GET", "/v1/vouchers", user, nil).json(t, &w)

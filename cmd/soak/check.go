@@ -37,13 +37,15 @@ const (
 	invVoucherBudget      = "vouchers_within_budget"
 	invVoucherPerUser     = "vouchers_within_per_user_limit"
 	invClaimAcks          = "each_claim_acknowledged_as_one_voucher"
+	invVoucherTwoOrders   = "no_voucher_used_by_two_orders"
+	invVoucherReleased    = "every_voucher_of_a_cancelled_order_released"
 )
 
 var invariantOrder = []string{
 	invDuplicateIntent, invAckDiverges, invPurchaseTwoOrders, invAckMissing, invNegativeStock, invStockConserved,
 	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
-	invVoucherBudget, invVoucherPerUser, invClaimAcks,
+	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may
@@ -99,6 +101,7 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		func(ctx context.Context, db querier, f *findings) error { return checkRestocks(ctx, db, rs, f) },
 		checkVouchers,
 		func(ctx context.Context, db querier, f *findings) error { return checkClaims(ctx, db, cl, f) },
+		checkRedemptions,
 		checkReservations,
 		checkPayments,
 		checkHistories,

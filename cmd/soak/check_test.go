@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,6 +62,22 @@ func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
 func TestCheckFindsPlantedViolations(t *testing.T) {
 	t.Parallel()
 	ack1001 := []ack{{purchase: 1, digest: "d1", order: "1001"}}
+	// Order 1001 spent voucher 71 of its customer's.
+	spent71 := []string{
+		`INSERT INTO voucher_templates (id, merchant_id, name, amount_fen, funded_by, claim_from, claim_until, valid_days, budget, per_user_limit, created_by)
+		 OVERRIDING SYSTEM VALUE SELECT 7, id, 'v', 10, 'merchant', now(), now() + interval '1 hour', 1, 2, 2, 'x' FROM merchants`,
+		`INSERT INTO voucher_budget (template_id, shard, remaining) VALUES (7, 0, 1)`,
+		`INSERT INTO vouchers (id, template_id, user_id, claim_no, valid_until, order_id, used_at) OVERRIDING SYSTEM VALUE
+		 SELECT 71, 7, id, 1, now() + interval '1 day', 1001, now() FROM users`,
+		`UPDATE orders SET voucher_id = 71`,
+	}
+	// Order 1001 cancelled, as the service cancels it (its stock back).
+	cancel1001 := []string{
+		`UPDATE orders SET status = 'CANCELLED', version = 2`,
+		`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'CANCELLED', 2, 'user:1')`,
+		`UPDATE stock_reservations SET released_at = now()`,
+		`UPDATE dish_stock SET units = units + 1 WHERE shard = 0`,
+	}
 	for _, tc := range []struct {
 		name   string
 		plant  []string
@@ -152,6 +169,27 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			 SELECT 70 + n, 7, u.id, n, now() + interval '1 day' FROM users u, generate_series(1, 2) n`},
 			claims: &claims{answers: map[string]map[string]bool{"k1": {"71": true}, "k2": {"71": true}}},
 			want:   map[string]int{invClaimAcks: 1}},
+		{name: "a voucher spent and kept", acks: ack1001, plant: spent71,
+			want: map[string]int{}},
+		{name: "a cancelled order that gave its voucher back", acks: ack1001,
+			plant: append(append(slices.Clone(spent71), cancel1001...), `UPDATE vouchers SET order_id = NULL, used_at = NULL WHERE id = 71`),
+			want:  map[string]int{}},
+		{name: "a cancelled order still holding its voucher", acks: ack1001, plant: append(slices.Clone(spent71), cancel1001...),
+			want: map[string]int{invVoucherReleased: 1}},
+		{name: "a voucher held by an order that does not record it", acks: ack1001, plant: append(slices.Clone(spent71),
+			`UPDATE orders SET voucher_id = NULL`),
+			want: map[string]int{invVoucherReleased: 1}},
+		{name: "a voucher kept by two orders", acks: ack1001, plant: append(slices.Clone(spent71),
+			`UPDATE dish_stock SET units = units - 1 WHERE shard = 0`,
+			`INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
+			   items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at, voucher_id)
+			 SELECT 1002, user_id, merchant_id, decode(repeat('ef', 32), 'hex'), content_digest, 2, digest_alg, status,
+			   items_total_fen, delivery_fee_fen, total_fen, address, pay_deadline, created_at, updated_at, 71 FROM orders WHERE id = 1001`,
+			`INSERT INTO order_items (order_id, line, dish_id, name, qty, unit_price_fen, line_total_fen)
+			 SELECT 1002, line, dish_id, name, qty, unit_price_fen, line_total_fen FROM order_items WHERE order_id = 1001`,
+			`INSERT INTO stock_reservations (order_id, dish_id, qty) SELECT 1002, dish_id, qty FROM stock_reservations WHERE order_id = 1001`,
+			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1002, NULL, 'PENDING_PAYMENT', 1, 'user:1')`),
+			want: map[string]int{invVoucherTwoOrders: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},

@@ -47,6 +47,7 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, err
 	}
+	d.wallets = newWallets(admin, o.users)
 	if err := d.seed(ctx, admin, tokens); err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
@@ -483,6 +484,8 @@ func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks 
 			"claim_keys_acked":          cl.acked(),
 			"claims_limit_reached":      cl.refusals["voucher-limit-reached"],
 			"claims_budget_spent":       cl.refusals["voucher-budget-spent"],
+			"voucher_orders_acked":      int(d.wallets.spent.Load()),
+			"wallet_templates":          d.wallets.issued(),
 		},
 	}
 	if rep.DeadJobs == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -171,6 +172,52 @@ func checkVouchers(ctx context.Context, db querier, f *findings) error {
 	return rows.Err()
 }
 
+// checkRedemptions holds the vouchers spent on orders to the state
+// table's rule: an order keeps the voucher it spent unless it was
+// cancelled, or refunded whole before the merchant accepted it (then the
+// voucher went back). So no voucher is kept by two orders, the order
+// that keeps one is the one its row names, and no voucher is held by an
+// order that gave it back.
+func checkRedemptions(ctx context.Context, db querier, f *findings) error {
+	rows, err := db.Query(ctx, `
+		WITH spent AS (
+		    SELECT o.voucher_id, o.id,
+		           o.status = 'CANCELLED' OR (o.status IN ('REFUNDING', 'REFUNDED') AND NOT EXISTS (
+		               SELECT 1 FROM order_status_history h WHERE h.order_id = o.id AND h.to_status = 'ACCEPTED')) AS gave_back
+		    FROM orders o WHERE o.voucher_id IS NOT NULL
+		)
+		SELECT v.id, v.order_id,
+		       coalesce(array_agg(s.id ORDER BY s.id) FILTER (WHERE NOT s.gave_back), '{}'),
+		       coalesce(bool_or(s.gave_back AND s.id = v.order_id), false)
+		FROM vouchers v LEFT JOIN spent s ON s.voucher_id = v.id
+		GROUP BY v.id, v.order_id
+		HAVING v.order_id IS NOT NULL OR count(s.id) > 0`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var holder *int64
+		var keeping []int64
+		var heldByReleased bool
+		if err := rows.Scan(&id, &holder, &keeping, &heldByReleased); err != nil {
+			return err
+		}
+		switch {
+		case len(keeping) > 1:
+			f.add(invVoucherTwoOrders, 1, fmt.Sprintf("voucher %d is kept by orders %v", id, keeping))
+		case heldByReleased:
+			f.add(invVoucherReleased, 1, fmt.Sprintf("voucher %d is held by order %d, which gave it back", id, *holder))
+		case len(keeping) == 1 && (holder == nil || *holder != keeping[0]):
+			f.add(invVoucherTwoOrders, 1, fmt.Sprintf("voucher %d is kept by order %d but its row names %v", id, keeping[0], holder))
+		case len(keeping) == 0 && holder != nil:
+			f.add(invVoucherReleased, 1, fmt.Sprintf("voucher %d is held by order %d, which does not record it", id, *holder))
+		}
+	}
+	return rows.Err()
+}
+
 // acked is how many claim keys were answered with a voucher.
 func (cl *claims) acked() int {
 	cl.mu.Lock()
@@ -182,4 +229,86 @@ func (cl *claims) acked() int {
 		}
 	}
 	return n
+}
+
+// wallets hands the ordering users vouchers to spend: platform vouchers
+// of 2 yuan off anything, claimed when a purchase wants one. A template
+// lets each customer hold 100 of it; the next template is issued when a
+// user has claimed them all.
+type wallets struct {
+	admin string
+	mu    sync.Mutex
+	tpls  []string // platform templates, in issue order
+	users []wallet // by user number; each touched by its user alone
+	spent atomic.Int64
+}
+
+// wallet is one ordering user's vouchers: how many claimed, and the last.
+type wallet struct {
+	claimed int
+	last    string
+}
+
+const walletTemplateLimit = 100
+
+func newWallets(admin string, users int) *wallets {
+	return &wallets{admin: admin, users: make([]wallet, users)}
+}
+
+// template is the k-th wallet template, issued when first wanted.
+func (d *driver) walletTemplate(ctx context.Context, k int) string {
+	w := d.wallets
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.tpls) <= k {
+		now := time.Now().UTC()
+		r := d.retry(ctx, entry{Op: "voucher_template", Method: "POST", Path: "/admin/v1/voucher-templates"}, w.admin, map[string]any{
+			"name": fmt.Sprintf("soak wallet %d", len(w.tpls)), "amount_fen": 200, "threshold_fen": 0, "funded_by": "platform",
+			"claim_from": now.Add(-time.Minute).Format(time.RFC3339), "claim_until": now.Add(24 * time.Hour).Format(time.RFC3339),
+			"valid_days": 1, "budget": 10_000_000, "per_user_limit": walletTemplateLimit,
+		}, map[string]string{"Idempotency-Key": newKey()})
+		var tpl struct {
+			ID string `json:"id"`
+		}
+		if !r.ok() || json.Unmarshal(r.body, &tpl) != nil {
+			return ""
+		}
+		w.tpls = append(w.tpls, tpl.ID)
+	}
+	return w.tpls[k]
+}
+
+// voucherToSpend is a voucher for user's next purchase: mostly a fresh
+// one claimed now, sometimes the last one again (it may be spent, or
+// given back by a cancel or a timeout: confirm says which).
+func (d *driver) voucherToSpend(ctx context.Context, user int, session string) string {
+	w := &d.wallets.users[user]
+	if w.last != "" && rand.IntN(4) == 0 {
+		return w.last
+	}
+	tpl := d.walletTemplate(ctx, w.claimed/walletTemplateLimit)
+	if tpl == "" {
+		return ""
+	}
+	r := d.retry(ctx, entry{Op: "claim", User: user, Method: "POST", Path: "/v1/vouchers/claim"}, session,
+		map[string]string{"template_id": tpl}, map[string]string{"Idempotency-Key": newKey()})
+	var v struct {
+		ID string `json:"id"`
+	}
+	switch {
+	case r.ok() && json.Unmarshal(r.body, &v) == nil:
+		w.claimed++
+		w.last = v.ID
+		return v.ID
+	case r.problemType() == "voucher-limit-reached":
+		w.claimed = (w.claimed/walletTemplateLimit + 1) * walletTemplateLimit // on to the next template
+	}
+	return ""
+}
+
+// issued is how many wallet templates were issued.
+func (w *wallets) issued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.tpls)
 }

@@ -68,6 +68,7 @@ type driver struct {
 	client    *http.Client
 	merchants []merchant
 	hot       dish // on merchants[0]
+	wallets   *wallets
 
 	purchases  atomic.Int64
 	simPays    atomic.Int64
@@ -207,6 +208,7 @@ type confirmRequest struct {
 	Items      []confirmItem  `json:"items"`
 	Address    map[string]any `json:"address"`
 	Remark     string         `json:"remark"`
+	VoucherID  string         `json:"voucher_id,omitempty"`
 }
 
 type confirmed struct {
@@ -239,13 +241,36 @@ func (d *driver) purchase(ctx context.Context, user int, token *string) {
 		addr["location"] = map[string]float64{"lat": m.Lat + rand.Float64()*0.06, "lng": m.Lng}
 	}
 	req := confirmRequest{MerchantID: m.ID, Items: items, Remark: fmt.Sprintf("soak purchase %d", pid), Address: addr}
+	if d.wallets != nil && rand.IntN(100) < 30 {
+		req.VoucherID = d.voucherToSpend(ctx, user, *token)
+	}
 	c, ok := d.confirm(ctx, user, pid, token, req)
 	if !ok {
 		return
 	}
+	var twin sync.WaitGroup
+	if req.VoucherID != "" && rand.IntN(100) < 15 {
+		// The same voucher on another cart at the same moment (a second
+		// phone): at most one of the two orders may take it.
+		tid := d.purchases.Add(1)
+		treq := req
+		treq.Remark = fmt.Sprintf("soak purchase %d", tid)
+		if tc, ok := d.confirm(ctx, user, tid, token, treq); ok {
+			session := *token
+			twin.Go(func() {
+				if id := d.submitStorm(ctx, user, tid, session, tc, treq); id != "" {
+					d.afterPlacement(ctx, user, tid, session, id)
+				}
+			})
+		}
+	}
+	defer twin.Wait()
 	orderID := d.submitStorm(ctx, user, pid, *token, c, req)
 	if orderID == "" {
 		return
+	}
+	if req.VoucherID != "" {
+		d.wallets.spent.Add(1)
 	}
 	d.afterPlacement(ctx, user, pid, *token, orderID)
 }

@@ -326,12 +326,14 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	}
 	tok := Token{QuoteVersion: rules.quoteVersion}
 	discounts := []Discount{}
+	var heldBy int64
 	if req.VoucherID != "" {
 		id, _ := strconv.ParseInt(req.VoucherID, 10, 64) // validated
 		v, err := voucher.ForCart(ctx, s.opts.Pool, userID, id, merchantID, in.ItemsTotalFen, s.now())
 		if err != nil {
 			return ConfirmResponse{}, err
 		}
+		heldBy = v.HeldBy
 		in.VoucherID, in.DiscountFen = v.ID, v.Discount(in.ItemsTotalFen, in.TotalFen)
 		in.TotalFen -= in.DiscountFen
 		tok.VoucherID, tok.DiscountFen, tok.FundedBy = v.ID, in.DiscountFen, v.FundedBy
@@ -346,7 +348,13 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		tok.OpenUntil = openUntil.Unix()
 		tok.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
 	}
-	return s.quote(ctx, req, in, tokItems, tok, discounts)
+	resp, err := s.quote(ctx, req, in, tokItems, tok, discounts)
+	if err == nil && heldBy != 0 && (!resp.Duplicate || resp.OrderID != strconv.FormatInt(heldBy, 10)) {
+		// The voucher is spent on another order: only this cart's own
+		// order, confirmed again, may name it.
+		return ConfirmResponse{}, voucher.Spendable{ID: in.VoucherID, HeldBy: heldBy}.Used()
+	}
+	return resp, err
 }
 
 // quote assigns the priced cart its intent sequence and order id, and

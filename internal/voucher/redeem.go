@@ -37,6 +37,15 @@ type Spendable struct {
 	ThresholdFen int64
 	FundedBy     string
 	ValidUntil   time.Time
+	// HeldBy is the order that holds it (0: none): a cart may carry it only
+	// as that order again (a confirm of the same cart answered as its
+	// duplicate); anything else is refused with Used.
+	HeldBy int64
+}
+
+// Used is the refusal of a voucher held by an order.
+func (v Spendable) Used() error {
+	return unavailable(ReasonUsed, "voucher %d is spent on order %d", v.ID, v.HeldBy).With("order_id", strconv.FormatInt(v.HeldBy, 10))
 }
 
 func unavailable(reason, format string, args ...any) *problem.Error {
@@ -44,8 +53,10 @@ func unavailable(reason, format string, args ...any) *problem.Error {
 }
 
 // ForCart reads the customer's voucher id and checks that it may be spent
-// at now on an order of merchantID whose items come to itemsFen: unused,
-// valid, the platform's or this merchant's, and the threshold reached.
+// at now on an order of merchantID whose items come to itemsFen: valid,
+// the platform's or this merchant's, and the threshold reached. One that
+// an order holds is returned with HeldBy: the caller refuses it (Used)
+// unless the cart is that order again.
 func ForCart(ctx context.Context, q dbsqlc.DBTX, userID, id, merchantID, itemsFen int64, now time.Time) (Spendable, error) {
 	v, err := dbsqlc.New().VoucherOfUser(ctx, q, dbsqlc.VoucherOfUserParams{ID: id, UserID: userID})
 	if errors.Is(err, db.ErrNotFound) {
@@ -54,10 +65,12 @@ func ForCart(ctx context.Context, q dbsqlc.DBTX, userID, id, merchantID, itemsFe
 	if err != nil {
 		return Spendable{}, fmt.Errorf("read voucher: %w", err)
 	}
+	out := Spendable{ID: v.ID, Name: v.Name, AmountFen: v.AmountFen, ThresholdFen: v.ThresholdFen, FundedBy: v.FundedBy,
+		ValidUntil: v.ValidUntil}
 	switch {
 	case v.OrderID != nil:
-		return Spendable{}, unavailable(ReasonUsed, "voucher %d is spent on order %d", id, *v.OrderID).
-			With("order_id", strconv.FormatInt(*v.OrderID, 10))
+		out.HeldBy = *v.OrderID
+		return out, nil
 	case !now.Before(v.ValidUntil):
 		return Spendable{}, unavailable(ReasonExpired, "voucher %d expired at %s", id, v.ValidUntil.UTC().Format(time.RFC3339))
 	case v.MerchantID != nil && *v.MerchantID != merchantID:
@@ -67,8 +80,7 @@ func ForCart(ctx context.Context, q dbsqlc.DBTX, userID, id, merchantID, itemsFe
 		return Spendable{}, unavailable(ReasonBelowThreshold, "voucher %d needs dishes worth %d fen; the cart's come to %d", id, v.ThresholdFen, itemsFen).
 			With("threshold_fen", v.ThresholdFen).With("items_total_fen", itemsFen)
 	}
-	return Spendable{ID: v.ID, Name: v.Name, AmountFen: v.AmountFen, ThresholdFen: v.ThresholdFen, FundedBy: v.FundedBy,
-		ValidUntil: v.ValidUntil}, nil
+	return out, nil
 }
 
 // Discount is what the voucher takes off an order whose dishes come to
