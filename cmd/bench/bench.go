@@ -48,8 +48,13 @@ type env struct {
 	dishes   []int64
 	hot      int64
 	users    []string // session tokens
-	keys     wxsim.Keys
-	apiPID   int
+	userIDs  []int64  // the users' ids, in the order of users
+	// voucherTpl is the platform template the carts' vouchers are of (0:
+	// carts without), and claims how many each user holds.
+	voucherTpl int64
+	claims     map[int64]int32
+	keys       wxsim.Keys
+	apiPID     int
 	// apiEnv is the api's environment, for more instances like it.
 	apiEnv   []string
 	helloPID int
@@ -313,6 +318,9 @@ func newRunner(ctx context.Context, e *env, logf func(string, ...any)) (*runner,
 		meter:    processCPU("/proc", map[string]int{"api": e.apiPID, "hello": e.helloPID}),
 		res: &results{Started: time.Now().UTC(), Machine: lab.HostFacts(), DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds(),
 			APIDatabaseConns: o.apiDBConns, Tracing: o.trace}}
+	if e.voucherTpl != 0 {
+		r.res.Notes = append(r.res.Notes, "Every cart the api's submits place spends a voucher of its customer's (a platform voucher of 100 fen off, issued to the bench's users beforehand): the placement takes it in the same statement as the stock (`-vouchers=false` measures carts without).")
+	}
 	queries, err := namedQueries("db/queries")
 	if err != nil {
 		return nil, err
@@ -760,6 +768,20 @@ func (e *env) seed(ctx context.Context, admin string) error {
 			e.dishes = append(e.dishes, id)
 		}
 	}
+	if e.o.vouchers {
+		now := time.Now().UTC()
+		var tpl struct {
+			ID string `json:"id"`
+		}
+		if err := post("/admin/v1/voucher-templates", map[string]any{
+			"name": "bench", "amount_fen": 100, "funded_by": "platform", "claim_from": now.Format(time.RFC3339),
+			"claim_until": now.Add(24 * time.Hour).Format(time.RFC3339), "valid_days": 1, "budget": 10_000_000, "per_user_limit": 100,
+		}, &tpl); err != nil {
+			return err
+		}
+		e.voucherTpl, _ = strconv.ParseInt(tpl.ID, 10, 64)
+		e.claims = map[int64]int32{}
+	}
 	for i := range 64 {
 		st, b, err := e.do(ctx, "POST", "/v1/auth/wx-login", "", map[string]string{"code": fmt.Sprintf("bench-%d", i)}, nil)
 		if err != nil {
@@ -773,6 +795,18 @@ func (e *env) seed(ctx context.Context, admin string) error {
 		}
 		_ = json.Unmarshal(b, &v)
 		e.users = append(e.users, v.Token)
+	}
+	// The users were made one after another by those logins: their ids
+	// ascend in the same order.
+	rows, err := e.db.Query(ctx, "SELECT id FROM users ORDER BY id")
+	if err != nil {
+		return err
+	}
+	if e.userIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		return err
+	}
+	if len(e.userIDs) != len(e.users) {
+		return fmt.Errorf("%d users in the database after %d logins", len(e.userIDs), len(e.users))
 	}
 	return nil
 }
@@ -789,8 +823,13 @@ type prepared struct {
 }
 
 // confirmMany confirms n distinct carts (one dish each; the hot dish when
-// hot) spread over the users, 16 at a time.
+// hot; with vouchers, each spending one) spread over the users, 16 at a
+// time.
 func (e *env) confirmMany(ctx context.Context, n int, hot bool) ([]prepared, error) {
+	vouchers, err := e.issueVouchers(ctx, n)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]prepared, n)
 	var next atomic.Int64
 	var firstErr error
@@ -809,11 +848,15 @@ func (e *env) confirmMany(ctx context.Context, n int, hot bool) ([]prepared, err
 					dish = e.dishes[i%len(e.dishes)]
 				}
 				user := e.users[i%len(e.users)]
-				st, b, err := e.do(ctx, "POST", "/v1/orders/confirm", user, map[string]any{
+				cart := map[string]any{
 					"merchant_id": strconv.FormatInt(e.merchant, 10), "items": []map[string]any{{"dish_id": strconv.FormatInt(dish, 10), "qty": 1}},
 					"address": map[string]string{"name": "Bench", "phone": "13800138000", "detail": "1 Bench Road"},
 					"remark":  fmt.Sprintf("bench %s %d", run, i),
-				}, nil)
+				}
+				if vouchers != nil {
+					cart["voucher_id"] = strconv.FormatInt(vouchers[i], 10)
+				}
+				st, b, err := e.do(ctx, "POST", "/v1/orders/confirm", user, cart, nil)
 				if err != nil || st != 200 {
 					mu.Lock()
 					firstErr = errors.Join(firstErr, fmt.Errorf("confirm: %d %s: %w", st, b, err))
@@ -833,6 +876,50 @@ func (e *env) confirmMany(ctx context.Context, n int, hot bool) ([]prepared, err
 	}
 	wg.Wait()
 	return out, firstErr
+}
+
+// issueVouchers gives the users n vouchers of the bench's template, the
+// i-th to the user of the i-th cart, and returns their ids (nil when carts
+// go without). They are written straight into the database, as the
+// floor's rows are: what is measured is spending them, not claiming.
+func (e *env) issueVouchers(ctx context.Context, n int) ([]int64, error) {
+	if e.voucherTpl == 0 {
+		return nil, nil
+	}
+	users, claimNos := make([]int64, n), make([]int32, n)
+	for i := range n {
+		users[i] = e.userIDs[i%len(e.userIDs)]
+		e.claims[users[i]]++
+		claimNos[i] = e.claims[users[i]]
+	}
+	rows, err := e.db.Query(ctx, `
+		INSERT INTO vouchers (template_id, user_id, claim_no, valid_until)
+		SELECT $1, u, c, now() + interval '1 day' FROM unnest($2::bigint[], $3::int[]) AS x(u, c)
+		RETURNING id, user_id, claim_no`, e.voucherTpl, users, claimNos)
+	if err != nil {
+		return nil, fmt.Errorf("issue vouchers: %w", err)
+	}
+	type claim struct {
+		user int64
+		no   int32
+	}
+	byClaim := make(map[claim]int64, n)
+	for rows.Next() {
+		var id int64
+		var c claim
+		if err := rows.Scan(&id, &c.user, &c.no); err != nil {
+			return nil, err
+		}
+		byClaim[c] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("issue vouchers: %w", err)
+	}
+	ids := make([]int64, n)
+	for i := range n {
+		ids[i] = byClaim[claim{users[i], claimNos[i]}]
+	}
+	return ids, nil
 }
 
 func (e *env) get(u string) op {

@@ -57,6 +57,8 @@ type options struct {
 	// trace is the api's OTEL_TRACES_EXPORTER: none, or console (its
 	// spans go to api.log in the work directory).
 	trace string
+	// vouchers: each submitted cart spends a voucher of its customer's.
+	vouchers bool
 }
 
 // defaultAPIDBConns sizes the api's pool as PostgreSQL's own guidance
@@ -89,6 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.redisURL, "redis-url", os.Getenv("TAKEOUT_TEST_REDIS_URL"), "Redis (default $TAKEOUT_TEST_REDIS_URL)")
 	fs.StringVar(&only, "only", "", "comma-separated scenarios to run (default all)")
 	fs.StringVar(&o.trace, "trace", "none", "the api's OTEL_TRACES_EXPORTER: none, or console (every span written to api.log): what tracing costs")
+	fs.BoolVar(&o.vouchers, "vouchers", true, "each submitted cart spends a voucher of its customer's (a platform voucher of 100 fen, taken in the placement); false: carts without")
 	fs.IntVar(&o.apiDBConns, "api-db-conns", defaultAPIDBConns(), "the api's database pool (TAKEOUT_DATABASE_MAX_CONNS); default twice the CPUs, at least 4")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
