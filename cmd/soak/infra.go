@@ -233,6 +233,7 @@ func (px *proxies) toxic(ctx context.Context, p *toxiproxy.Proxy, spec string, d
 type instance struct {
 	n       int
 	addr    string
+	ops     string // its operations listener (metrics, pprof)
 	bin     string
 	env     []string
 	logPath string

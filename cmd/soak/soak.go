@@ -297,12 +297,33 @@ func (st *stack) startInstances(ctx context.Context, o options, wxEnv map[string
 	}
 	st.onClose(hook.Close)
 	st.insts = make([]*instance, o.instances)
+	// Each instance listens on two ports chosen here, all different: an
+	// operations listener left to the kernel (port 0) was once given the
+	// port just chosen for an instance's HTTP, and that instance could not
+	// start.
+	taken := map[int]bool{}
+	pick := func() (string, error) {
+		for {
+			port, err := lab.FreePort()
+			if err != nil {
+				return "", err
+			}
+			if !taken[port] {
+				taken[port] = true
+				return fmt.Sprintf("127.0.0.1:%d", port), nil
+			}
+		}
+	}
 	for i := range st.insts {
-		port, err := lab.FreePort()
+		addr, err := pick()
 		if err != nil {
 			return err
 		}
-		st.insts[i] = &instance{n: i, addr: fmt.Sprintf("127.0.0.1:%d", port), bin: o.apiBin, logPath: filepath.Join(st.workDir, fmt.Sprintf("api-%d.log", i))}
+		ops, err := pick()
+		if err != nil {
+			return err
+		}
+		st.insts[i] = &instance{n: i, addr: addr, ops: ops, bin: o.apiBin, logPath: filepath.Join(st.workDir, fmt.Sprintf("api-%d.log", i))}
 	}
 	if st.gw, err = startGateway(st.insts); err != nil {
 		return err
@@ -318,7 +339,7 @@ func (st *stack) startInstances(ctx context.Context, o options, wxEnv map[string
 		}
 	})
 	for i, in := range st.insts {
-		in.env = instanceEnv(env, in.addr)
+		in.env = instanceEnv(env, in.addr, in.ops)
 		if err := in.start(ctx); err != nil {
 			return fmt.Errorf("instance %d: %w (log: %s)", i, err, in.logPath)
 		}
@@ -498,8 +519,8 @@ func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks 
 }
 
 // instanceEnv is this process's environment without TAKEOUT_* settings,
-// plus the instance's own.
-func instanceEnv(common map[string]string, addr string) []string {
+// plus the instance's own and its two listeners.
+func instanceEnv(common map[string]string, addr, ops string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "TAKEOUT_") {
@@ -509,8 +530,7 @@ func instanceEnv(common map[string]string, addr string) []string {
 	for k, v := range common {
 		out = append(out, k+"="+v)
 	}
-	// Its operations listener on any free port: instances share a host.
-	return append(out, "TAKEOUT_HTTP_ADDR="+addr, "TAKEOUT_OPS_ADDR=127.0.0.1:0")
+	return append(out, "TAKEOUT_HTTP_ADDR="+addr, "TAKEOUT_OPS_ADDR="+ops)
 }
 
 func createDatabase(ctx context.Context, adminURL, name string) error {
