@@ -149,6 +149,64 @@ func TestVoucherSpentByOneOfTwentyOrders(t *testing.T) {
 	}
 }
 
+// One submit spending a voucher, sent twelve times at once with its key
+// over two instances and six more under new keys: one order, its stock
+// taken once, the voucher held by it alone; one key placed it, the
+// others are its duplicate, and every copy of a key gets one answer.
+func TestVoucherSubmitStormPlacesOnce(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 2, nil, 50)
+	user := sh.login(t, "stormy")
+	v := sh.claimed(t, user, sh.voucherTemplate(t, sh.admin, nil).ID)
+	c := sh.confirm(t, sh.apis[0], user, withVoucher(sh.cart(4), v.ID))
+	var others []response
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			r := sh.submitUntilAnswered(t, sh.apis[i%2], user, fmt.Sprintf("storm-new-%d", i), c.ConfirmToken)
+			mu.Lock()
+			others = append(others, r)
+			mu.Unlock()
+		})
+	}
+	answers := sh.storm(t, sh.apis, 12, user, "storm", c.ConfirmToken)
+	wg.Wait()
+	// Whichever key came first placed it (201); every other key is the
+	// same order, a duplicate (200); every copy of one key got one answer.
+	var o order.Placed
+	answers[0].json(t, &o)
+	placed := 0
+	for _, r := range append([]response{answers[0]}, others...) {
+		var p order.Placed
+		r.json(t, &p)
+		switch {
+		case r.status == 201 && p.ID == o.ID:
+			placed++
+		case r.status == 200 && p.Duplicate && p.ID == o.ID:
+		default:
+			t.Errorf("a copy: %d %s", r.status, r.body)
+		}
+	}
+	if placed != 1 {
+		t.Errorf("%d keys were answered as having placed the order, want 1", placed)
+	}
+	for _, r := range answers {
+		if r.status != answers[0].status || string(r.body) != string(answers[0].body) {
+			t.Errorf("a copy of the key: %d %s, want its first answer %d %s", r.status, r.body, answers[0].status, answers[0].body)
+		}
+	}
+	if n := sh.count(t, "SELECT count(*) FROM orders WHERE voucher_id = $1", v.ID); n != 1 {
+		t.Errorf("%d orders spent the voucher, want 1", n)
+	}
+	if got := sh.voucherHolder(t, v.ID); got != o.ID {
+		t.Errorf("the voucher is held by %q, want %s", got, o.ID)
+	}
+	if sh.stock(t, 0) != 46 {
+		t.Errorf("stock %d, want 46: the order's 4 units taken once", sh.stock(t, 0))
+	}
+}
+
 // A placement that fails takes nothing: a cart short of stock at submit
 // leaves the voucher unused, and a voucher that expired since confirm is
 // refused without taking stock.

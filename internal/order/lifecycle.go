@@ -142,6 +142,9 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 				return err
 			}
 		case statemachine.ReleaseVoucher:
+			if row.VoucherID == nil {
+				continue // spent none: no statement
+			}
 			released, err := voucher.Release(ctx, tx, row.ID)
 			if err != nil {
 				return err

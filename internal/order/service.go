@@ -326,14 +326,12 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	}
 	tok := Token{QuoteVersion: rules.quoteVersion}
 	discounts := []Discount{}
-	var heldBy int64
+	var v voucher.Spendable
 	if req.VoucherID != "" {
 		id, _ := strconv.ParseInt(req.VoucherID, 10, 64) // validated
-		v, err := voucher.ForCart(ctx, s.opts.Pool, userID, id, merchantID, in.ItemsTotalFen, s.now())
-		if err != nil {
+		if v, err = voucher.ForCart(ctx, s.opts.Pool, userID, id, merchantID, in.ItemsTotalFen, s.now()); err != nil {
 			return ConfirmResponse{}, err
 		}
-		heldBy = v.HeldBy
 		in.VoucherID, in.DiscountFen = v.ID, v.Discount(in.ItemsTotalFen, in.TotalFen)
 		in.TotalFen -= in.DiscountFen
 		tok.VoucherID, tok.DiscountFen, tok.FundedBy = v.ID, in.DiscountFen, v.FundedBy
@@ -349,10 +347,10 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		tok.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
 	}
 	resp, err := s.quote(ctx, req, in, tokItems, tok, discounts)
-	if err == nil && heldBy != 0 && (!resp.Duplicate || resp.OrderID != strconv.FormatInt(heldBy, 10)) {
+	if err == nil && v.HeldBy != 0 && (!resp.Duplicate || resp.OrderID != strconv.FormatInt(v.HeldBy, 10)) {
 		// The voucher is spent on another order: only this cart's own
 		// order, confirmed again, may name it.
-		return ConfirmResponse{}, voucher.Spendable{ID: in.VoucherID, HeldBy: heldBy}.Used()
+		return ConfirmResponse{}, v.Used()
 	}
 	return resp, err
 }

@@ -31,12 +31,10 @@ const (
 
 // Spendable is a customer's voucher that may be spent on a cart.
 type Spendable struct {
-	ID           int64
-	Name         string
-	AmountFen    int64
-	ThresholdFen int64
-	FundedBy     string
-	ValidUntil   time.Time
+	ID        int64
+	Name      string
+	AmountFen int64
+	FundedBy  string
 	// HeldBy is the order that holds it (0: none): a cart may carry it only
 	// as that order again (a confirm of the same cart answered as its
 	// duplicate); anything else is refused with Used.
@@ -65,8 +63,7 @@ func ForCart(ctx context.Context, q dbsqlc.DBTX, userID, id, merchantID, itemsFe
 	if err != nil {
 		return Spendable{}, fmt.Errorf("read voucher: %w", err)
 	}
-	out := Spendable{ID: v.ID, Name: v.Name, AmountFen: v.AmountFen, ThresholdFen: v.ThresholdFen, FundedBy: v.FundedBy,
-		ValidUntil: v.ValidUntil}
+	out := Spendable{ID: v.ID, Name: v.Name, AmountFen: v.AmountFen, FundedBy: v.FundedBy}
 	switch {
 	case v.OrderID != nil:
 		out.HeldBy = *v.OrderID
