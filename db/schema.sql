@@ -39,6 +39,14 @@ CREATE FUNCTION public.json_time(t timestamp with time zone) RETURNS text
     LANGUAGE sql STABLE STRICT PARALLEL SAFE
     RETURN ((to_char((t AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS'::text) || rtrim(rtrim(to_char((t AT TIME ZONE 'UTC'::text), '.US'::text), '0'::text), '.'::text)) || 'Z'::text);
 
+--
+-- Name: new_customer_lock_key(bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.new_customer_lock_key(user_id bigint, scope bigint) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN hashtextextended(((('new_customer:'::text || user_id) || ':'::text) || scope), (0)::bigint);
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -72,6 +80,7 @@ CREATE TABLE public.orders (
     discount_fen bigint DEFAULT 0 NOT NULL,
     platform_discount_fen bigint DEFAULT 0 NOT NULL,
     merchant_discount_fen bigint DEFAULT 0 NOT NULL,
+    promotions jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT orders_content_digest_check CHECK ((length(content_digest) = 32)),
     CONSTRAINT orders_delivery_fee_fen_check CHECK ((delivery_fee_fen >= 0)),
     CONSTRAINT orders_discount_fen_check CHECK ((discount_fen >= 0)),
@@ -132,6 +141,7 @@ BEGIN
             'discount_fen', o.discount_fen,
             'platform_discount_fen', o.platform_discount_fen,
             'merchant_discount_fen', o.merchant_discount_fen,
+            'promotions', o.promotions,
             'total_fen', o.total_fen,
             -- order.Address: its three fields always, the location when set.
             'address', jsonb_build_object(
@@ -149,10 +159,10 @@ END
 $$;
 
 --
--- Name: order_place(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: order_place(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone, jsonb, bigint[], bigint[], smallint[], bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.order_place(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone) RETURNS boolean
+CREATE FUNCTION public.order_place(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone, o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint) RETURNS boolean
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -160,11 +170,11 @@ BEGIN
     INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                         items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark,
                         pay_deadline, created_at, updated_at, voucher_id, discount_fen, platform_discount_fen,
-                        merchant_discount_fen)
+                        merchant_discount_fen, promotions)
     VALUES (o_id, o_user_id, o_merchant_id, o_intent_digest, o_content_digest, o_intent_seq, o_digest_alg,
             'PENDING_PAYMENT', o_items_total_fen, o_packaging_fee_fen, o_delivery_fee_fen, o_total_fen, o_address,
             o_remark, o_pay_deadline, o_created_at, o_created_at, o_voucher_id, o_discount_fen,
-            o_platform_discount_fen, o_merchant_discount_fen)
+            o_platform_discount_fen, o_merchant_discount_fen, o_promotions)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RETURN false;
@@ -201,6 +211,38 @@ BEGIN
                 USING ERRCODE = 'TK001';
         END IF;
     END LOOP;
+    FOR n IN 1 .. coalesce(array_length(b_promotion_id, 1), 0) LOOP
+        -- As PromotionBudgetTakeFree (db/queries/promotions.sql): what the
+        -- order gets from a promotion with a budget, from one shard that
+        -- has it and that no other transaction holds.
+        WITH pick AS MATERIALIZED (
+            SELECT shard FROM promotion_budget
+            WHERE promotion_id = b_promotion_id[n] AND remaining >= b_amount_fen[n]
+            ORDER BY shard < b_start[n], shard
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE promotion_budget b SET remaining = b.remaining - b_amount_fen[n]
+        FROM pick
+        WHERE b.promotion_id = b_promotion_id[n] AND b.shard = pick.shard;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'order_place: promotion % has no free shard with % fen of budget', b_promotion_id[n], b_amount_fen[n]
+                USING ERRCODE = 'TK001';
+        END IF;
+    END LOOP;
+    IF n_scope IS NOT NULL THEN
+        -- The customer's first order in the scope, without waiting: the
+        -- lock is the one every claim of (user, scope) takes first
+        -- (PromotionNewCustomerLock), so a claim it finds is committed.
+        IF NOT pg_try_advisory_xact_lock(new_customer_lock_key(o_user_id, n_scope)) THEN
+            RAISE EXCEPTION 'order_place: a new-customer claim of user % is in flight', o_user_id USING ERRCODE = 'TK001';
+        END IF;
+        INSERT INTO new_customer_claims (user_id, scope, order_id) VALUES (o_user_id, n_scope, o_id)
+        ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'order_place: user % is not new in scope %', o_user_id, n_scope USING ERRCODE = 'TK001';
+        END IF;
+    END IF;
     IF o_voucher_id IS NOT NULL THEN
         -- As VoucherTake (db/queries/vouchers.sql), without waiting for a
         -- row another transaction holds: the row is locked only if it is
@@ -218,10 +260,10 @@ END
 $$;
 
 --
--- Name: order_place_grouped(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: order_place_grouped(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone, jsonb, bigint[], bigint[], smallint[], bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.order_place_grouped(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone) RETURNS smallint
+CREATE FUNCTION public.order_place_grouped(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone, o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint) RETURNS smallint
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -231,7 +273,8 @@ BEGIN
                    o_voucher_id, o_discount_fen, o_platform_discount_fen, o_merchant_discount_fen,
                    i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen, i_discount_fen,
                    s_dish_id, s_qty, s_price_fen, s_packaging_fee_fen, s_options_version, s_start, m_quote_version,
-                   h_actor, r_key, r_fingerprint, r_digest_alg, r_status_code, r_headers, r_body, r_expires_at) THEN
+                   h_actor, r_key, r_fingerprint, r_digest_alg, r_status_code, r_headers, r_body, r_expires_at,
+                   o_promotions, b_promotion_id, b_amount_fen, b_start, n_scope) THEN
         RETURN 1::smallint;
     END IF;
     RETURN 0::smallint;
@@ -603,6 +646,16 @@ ALTER TABLE public.merchants ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: new_customer_claims; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.new_customer_claims (
+    user_id bigint NOT NULL,
+    scope bigint NOT NULL,
+    order_id bigint NOT NULL
+);
+
+--
 -- Name: option_choices; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -856,6 +909,67 @@ CREATE TABLE public.payments (
 
 ALTER TABLE public.payments ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.payments_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: promotion_budget; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.promotion_budget (
+    promotion_id bigint NOT NULL,
+    shard smallint NOT NULL,
+    remaining bigint NOT NULL,
+    CONSTRAINT promotion_budget_remaining_check CHECK ((remaining >= 0)),
+    CONSTRAINT promotion_budget_shard_check CHECK ((shard >= 0))
+);
+
+--
+-- Name: promotions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.promotions (
+    id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    tiers jsonb NOT NULL,
+    new_customer_scope text,
+    funded_by text NOT NULL,
+    starts_on date,
+    ends_on date,
+    daily_from time without time zone,
+    daily_until time without time zone,
+    stackable boolean DEFAULT true NOT NULL,
+    budget_fen bigint,
+    status text DEFAULT 'active'::text NOT NULL,
+    version bigint DEFAULT 1 NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT promotions_budget_fen_check CHECK (((budget_fen >= 1) AND (budget_fen <= '10000000000'::bigint))),
+    CONSTRAINT promotions_check CHECK (((kind = 'new_customer'::text) = (new_customer_scope IS NOT NULL))),
+    CONSTRAINT promotions_check1 CHECK (((ends_on IS NULL) OR (starts_on IS NULL) OR (ends_on >= starts_on))),
+    CONSTRAINT promotions_check2 CHECK ((((daily_from IS NULL) = (daily_until IS NULL)) AND ((daily_from IS NULL) OR (daily_until > daily_from)))),
+    CONSTRAINT promotions_funded_by_check CHECK ((funded_by = ANY (ARRAY['platform'::text, 'merchant'::text]))),
+    CONSTRAINT promotions_kind_check CHECK ((kind = ANY (ARRAY['spend_save'::text, 'new_customer'::text, 'free_delivery'::text]))),
+    CONSTRAINT promotions_name_check CHECK (((length(name) >= 1) AND (length(name) <= 60))),
+    CONSTRAINT promotions_new_customer_scope_check CHECK ((new_customer_scope = ANY (ARRAY['merchant'::text, 'platform'::text]))),
+    CONSTRAINT promotions_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text]))),
+    CONSTRAINT promotions_tiers_check CHECK (((jsonb_typeof(tiers) = 'array'::text) AND ((jsonb_array_length(tiers) >= 1) AND (jsonb_array_length(tiers) <= 5)))),
+    CONSTRAINT promotions_version_check CHECK ((version > 0))
+);
+
+--
+-- Name: promotions_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.promotions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.promotions_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -1326,6 +1440,20 @@ ALTER TABLE ONLY public.merchants
     ADD CONSTRAINT merchants_pkey PRIMARY KEY (id);
 
 --
+-- Name: new_customer_claims new_customer_claims_order_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.new_customer_claims
+    ADD CONSTRAINT new_customer_claims_order_id_key UNIQUE (order_id);
+
+--
+-- Name: new_customer_claims new_customer_claims_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.new_customer_claims
+    ADD CONSTRAINT new_customer_claims_pkey PRIMARY KEY (user_id, scope);
+
+--
 -- Name: option_choices option_choices_group_name_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1485,6 +1613,20 @@ ALTER TABLE ONLY public.payments
 
 ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_pkey PRIMARY KEY (id);
+
+--
+-- Name: promotion_budget promotion_budget_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.promotion_budget
+    ADD CONSTRAINT promotion_budget_pkey PRIMARY KEY (promotion_id, shard);
+
+--
+-- Name: promotions promotions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.promotions
+    ADD CONSTRAINT promotions_pkey PRIMARY KEY (id);
 
 --
 -- Name: refunds refunds_out_refund_no_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1688,6 +1830,12 @@ CREATE INDEX payments_order_idx ON public.payments USING btree (order_id);
 CREATE INDEX payments_to_reconcile_idx ON public.payments USING btree (checked_at NULLS FIRST, id) WHERE ((status = 'CREATED'::text) AND (prepay_id IS NOT NULL));
 
 --
+-- Name: promotions_name_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX promotions_name_key ON public.promotions USING btree (merchant_id, name);
+
+--
 -- Name: refunds_attention_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1866,6 +2014,13 @@ ALTER TABLE ONLY public.dishes
     ADD CONSTRAINT dishes_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
 
 --
+-- Name: new_customer_claims new_customer_claims_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.new_customer_claims
+    ADD CONSTRAINT new_customer_claims_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
+
+--
 -- Name: option_choices option_choices_group_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1885,6 +2040,20 @@ ALTER TABLE ONLY public.option_groups
 
 ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
+
+--
+-- Name: promotion_budget promotion_budget_promotion_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.promotion_budget
+    ADD CONSTRAINT promotion_budget_promotion_id_fkey FOREIGN KEY (promotion_id) REFERENCES public.promotions(id);
+
+--
+-- Name: promotions promotions_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.promotions
+    ADD CONSTRAINT promotions_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
 
 --
 -- Name: refunds refunds_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -52,6 +52,8 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 	}
 	orderA := sh.place(t, userA, "matrix-1", 1)
 	cancelMe := sh.place(t, userA, "matrix-2", 2)
+	// Before the confirm: a promotion's create moves the merchant's quote.
+	promo := sh.promotionOf(t, sh.admin, map[string]any{"name": "Matrix"})
 	confirm := sh.confirm(t, api, userA, sh.cart(3))
 	dish := sh.dishes[0]
 	uid := orderA.UserID
@@ -74,6 +76,7 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 	} else {
 		r.json(t, &tpl)
 	}
+	promoBody := `{"kind":"spend_save","name":"Matrix","funded_by":"merchant","tiers":[{"threshold_fen":3000,"off_fen":500}]}`
 	otherTemplate := `{"merchant_id":"` + otherMerchant + `","name":"Matrix","amount_fen":100,"funded_by":"merchant","claim_from":"2026-01-01T00:00:00Z","claim_until":"2026-01-02T00:00:00Z","valid_days":1,"budget":1}`
 
 	cart := `{"merchant_id":"` + sh.merchantID + `","items":[{"dish_id":"` + dish.ID + `","qty":4}],"address":{"name":"M","phone":"13800000000","detail":"d"}}`
@@ -154,9 +157,15 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"GET /admin/v1/voucher-templates/{id}":   {"/admin/v1/voucher-templates/" + tpl.ID, "", nil, staffOnly(200, 403, 200)},
 		"PATCH /admin/v1/voucher-templates/{id}": {"/admin/v1/voucher-templates/" + tpl.ID, `{"version":99,"status":"paused"}`, nil, staffOnly(409, 403, 409)},
 		"GET /v1/voucher-templates":              {"/v1/voucher-templates?merchant_id=" + sh.merchantID, "", nil, everyone(200)},
-		"POST /v1/vouchers/claim":                {"/v1/vouchers/claim", `{"template_id":"` + tpl.ID + `"}`, nil, userOnly(201, 201)},
-		"GET /v1/vouchers":                       {"/v1/vouchers", "", nil, userOnly(200, 200)},
-		"GET /board/{file}":                      {"/board/board.js", "", nil, everyone(200)},
+		// Merchant A's promotion named Matrix exists: a create of the name
+		// is 409 once let in.
+		"POST /admin/v1/merchants/{id}/promotions": {"/admin/v1/merchants/" + sh.merchantID + "/promotions", promoBody, nil, staffOnly(409, 403, 409)},
+		"GET /admin/v1/merchants/{id}/promotions":  {"/admin/v1/merchants/" + sh.merchantID + "/promotions", "", nil, staffOnly(200, 403, 200)},
+		"GET /admin/v1/promotions/{id}":            {"/admin/v1/promotions/" + promo.ID, "", nil, staffOnly(200, 403, 200)},
+		"PATCH /admin/v1/promotions/{id}":          {"/admin/v1/promotions/" + promo.ID, `{"version":99,"status":"paused"}`, nil, staffOnly(409, 403, 409)},
+		"POST /v1/vouchers/claim":                  {"/v1/vouchers/claim", `{"template_id":"` + tpl.ID + `"}`, nil, userOnly(201, 201)},
+		"GET /v1/vouchers":                         {"/v1/vouchers", "", nil, userOnly(200, 200)},
+		"GET /board/{file}":                        {"/board/board.js", "", nil, everyone(200)},
 	}
 
 	var routes []string

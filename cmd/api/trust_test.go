@@ -138,10 +138,16 @@ func TestEveryCreatingRouteReplays(t *testing.T) {
 	}
 	offered := ps.voucherTemplate(t, ps.admin, map[string]any{"name": "walked offer", "per_user_limit": 5})
 	claimer := ps.login(t, "creating-claim")
+	promoted := createMerchant(t, ps.stack, ps.apis[0], "Promoted Kitchen")
 	cases := map[string]creatingCase{
 		"/admin/v1/voucher-templates": {ps.admin, "/admin/v1/voucher-templates", fmt.Sprintf(
 			`{"merchant_id":%q,"name":"walked","amount_fen":100,"funded_by":"merchant","claim_from":"2026-06-01T00:00:00Z","claim_until":"2027-06-01T00:00:00Z","valid_days":3,"budget":9}`, ps.merchantID),
 			count("SELECT count(*) FROM voucher_templates WHERE name = 'walked'")},
+		// Another merchant's: a promotion moves its merchant's quote, and
+		// the submit's cart above was confirmed at this one's.
+		"/admin/v1/merchants/{id}/promotions": {ps.admin, "/admin/v1/merchants/" + promoted + "/promotions",
+			`{"kind":"free_delivery","name":"walked","funded_by":"merchant","tiers":[{"threshold_fen":5000,"off_fen":0}]}`,
+			count("SELECT count(*) FROM promotions WHERE name = 'walked'")},
 		"/v1/vouchers/claim": {claimer, "/v1/vouchers/claim", fmt.Sprintf(`{"template_id":%q}`, offered.ID),
 			count("SELECT count(*) FROM vouchers WHERE template_id = $1", offered.ID)},
 		"/v1/orders": {user, "/v1/orders", fmt.Sprintf(`{"confirm_token":%q}`, confirm.ConfirmToken),

@@ -321,6 +321,9 @@ func newRunner(ctx context.Context, e *env, logf func(string, ...any)) (*runner,
 	if e.voucherTpl != 0 {
 		r.res.Notes = append(r.res.Notes, "Every cart the api's submits place spends a voucher of its customer's (a platform voucher of 100 fen off, issued to the bench's users beforehand): the placement takes it in the same statement as the stock (`-vouchers=false` measures carts without).")
 	}
+	if o.promotion {
+		r.res.Notes = append(r.res.Notes, "Every cart gets the merchant's spend-and-save promotion (50 fen off 10 yuan, with a budget): the placement takes its part of the budget from a shard in the same statement as the stock (`-promotion=false` measures carts without).")
+	}
 	queries, err := namedQueries("db/queries")
 	if err != nil {
 		return nil, err
@@ -732,6 +735,15 @@ func (e *env) do(ctx context.Context, method, path, token string, body any, head
 	return resp.StatusCode, b, err
 }
 
+// benchPromotion is the merchant's promotion with -promotion: every cart
+// reaches it, and its budget is taken in each placement.
+func benchPromotion() map[string]any {
+	return map[string]any{
+		"kind": "spend_save", "name": "bench", "funded_by": "merchant", "budget_fen": 10_000_000_000,
+		"tiers": []map[string]int64{{"threshold_fen": 1000, "off_fen": 50}},
+	}
+}
+
 func (e *env) seed(ctx context.Context, admin string) error {
 	post := func(path string, body any, out any) error {
 		st, b, err := e.do(ctx, "POST", path, admin, body, nil)
@@ -781,6 +793,11 @@ func (e *env) seed(ctx context.Context, admin string) error {
 		}
 		e.voucherTpl, _ = strconv.ParseInt(tpl.ID, 10, 64)
 		e.claims = map[int64]int32{}
+	}
+	if e.o.promotion {
+		if err := post("/admin/v1/merchants/"+m.ID+"/promotions", benchPromotion(), &struct{}{}); err != nil {
+			return err
+		}
 	}
 	for i := range 64 {
 		st, b, err := e.do(ctx, "POST", "/v1/auth/wx-login", "", map[string]string{"code": fmt.Sprintf("bench-%d", i)}, nil)

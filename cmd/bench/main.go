@@ -59,6 +59,9 @@ type options struct {
 	trace string
 	// vouchers: each submitted cart spends a voucher of its customer's.
 	vouchers bool
+	// promotion: the merchant runs a spend-and-save promotion with a
+	// budget that every cart gets.
+	promotion bool
 }
 
 // defaultAPIDBConns sizes the api's pool as PostgreSQL's own guidance
@@ -91,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.redisURL, "redis-url", os.Getenv("TAKEOUT_TEST_REDIS_URL"), "Redis (default $TAKEOUT_TEST_REDIS_URL)")
 	fs.StringVar(&only, "only", "", "comma-separated scenarios to run (default all)")
 	fs.StringVar(&o.trace, "trace", "none", "the api's OTEL_TRACES_EXPORTER: none, or console (every span written to api.log): what tracing costs")
+	fs.BoolVar(&o.promotion, "promotion", true, "the merchant runs a spend-and-save promotion with a budget that every cart gets (taken in the placement); false: none")
 	fs.BoolVar(&o.vouchers, "vouchers", true, "each submitted cart spends a voucher of its customer's (a platform voucher of 100 fen, taken in the placement); false: carts without")
 	fs.IntVar(&o.apiDBConns, "api-db-conns", defaultAPIDBConns(), "the api's database pool (TAKEOUT_DATABASE_MAX_CONNS); default twice the CPUs, at least 4")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -39,6 +39,8 @@ const (
 	invClaimAcks          = "each_claim_acknowledged_as_one_voucher"
 	invVoucherTwoOrders   = "no_voucher_used_by_two_orders"
 	invVoucherReleased    = "every_voucher_of_a_cancelled_order_released"
+	invPromotionBudget    = "promotion_budgets_to_the_fen"
+	invFirstOrderOnce     = "one_first_order_discount_per_customer"
 )
 
 var invariantOrder = []string{
@@ -46,6 +48,7 @@ var invariantOrder = []string{
 	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
+	invPromotionBudget, invFirstOrderOnce,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may
@@ -102,6 +105,7 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		checkVouchers,
 		func(ctx context.Context, db querier, f *findings) error { return checkClaims(ctx, db, cl, f) },
 		checkRedemptions,
+		checkPromotions,
 		checkReservations,
 		checkPayments,
 		checkHistories,

@@ -78,6 +78,17 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		`UPDATE stock_reservations SET released_at = now()`,
 		`UPDATE dish_stock SET units = units + 1 WHERE shard = 0`,
 	}
+	// Order 1001 got 200 fen of promotion 5's budget of 1000, and the
+	// first-order discount of promotion 6.
+	promoted1001 := []string{
+		`INSERT INTO promotions (id, merchant_id, kind, name, tiers, funded_by, budget_fen, created_by)
+		 OVERRIDING SYSTEM VALUE SELECT 5, id, 'spend_save', 'p', '[{"threshold_fen": 0, "off_fen": 200}]', 'merchant', 1000, 'x' FROM merchants`,
+		`INSERT INTO promotions (id, merchant_id, kind, name, tiers, new_customer_scope, funded_by, created_by)
+		 OVERRIDING SYSTEM VALUE SELECT 6, id, 'new_customer', 'n', '[{"threshold_fen": 0, "off_fen": 100}]', 'merchant', 'merchant', 'x' FROM merchants`,
+		`INSERT INTO promotion_budget (promotion_id, shard, remaining) VALUES (5, 0, 500), (5, 1, 300)`,
+		`UPDATE orders SET promotions = '[{"promotion_id": "5", "kind": "spend_save", "amount_fen": 200}, {"promotion_id": "6", "kind": "new_customer", "amount_fen": 100}]'`,
+		`INSERT INTO new_customer_claims (user_id, scope, order_id) SELECT user_id, merchant_id, id FROM orders`,
+	}
 	for _, tc := range []struct {
 		name   string
 		plant  []string
@@ -190,6 +201,17 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			`INSERT INTO stock_reservations (order_id, dish_id, qty) SELECT 1002, dish_id, qty FROM stock_reservations WHERE order_id = 1001`,
 			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1002, NULL, 'PENDING_PAYMENT', 1, 'user:1')`),
 			want: map[string]int{invVoucherTwoOrders: 1}},
+		{name: "promotions kept to the fen", acks: ack1001, plant: promoted1001,
+			want: map[string]int{}},
+		{name: "a cancelled order that gave its promotions back", acks: ack1001, plant: append(append(slices.Clone(promoted1001), cancel1001...),
+			`UPDATE promotion_budget SET remaining = remaining + 200 WHERE shard = 0`, `DELETE FROM new_customer_claims`),
+			want: map[string]int{}},
+		{name: "a cancelled order that kept its promotions", acks: ack1001, plant: append(slices.Clone(promoted1001), cancel1001...),
+			want: map[string]int{invPromotionBudget: 1, invFirstOrderOnce: 1}},
+		{name: "a budget overspent", acks: ack1001, plant: append(slices.Clone(promoted1001), `UPDATE promotion_budget SET remaining = 400 WHERE shard = 0`),
+			want: map[string]int{invPromotionBudget: 1}},
+		{name: "a first-order discount without its claim", acks: ack1001, plant: append(slices.Clone(promoted1001), `DELETE FROM new_customer_claims`),
+			want: map[string]int{invFirstOrderOnce: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},

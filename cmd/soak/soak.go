@@ -633,6 +633,12 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 				return err
 			}
 		}
+		for _, p := range promotionsOf(i, d.o.duration) {
+			var out struct{}
+			if err := post("/admin/v1/merchants/"+m.ID+"/promotions", p, &out); err != nil {
+				return err
+			}
+		}
 		d.merchants = append(d.merchants, mer)
 	}
 	return nil

@@ -49,6 +49,7 @@ BEGIN
             'discount_fen', o.discount_fen,
             'platform_discount_fen', o.platform_discount_fen,
             'merchant_discount_fen', o.merchant_discount_fen,
+            'promotions', o.promotions,
             'total_fen', o.total_fen,
             -- order.Address: its three fields always, the location when set.
             'address', jsonb_build_object(

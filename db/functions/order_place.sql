@@ -9,9 +9,13 @@
 -- id or the (user, intent digest) exists (nothing written: the caller
 -- reads that order the usual way). With a voucher (o_voucher_id), the
 -- order takes it last: from unused to held by this order, if no other
--- transaction holds its row. When a line finds no free shard with its
--- units at the quoted terms (quote_holds), or the voucher is held, used
--- or expired, it raises SQLSTATE TK001 and the statement rolls back
+-- transaction holds its row. Before it, each promotion with a budget
+-- (b_*) takes what it gives from a free shard of its budget, and a
+-- new-customer discount (n_scope: the merchant, or 0 for the platform)
+-- claims the customer's first order in its scope. When a line finds no free shard with its
+-- units at the quoted terms (quote_holds), a budget no free shard with
+-- enough, a new-customer claim that is taken or in flight, or the voucher
+-- is held, used or expired, it raises SQLSTATE TK001 and the statement rolls back
 -- whole: the caller runs the transaction path, which waits for busy
 -- rows, gathers thin stock and explains refusals. A record of the same key committed first fails the record's
 -- insert (idempotency_records_user_key_key) and rolls it all back too.
@@ -30,7 +34,8 @@ CREATE OR REPLACE FUNCTION order_place(
     s_options_version bigint[], s_start smallint[], m_quote_version bigint,
     h_actor text,
     r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb,
-    r_body bytea, r_expires_at timestamptz
+    r_body bytea, r_expires_at timestamptz,
+    o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint
 ) RETURNS boolean LANGUAGE plpgsql
 -- Its statements' plans are made once per connection: a custom plan per
 -- call (PL/pgSQL's default while the generic one looks dearer, as it does
@@ -41,11 +46,11 @@ BEGIN
     INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                         items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark,
                         pay_deadline, created_at, updated_at, voucher_id, discount_fen, platform_discount_fen,
-                        merchant_discount_fen)
+                        merchant_discount_fen, promotions)
     VALUES (o_id, o_user_id, o_merchant_id, o_intent_digest, o_content_digest, o_intent_seq, o_digest_alg,
             'PENDING_PAYMENT', o_items_total_fen, o_packaging_fee_fen, o_delivery_fee_fen, o_total_fen, o_address,
             o_remark, o_pay_deadline, o_created_at, o_created_at, o_voucher_id, o_discount_fen,
-            o_platform_discount_fen, o_merchant_discount_fen)
+            o_platform_discount_fen, o_merchant_discount_fen, o_promotions)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RETURN false;
@@ -82,6 +87,38 @@ BEGIN
                 USING ERRCODE = 'TK001';
         END IF;
     END LOOP;
+    FOR n IN 1 .. coalesce(array_length(b_promotion_id, 1), 0) LOOP
+        -- As PromotionBudgetTakeFree (db/queries/promotions.sql): what the
+        -- order gets from a promotion with a budget, from one shard that
+        -- has it and that no other transaction holds.
+        WITH pick AS MATERIALIZED (
+            SELECT shard FROM promotion_budget
+            WHERE promotion_id = b_promotion_id[n] AND remaining >= b_amount_fen[n]
+            ORDER BY shard < b_start[n], shard
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE promotion_budget b SET remaining = b.remaining - b_amount_fen[n]
+        FROM pick
+        WHERE b.promotion_id = b_promotion_id[n] AND b.shard = pick.shard;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'order_place: promotion % has no free shard with % fen of budget', b_promotion_id[n], b_amount_fen[n]
+                USING ERRCODE = 'TK001';
+        END IF;
+    END LOOP;
+    IF n_scope IS NOT NULL THEN
+        -- The customer's first order in the scope, without waiting: the
+        -- lock is the one every claim of (user, scope) takes first
+        -- (PromotionNewCustomerLock), so a claim it finds is committed.
+        IF NOT pg_try_advisory_xact_lock(new_customer_lock_key(o_user_id, n_scope)) THEN
+            RAISE EXCEPTION 'order_place: a new-customer claim of user % is in flight', o_user_id USING ERRCODE = 'TK001';
+        END IF;
+        INSERT INTO new_customer_claims (user_id, scope, order_id) VALUES (o_user_id, n_scope, o_id)
+        ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'order_place: user % is not new in scope %', o_user_id, n_scope USING ERRCODE = 'TK001';
+        END IF;
+    END IF;
     IF o_voucher_id IS NOT NULL THEN
         -- As VoucherTake (db/queries/vouchers.sql), without waiting for a
         -- row another transaction holds: the row is locked only if it is

@@ -3,8 +3,8 @@
 -- order_place in a subtransaction that catches the one error that
 -- concerns this order alone, so that its rows are undone and its
 -- neighbours' kept, and answers 1 when placed, 0 when the order exists,
--- -1 when a line found no free shard at the quoted terms or the voucher
--- was not free (nothing written in the last two). Any other error fails the whole group, and
+-- -1 when a line found no free shard at the quoted terms or the voucher,
+-- a budget or a new-customer claim was not free (nothing written in the last two). Any other error fails the whole group, and
 -- the api places each of its orders alone. A group holds at most 64
 -- orders: more subtransactions overflow each backend's cache of them.
 CREATE OR REPLACE FUNCTION order_place_grouped(
@@ -19,7 +19,8 @@ CREATE OR REPLACE FUNCTION order_place_grouped(
     s_options_version bigint[], s_start smallint[], m_quote_version bigint,
     h_actor text,
     r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb,
-    r_body bytea, r_expires_at timestamptz
+    r_body bytea, r_expires_at timestamptz,
+    o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint
 ) RETURNS smallint LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -29,7 +30,8 @@ BEGIN
                    o_voucher_id, o_discount_fen, o_platform_discount_fen, o_merchant_discount_fen,
                    i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen, i_discount_fen,
                    s_dish_id, s_qty, s_price_fen, s_packaging_fee_fen, s_options_version, s_start, m_quote_version,
-                   h_actor, r_key, r_fingerprint, r_digest_alg, r_status_code, r_headers, r_body, r_expires_at) THEN
+                   h_actor, r_key, r_fingerprint, r_digest_alg, r_status_code, r_headers, r_body, r_expires_at,
+                   o_promotions, b_promotion_id, b_amount_fen, b_start, n_scope) THEN
         RETURN 1::smallint;
     END IF;
     RETURN 0::smallint;

@@ -6,10 +6,10 @@
 -- (a non-arbiter index raises instead of doing nothing).
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                     items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at,
-                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen)
+                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions)
 VALUES (@id, @user_id, @merchant_id, @intent_digest, @content_digest, @intent_seq, @digest_alg, 'PENDING_PAYMENT',
         @items_total_fen, @packaging_fee_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at,
-        sqlc.narg(voucher_id), @discount_fen, @platform_discount_fen, @merchant_discount_fen)
+        sqlc.narg(voucher_id), @discount_fen, @platform_discount_fen, @merchant_discount_fen, coalesce(sqlc.narg(promotions)::jsonb, '[]'))
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -117,7 +117,9 @@ SELECT order_place(
     sqlc.arg(actor)::text,
     sqlc.arg(record_key)::text, sqlc.arg(record_fingerprint)::bytea, sqlc.arg(record_digest_alg)::text,
     sqlc.arg(record_status_code)::integer, sqlc.arg(record_headers)::jsonb, sqlc.arg(record_body)::bytea,
-    sqlc.arg(record_expires_at)::timestamptz
+    sqlc.arg(record_expires_at)::timestamptz,
+    sqlc.arg(promotions)::jsonb, sqlc.arg(budget_promotion_ids)::bigint[], sqlc.arg(budget_amounts_fen)::bigint[],
+    sqlc.arg(budget_start_shards)::smallint[], sqlc.narg(new_customer_scope)::bigint
 )::boolean AS placed;
 
 -- name: OrderPlaceGrouped :batchone
@@ -141,7 +143,9 @@ SELECT order_place_grouped(
     sqlc.arg(actor)::text,
     sqlc.arg(record_key)::text, sqlc.arg(record_fingerprint)::bytea, sqlc.arg(record_digest_alg)::text,
     sqlc.arg(record_status_code)::integer, sqlc.arg(record_headers)::jsonb, sqlc.arg(record_body)::bytea,
-    sqlc.arg(record_expires_at)::timestamptz
+    sqlc.arg(record_expires_at)::timestamptz,
+    sqlc.arg(promotions)::jsonb, sqlc.arg(budget_promotion_ids)::bigint[], sqlc.arg(budget_amounts_fen)::bigint[],
+    sqlc.arg(budget_start_shards)::smallint[], sqlc.narg(new_customer_scope)::bigint
 )::smallint AS outcome;
 
 -- name: OrdersOverdueWithoutTimeout :many

@@ -12,6 +12,7 @@ import (
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/delivery"
 	"github.com/takeout/takeout/internal/hours"
+	"github.com/takeout/takeout/internal/promotion"
 )
 
 // Merchant statuses.
@@ -112,6 +113,9 @@ type Menu struct {
 	Merchant   Merchant   `json:"merchant"`
 	Categories []Category `json:"categories"`
 	Dishes     []Dish     `json:"dishes"`
+	// Promotions are the merchant's promotions that are on: confirm says
+	// which a cart gets.
+	Promotions []promotion.Promotion `json:"promotions"`
 }
 
 // MerchantList is the answer of GET /v1/merchants.

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,6 +24,7 @@ import (
 	"github.com/takeout/takeout/internal/hours"
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
 )
 
@@ -182,9 +184,10 @@ func withOpenNow(e cacheEntry, now time.Time) []byte {
 
 // menuBody is a menu as cached: all but what depends on the time.
 type menuBody struct {
-	Merchant   Merchant   `json:"merchant"`
-	Categories []Category `json:"categories"`
-	Dishes     []Dish     `json:"dishes"`
+	Merchant   Merchant              `json:"merchant"`
+	Categories []Category            `json:"categories"`
+	Dishes     []Dish                `json:"dishes"`
+	Promotions []promotion.Promotion `json:"promotions"`
 }
 
 func (s *Service) menu(ctx context.Context, merchantID int64) (cacheEntry, error) {
@@ -207,7 +210,19 @@ func (s *Service) menu(ctx context.Context, merchantID int64) (cacheEntry, error
 	if err != nil {
 		return cacheEntry{}, fmt.Errorf("list categories: %w", err)
 	}
-	menu := menuBody{Merchant: merchantFromRow(m), Categories: make([]Category, len(categories)), Dishes: dishes}
+	promos, err := s.q.PromotionsOnMenu(ctx, s.pool, merchantID)
+	if err != nil {
+		return cacheEntry{}, fmt.Errorf("list promotions: %w", err)
+	}
+	menu := menuBody{Merchant: merchantFromRow(m), Categories: make([]Category, len(categories)), Dishes: dishes,
+		Promotions: []promotion.Promotion{}}
+	today := s.now().In(cmp.Or(schedule.Location, time.UTC)).Format(time.DateOnly)
+	for _, p := range promos {
+		// Those that ended before the merchant's today are off the menu.
+		if !p.Promotion.EndsOn.Valid || p.Promotion.EndsOn.Time.Format(time.DateOnly) >= today {
+			menu.Promotions = append(menu.Promotions, promotion.Out(p.Promotion, p.BudgetLeft))
+		}
+	}
 	for i, c := range categories {
 		menu.Categories[i] = categoryFromRow(c)
 	}

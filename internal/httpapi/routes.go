@@ -13,6 +13,7 @@ import (
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/subscribemsg"
@@ -102,10 +103,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPatch, a+"/dishes/{id}", catalog.HandleUpdateDish(d.Catalog))
 			r.Method(http.MethodPut, a+"/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
 			r.Method(http.MethodPost, a+"/dishes/{id}/stock/adjustments", catalog.HandleAdjustStock(d.Catalog, d.Idempotency))
-			r.Method(http.MethodPost, a+"/voucher-templates", voucher.HandleCreateTemplate(d.Vouchers, d.Idempotency))
-			r.Method(http.MethodGet, a+"/voucher-templates", voucher.HandleListTemplates(d.Vouchers))
-			r.Method(http.MethodGet, a+"/voucher-templates/{id}", voucher.HandleGetTemplate(d.Vouchers))
-			r.Method(http.MethodPatch, a+"/voucher-templates/{id}", voucher.HandleUpdateTemplate(d.Vouchers))
+			discountRoutes(r, d, a)
 			r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
 			r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
 			r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
@@ -124,4 +122,16 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 		})
 	})
+}
+
+// discountRoutes are staff's routes of promotions and voucher templates.
+func discountRoutes(r chi.Router, d Deps, a string) {
+	r.Method(http.MethodPost, a+"/merchants/{id}/promotions", promotion.HandleCreate(d.Promotions, d.Idempotency))
+	r.Method(http.MethodGet, a+"/merchants/{id}/promotions", promotion.HandleList(d.Promotions))
+	r.Method(http.MethodGet, a+"/promotions/{id}", promotion.HandleGet(d.Promotions))
+	r.Method(http.MethodPatch, a+"/promotions/{id}", promotion.HandleUpdate(d.Promotions))
+	r.Method(http.MethodPost, a+"/voucher-templates", voucher.HandleCreateTemplate(d.Vouchers, d.Idempotency))
+	r.Method(http.MethodGet, a+"/voucher-templates", voucher.HandleListTemplates(d.Vouchers))
+	r.Method(http.MethodGet, a+"/voucher-templates/{id}", voucher.HandleGetTemplate(d.Vouchers))
+	r.Method(http.MethodPatch, a+"/voucher-templates/{id}", voucher.HandleUpdateTemplate(d.Vouchers))
 }

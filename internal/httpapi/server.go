@@ -20,6 +20,7 @@ import (
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/subscribemsg"
@@ -45,6 +46,7 @@ type Deps struct {
 	Stream       *orderstream.Hub
 	Messages     *subscribemsg.Sender
 	Vouchers     *voucher.Service
+	Promotions   *promotion.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

@@ -16,10 +16,11 @@ import (
 // DigestAlg names the canonical form and hash below; it is stored with
 // every order so the form can evolve without breaking old digests. v1
 // (before options and packaging fees) had neither the option ids, the
-// packaging fees nor the location; v2 had no voucher and discount. Their
+// packaging fees nor the location; v2 had no voucher and discount; v3 no
+// promotions. Their
 // tokens are no longer accepted (410), and their orders keep the digests
 // they were placed with.
-const DigestAlg = "sm3/v3"
+const DigestAlg = "sm3/v4"
 
 // Intent is the stable content of an order: who orders what from whom, at
 // which prices, delivered where, with which remark. It excludes anything
@@ -33,12 +34,15 @@ type Intent struct {
 	PackagingFeeFen int64
 	DeliveryFeeFen  int64
 	// VoucherID is the voucher spent on the order (0: none), and
-	// DiscountFen what it takes off the items.
+	// DiscountFen what it and the promotions take off the items.
 	VoucherID   int64
 	DiscountFen int64
-	TotalFen    int64
-	Address     Address
-	Remark      string
+	// Promotions are the merchant's promotions the order gets (sorted by
+	// id): DeliveryFeeFen is after a free delivery's waiver.
+	Promotions []IntentPromotion
+	TotalFen   int64
+	Address    Address
+	Remark     string
 }
 
 // IntentItem is one line of an Intent: a dish with its chosen option
@@ -50,6 +54,14 @@ type IntentItem struct {
 	UnitPriceFen    int64
 	PackagingFeeFen int64
 	OptionIDs       []int64
+}
+
+// IntentPromotion is a promotion an order gets, at the version it was
+// quoted at, and what it takes off (the dishes, or the delivery fee).
+type IntentPromotion struct {
+	ID        int64
+	Version   int64
+	AmountFen int64
 }
 
 // Address is where an order goes; Location, when the mini-program's
@@ -81,6 +93,7 @@ func (in *Intent) Normalize() {
 		slices.Sort(in.Items[i].OptionIDs)
 	}
 	slices.SortFunc(in.Items, compareItems)
+	slices.SortFunc(in.Promotions, func(a, b IntentPromotion) int { return cmp.Compare(a.ID, b.ID) })
 	in.Address = in.Address.Normalize()
 	in.Remark = normalizeText(in.Remark)
 }
@@ -124,7 +137,7 @@ func normalizePhone(s string) string {
 // make two different intents encode alike. Option choices appear by id
 // only: their names and deltas are in the unit price, and may be renamed.
 //
-//	takeout-order/sm3/v2
+//	takeout-order/sm3/v4
 //	user:<id>
 //	merchant:<id>
 //	item:<dish id>:<qty>:<unit price fen>:<packaging fee fen>:<choice ids>
@@ -132,9 +145,11 @@ func normalizePhone(s string) string {
 //	                      ids ascending, comma-separated, empty for none)
 //	items_total_fen:<n>
 //	packaging_fee_fen:<n>
-//	delivery_fee_fen:<n>
+//	delivery_fee_fen:<n>                       (after a free delivery's waiver)
 //	voucher:<id>                               (0 for none)
 //	discount_fen:<n>
+//	promotion:<id>:<version>:<amount fen>      (one per line, by id; none
+//	                                            for no promotion)
 //	total_fen:<n>
 //	address.name:<len>:<text>
 //	address.phone:<len>:<text>
@@ -170,6 +185,15 @@ func (in Intent) Canonical(seq int) []byte {
 	b = appendInt(b, "delivery_fee_fen", in.DeliveryFeeFen)
 	b = appendInt(b, "voucher", in.VoucherID)
 	b = appendInt(b, "discount_fen", in.DiscountFen)
+	for _, p := range in.Promotions {
+		b = append(b, "promotion:"...)
+		b = strconv.AppendInt(b, p.ID, 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, p.Version, 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, p.AmountFen, 10)
+		b = append(b, '\n')
+	}
 	b = appendInt(b, "total_fen", in.TotalFen)
 	b = appendString(b, "address.name", in.Address.Name)
 	b = appendString(b, "address.phone", in.Address.Phone)

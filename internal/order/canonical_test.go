@@ -24,7 +24,8 @@ func fixedIntent() Intent {
 			{DishID: 3, Qty: 1, UnitPriceFen: 3700, PackagingFeeFen: 100, OptionIDs: []int64{31, 5}},
 			{DishID: 3, Qty: 1, UnitPriceFen: 3200, PackagingFeeFen: 100, OptionIDs: []int64{4}},
 		},
-		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, VoucherID: 901, DiscountFen: 500, TotalFen: 8400,
+		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, VoucherID: 901, DiscountFen: 800, TotalFen: 8100,
+		Promotions: []IntentPromotion{{ID: 77, Version: 3, AmountFen: 300}},
 		Address: Address{Name: "  Li  Lei ", Phone: "138-0013 8000", Detail: "Room 1201,\tBuilding 5, 88 Keyuan Rd",
 			Location: &Location{Lat: 22.5431, Lng: 113.9348}},
 		Remark: "少辣 no  cilantro",
@@ -34,11 +35,11 @@ func fixedIntent() Intent {
 }
 
 // The canonical form is part of the contract between instances and
-// versions: these exact bytes and digests must never change under sm3/v3.
+// versions: these exact bytes and digests must never change under sm3/v4.
 func TestCanonicalGolden(t *testing.T) {
 	t.Parallel()
 	in := fixedIntent()
-	want := "takeout-order/sm3/v3\n" +
+	want := "takeout-order/sm3/v4\n" +
 		"user:42\n" +
 		"merchant:7\n" +
 		"item:3:1:3200:100:4\n" +
@@ -48,8 +49,9 @@ func TestCanonicalGolden(t *testing.T) {
 		"packaging_fee_fen:200\n" +
 		"delivery_fee_fen:300\n" +
 		"voucher:901\n" +
-		"discount_fen:500\n" +
-		"total_fen:8400\n" +
+		"discount_fen:800\n" +
+		"promotion:77:3:300\n" +
+		"total_fen:8100\n" +
 		"address.name:6:Li Lei\n" +
 		"address.phone:11:13800138000\n" +
 		"address.detail:35:Room 1201, Building 5, 88 Keyuan Rd\n" +
@@ -68,8 +70,8 @@ func TestCanonicalGolden(t *testing.T) {
 }
 
 const (
-	goldenIntentDigest  = "e60efdbc11226f554d80288c941abe0b6c0c3e8360a39a9de92cbb6d81f5ec54" // cross-checked with OpenSSL SM3
-	goldenContentDigest = "3694110ed26be5be917268926c758fd05bf66c0c15c5fce5e10df5bdac193f63"
+	goldenIntentDigest  = "5a081f5dab3fd632b52737a7db014d13a63404550aa67409229b9606fa4f0cf9" // cross-checked with OpenSSL SM3
+	goldenContentDigest = "71ca206620b6b0c722897dac6a22e52266ed20ac289224e8d7c4c213b7df2e42"
 )
 
 // Every stable field changes the digest; the intent sequence separates
@@ -79,24 +81,27 @@ func TestDigestSensitivity(t *testing.T) {
 	base := fixedIntent()
 	d := base.IntentDigest(1)
 	mutations := map[string]func(*Intent){
-		"user":     func(in *Intent) { in.UserID++ },
-		"merchant": func(in *Intent) { in.MerchantID++ },
-		"qty":      func(in *Intent) { in.Items[0].Qty++ },
-		"price":    func(in *Intent) { in.Items[1].UnitPriceFen++ },
-		"dish":     func(in *Intent) { in.Items[1].DishID = 13 },
-		"fee":      func(in *Intent) { in.DeliveryFeeFen++ },
-		"packing":  func(in *Intent) { in.Items[0].PackagingFeeFen++ },
-		"packings": func(in *Intent) { in.PackagingFeeFen++ },
-		"option":   func(in *Intent) { in.Items[0].OptionIDs[0] = 6 },
-		"no opts":  func(in *Intent) { in.Items[0].OptionIDs = nil },
-		"location": func(in *Intent) { in.Address.Location.Lat += 0.000001 },
-		"no place": func(in *Intent) { in.Address.Location = nil },
-		"name":     func(in *Intent) { in.Address.Name += "x" },
-		"phone":    func(in *Intent) { in.Address.Phone += "1" },
-		"detail":   func(in *Intent) { in.Address.Detail += "x" },
-		"remark":   func(in *Intent) { in.Remark += "x" },
-		"voucher":  func(in *Intent) { in.VoucherID++ },
-		"discount": func(in *Intent) { in.DiscountFen++ },
+		"user":              func(in *Intent) { in.UserID++ },
+		"merchant":          func(in *Intent) { in.MerchantID++ },
+		"qty":               func(in *Intent) { in.Items[0].Qty++ },
+		"price":             func(in *Intent) { in.Items[1].UnitPriceFen++ },
+		"dish":              func(in *Intent) { in.Items[1].DishID = 13 },
+		"fee":               func(in *Intent) { in.DeliveryFeeFen++ },
+		"packing":           func(in *Intent) { in.Items[0].PackagingFeeFen++ },
+		"packings":          func(in *Intent) { in.PackagingFeeFen++ },
+		"option":            func(in *Intent) { in.Items[0].OptionIDs[0] = 6 },
+		"no opts":           func(in *Intent) { in.Items[0].OptionIDs = nil },
+		"location":          func(in *Intent) { in.Address.Location.Lat += 0.000001 },
+		"no place":          func(in *Intent) { in.Address.Location = nil },
+		"name":              func(in *Intent) { in.Address.Name += "x" },
+		"phone":             func(in *Intent) { in.Address.Phone += "1" },
+		"detail":            func(in *Intent) { in.Address.Detail += "x" },
+		"remark":            func(in *Intent) { in.Remark += "x" },
+		"voucher":           func(in *Intent) { in.VoucherID++ },
+		"promotion version": func(in *Intent) { in.Promotions[0].Version++ },
+		"promotion amount":  func(in *Intent) { in.Promotions[0].AmountFen++ },
+		"no promotion":      func(in *Intent) { in.Promotions = nil },
+		"discount":          func(in *Intent) { in.DiscountFen++ },
 		// Length prefixes: moving text between fields changes the bytes.
 		"shift": func(in *Intent) { in.Address.Name += "\naddress.phone:0:"; in.Address.Phone = "" },
 	}
@@ -117,7 +122,8 @@ func TestDigestSensitivity(t *testing.T) {
 			{DishID: 3, Qty: 1, UnitPriceFen: 3700, PackagingFeeFen: 100, OptionIDs: []int64{5, 31}},
 			{DishID: 12, Qty: 1, UnitPriceFen: 1500},
 		},
-		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, VoucherID: 901, DiscountFen: 500, TotalFen: 8400,
+		ItemsTotalFen: 8400, PackagingFeeFen: 200, DeliveryFeeFen: 300, VoucherID: 901, DiscountFen: 800, TotalFen: 8100,
+		Promotions: []IntentPromotion{{ID: 77, Version: 3, AmountFen: 300}},
 		Address: Address{Name: "Li Lei", Phone: "13800138000", Detail: "Room 1201, Building 5, 88 Keyuan Rd",
 			Location: &Location{Lat: 22.54310000004, Lng: 113.9348}},
 		Remark: "少辣 no cilantro",

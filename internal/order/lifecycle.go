@@ -16,6 +16,7 @@ import (
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/voucher"
 	"github.com/takeout/takeout/internal/webhook"
@@ -151,6 +152,13 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			}
 			if released {
 				s.vouchers.WithLabelValues("released").Inc()
+			}
+		case statemachine.ReleasePromotions:
+			if len(out.Promotions) == 0 {
+				continue // got none: no statement
+			}
+			if err := promotion.Release(ctx, tx, row.ID); err != nil {
+				return err
 			}
 		case statemachine.ConsumeStock:
 			if err := inventory.Consume(ctx, tx, row.ID); err != nil {

@@ -31,12 +31,15 @@ type Order struct {
 	PackagingFeeFen int64               `json:"packaging_fee_fen"`
 	DeliveryFeeFen  int64               `json:"delivery_fee_fen"`
 	// VoucherID is the voucher spent on the order (null: none) and
-	// DiscountFen what it took off the dishes; PlatformDiscountFen and
-	// MerchantDiscountFen are who pays for it, for the settlement.
+	// DiscountFen what it and the promotions took off the dishes;
+	// PlatformDiscountFen and MerchantDiscountFen are who pays for it,
+	// for the settlement.
 	VoucherID           *string `json:"voucher_id"`
 	DiscountFen         int64   `json:"discount_fen"`
 	PlatformDiscountFen int64   `json:"platform_discount_fen"`
 	MerchantDiscountFen int64   `json:"merchant_discount_fen"`
+	// Promotions are the merchant's promotions the order got.
+	Promotions []OrderPromotion `json:"promotions"`
 	// TotalFen is what the customer pays: dishes, packaging and delivery,
 	// less the discount.
 	TotalFen    int64     `json:"total_fen"`
@@ -125,6 +128,11 @@ func orderFromRow(o dbsqlc.Order, items []dbsqlc.OrderItem, addr Address) Order 
 		out.VoucherID = &id
 	}
 	out.PlatformDiscountFen, out.MerchantDiscountFen = o.PlatformDiscountFen, o.MerchantDiscountFen
+	// Written by this package (Token.promotionsJSON); an unreadable value
+	// would show as none rather than fail the read of the order.
+	if err := json.Unmarshal(o.Promotions, &out.Promotions); err != nil || out.Promotions == nil {
+		out.Promotions = []OrderPromotion{}
+	}
 	for i, it := range items {
 		out.Items[i] = itemFromRow(it)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/voucher"
 )
@@ -189,6 +190,7 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 		DigestAlg: o.DigestAlg, ItemsTotalFen: o.ItemsTotalFen, PackagingFeeFen: o.PackagingFeeFen, DeliveryFeeFen: o.DeliveryFeeFen, TotalFen: o.TotalFen,
 		Address: o.Address, Remark: o.Remark, PayDeadline: o.PayDeadline, CreatedAt: o.CreatedAt,
 		VoucherID: o.VoucherID, DiscountFen: o.DiscountFen, PlatformDiscountFen: o.PlatformDiscountFen, MerchantDiscountFen: o.MerchantDiscountFen,
+		Promotions: o.Promotions,
 	})
 	var p Placed
 	switch {
@@ -246,6 +248,13 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, QuoteVersion: tok.QuoteVersion}, lines); err != nil {
 		return Order{}, err
 	}
+	// Then the promotions' budgets and the first-order claim, in the
+	// order order_place takes them.
+	if taken, firstOrder := tok.promotionsTaken(); len(taken.Budgets) > 0 || taken.NewCustomerScope != nil {
+		if err := promotion.Take(ctx, tx, tok.UserID, row.ID, taken, firstOrder); err != nil {
+			return Order{}, err
+		}
+	}
 	// The voucher last, as order_place takes it: a placement that waits
 	// for its row holds nothing that the holder may wait for.
 	if tok.VoucherID != 0 {
@@ -267,12 +276,17 @@ func (s *Service) newOrderRow(tok Token, in Intent) (dbsqlc.Order, error) {
 	digest := in.IntentDigest(tok.Seq)
 	now := s.now()
 	platform, merchant := tok.discountShares()
+	promos, err := tok.promotionsJSON()
+	if err != nil {
+		return dbsqlc.Order{}, err
+	}
 	return dbsqlc.Order{
 		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID, IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()),
 		IntentSeq: int32(tok.Seq), DigestAlg: DigestAlg, Status: statemachine.PendingPayment, //nolint:gosec // G115: small, from our signed token
 		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 		Address: addr, Remark: in.Remark, Version: 1, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now, UpdatedAt: now,
-		VoucherID: tok.voucher(), DiscountFen: tok.DiscountFen, PlatformDiscountFen: platform, MerchantDiscountFen: merchant,
+		VoucherID: tok.voucher(), DiscountFen: tok.discountFen(), PlatformDiscountFen: platform, MerchantDiscountFen: merchant,
+		Promotions: promos,
 	}, nil
 }
 
@@ -285,12 +299,62 @@ func (t Token) voucher() *int64 {
 }
 
 // discountShares are the platform's and the merchant's shares of the
-// token's discount: the voucher's funder pays it all.
+// token's discount: each discount's funder pays for it.
 func (t Token) discountShares() (platform, merchant int64) {
-	if t.FundedBy == voucher.FundedByMerchant {
-		return 0, t.DiscountFen
+	if t.VoucherFundedBy == voucher.FundedByMerchant {
+		merchant += t.VoucherFen
+	} else {
+		platform += t.VoucherFen
 	}
-	return t.DiscountFen, 0
+	for _, p := range t.Promotions {
+		switch {
+		case !p.itemsOff():
+		case p.FundedBy == promotion.FundedByMerchant:
+			merchant += p.AmountFen
+		default:
+			platform += p.AmountFen
+		}
+	}
+	return platform, merchant
+}
+
+// OrderPromotion is a promotion an order got, as the order shows it (and
+// orders.promotions keeps it): which, at what version, what it took off
+// (the dishes, or the delivery fee it waived), and who pays for it.
+type OrderPromotion struct {
+	PromotionID string `json:"promotion_id"`
+	Version     int64  `json:"version"`
+	Kind        string `json:"kind"`
+	Name        string `json:"name"`
+	AmountFen   int64  `json:"amount_fen"`
+	FundedBy    string `json:"funded_by"`
+}
+
+// promotionsJSON is the token's promotions as orders.promotions keeps
+// them.
+func (t Token) promotionsJSON() ([]byte, error) {
+	out := make([]OrderPromotion, len(t.Promotions))
+	for i, p := range t.Promotions {
+		out[i] = OrderPromotion{PromotionID: strconv.FormatInt(p.ID, 10), Version: p.Version, Kind: p.Kind, Name: p.Name,
+			AmountFen: p.AmountFen, FundedBy: p.FundedBy}
+	}
+	return json.Marshal(out)
+}
+
+// promotionsTaken is what the token's order takes from promotions in its
+// placement, and the first-order discount's promotion (0: none).
+func (t Token) promotionsTaken() (promotion.Taken, int64) {
+	var taken promotion.Taken
+	var firstOrder int64
+	for _, p := range t.Promotions {
+		if p.Budget {
+			taken.Budgets = append(taken.Budgets, promotion.Budget{PromotionID: p.ID, AmountFen: p.AmountFen})
+		}
+		if p.Scope != nil {
+			taken.NewCustomerScope, firstOrder = p.Scope, p.ID
+		}
+	}
+	return taken, firstOrder
 }
 
 // orderItems are the rows of tok's lines for order id, each with its
@@ -301,7 +365,7 @@ func orderItems(id int64, tok Token) []dbsqlc.OrderItem {
 	for i, it := range tok.Items {
 		totals[i] = it.UnitPriceFen * int64(it.Qty)
 	}
-	shares := spreadDiscount(totals, tok.DiscountFen)
+	shares := spreadDiscount(totals, tok.discountFen())
 	for i, it := range tok.Items {
 		items[i] = dbsqlc.OrderItem{OrderID: id, Line: int16(i), DishID: it.DishID, Name: it.Name, Qty: it.Qty, //nolint:gosec // G115: at most maxItems
 			UnitPriceFen: it.UnitPriceFen, LineTotalFen: totals[i], Options: itemOptionsJSON(it.Options),
@@ -344,8 +408,8 @@ func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply R
 		DeliveryFeeFen: row.DeliveryFeeFen, TotalFen: row.TotalFen, Address: row.Address, Remark: row.Remark,
 		PayDeadline: row.PayDeadline, CreatedAt: row.CreatedAt, Actor: placedBy(row.UserID), QuoteVersion: tok.QuoteVersion,
 		VoucherID: row.VoucherID, DiscountFen: row.DiscountFen, PlatformDiscountFen: row.PlatformDiscountFen,
-		MerchantDiscountFen: row.MerchantDiscountFen,
-		RecordKey:           rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
+		MerchantDiscountFen: row.MerchantDiscountFen, Promotions: row.Promotions,
+		RecordKey: rec.Key, RecordFingerprint: rec.Fingerprint, RecordDigestAlg: rec.DigestAlg, RecordStatusCode: rec.StatusCode,
 		RecordHeaders: rec.Headers, RecordBody: rec.Body, RecordExpiresAt: rec.ExpiresAt,
 	}
 	for _, it := range items {
@@ -356,6 +420,14 @@ func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply R
 		p.ItemOptions = append(p.ItemOptions, it.Options)
 		p.ItemPackagingFeesFen = append(p.ItemPackagingFeesFen, it.PackagingFeeFen)
 		p.ItemDiscountsFen = append(p.ItemDiscountsFen, it.DiscountFen)
+	}
+	taken, _ := tok.promotionsTaken()
+	p.NewCustomerScope = taken.NewCustomerScope
+	p.BudgetPromotionIds, p.BudgetAmountsFen, p.BudgetStartShards = []int64{}, []int64{}, []int16{}
+	for _, b := range taken.Budgets {
+		p.BudgetPromotionIds = append(p.BudgetPromotionIds, b.PromotionID)
+		p.BudgetAmountsFen = append(p.BudgetAmountsFen, b.AmountFen)
+		p.BudgetStartShards = append(p.BudgetStartShards, promotion.StartShard())
 	}
 	take := inventory.FreeTakeOf(stockLines(tok))
 	p.StockDishIds, p.StockQtys, p.StockPricesFen = take.DishIDs, take.Qtys, take.PricesFen

@@ -26,6 +26,7 @@ import (
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/problem"
+	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/voucher"
 	"github.com/takeout/takeout/internal/webhook"
@@ -199,17 +200,23 @@ type ConfirmResponse struct {
 	// lines (each Item's DiscountFen).
 	DiscountFen int64      `json:"discount_fen"`
 	Discounts   []Discount `json:"discounts"`
-	TotalFen    int64      `json:"total_fen"`
-	ExpiresAt   time.Time  `json:"expires_at"`
-	Duplicate   bool       `json:"duplicate"`
+	// Skipped are the merchant's promotions the cart does not get, each
+	// with its reason.
+	Skipped   []promotion.Skipped `json:"skipped"`
+	TotalFen  int64               `json:"total_fen"`
+	ExpiresAt time.Time           `json:"expires_at"`
+	Duplicate bool                `json:"duplicate"`
 }
 
-// Discount is a discount an order gets: a voucher of the customer's.
+// Discount is a discount an order gets: a promotion of the merchant's
+// (Kind spend_save, new_customer or free_delivery: AmountFen is then the
+// delivery fee waived) or a voucher of the customer's.
 type Discount struct {
-	Kind      string `json:"kind"`
-	VoucherID string `json:"voucher_id,omitempty"`
-	Name      string `json:"name"`
-	AmountFen int64  `json:"amount_fen"`
+	Kind        string `json:"kind"`
+	PromotionID string `json:"promotion_id,omitempty"`
+	VoucherID   string `json:"voucher_id,omitempty"`
+	Name        string `json:"name"`
+	AmountFen   int64  `json:"amount_fen"`
 	// FundedBy is who pays for it: platform or merchant.
 	FundedBy string `json:"funded_by"`
 }
@@ -325,18 +332,9 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		return ConfirmResponse{}, err
 	}
 	tok := Token{QuoteVersion: rules.quoteVersion}
-	discounts := []Discount{}
-	var v voucher.Spendable
-	if req.VoucherID != "" {
-		id, _ := strconv.ParseInt(req.VoucherID, 10, 64) // validated
-		if v, err = voucher.ForCart(ctx, s.opts.Pool, userID, id, merchantID, in.ItemsTotalFen, s.now()); err != nil {
-			return ConfirmResponse{}, err
-		}
-		in.VoucherID, in.DiscountFen = v.ID, v.Discount(in.ItemsTotalFen, in.TotalFen)
-		in.TotalFen -= in.DiscountFen
-		tok.VoucherID, tok.DiscountFen, tok.FundedBy = v.ID, in.DiscountFen, v.FundedBy
-		discounts = append(discounts, Discount{Kind: DiscountVoucher, VoucherID: req.VoucherID, Name: v.Name, AmountFen: in.DiscountFen,
-			FundedBy: v.FundedBy})
+	discounts, skipped, v, err := s.discount(ctx, req, rows[0], rules, &in, &tok)
+	if err != nil {
+		return ConfirmResponse{}, err
 	}
 	if max := s.opts.MaxTotalFen; max > 0 && in.TotalFen > max {
 		return ConfirmResponse{}, problem.New(problem.AboveMaximum, "the order comes to %d fen, above the %d fen one payment may take: order less at once", in.TotalFen, max).
@@ -347,12 +345,72 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		tok.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
 	}
 	resp, err := s.quote(ctx, req, in, tokItems, tok, discounts)
+	resp.Skipped = skipped
 	if err == nil && v.HeldBy != 0 && (!resp.Duplicate || resp.OrderID != strconv.FormatInt(v.HeldBy, 10)) {
 		// The voucher is spent on another order: only this cart's own
 		// order, confirmed again, may name it.
 		return ConfirmResponse{}, v.Used()
 	}
 	return resp, err
+}
+
+// discount weighs the merchant's promotions and the customer's voucher
+// for the priced cart in (promotion.Best), and applies the choice to in
+// and tok: the discounts applied, and the promotions skipped with their
+// reasons.
+func (s *Service) discount(ctx context.Context, req ConfirmRequest, merchant dbsqlc.QuoteCartRow, rules merchantRules, in *Intent, tok *Token) ([]Discount, []promotion.Skipped, voucher.Spendable, error) {
+	var v voucher.Spendable
+	terms, err := promotion.Terms(merchant.Promotions)
+	if err != nil {
+		return nil, nil, v, err
+	}
+	cart := promotion.Cart{ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen,
+		Now: s.now(), Location: cmp.Or(rules.schedule.Location, time.UTC)}
+	if slices.ContainsFunc(terms, func(t promotion.Term) bool { return t.Kind == promotion.KindNewCustomer }) {
+		if cart.NewAtMerchant, cart.NewOnPlatform, err = promotion.CustomerIsNew(ctx, s.opts.Pool, in.UserID, in.MerchantID); err != nil {
+			return nil, nil, v, err
+		}
+	}
+	if req.VoucherID != "" {
+		id, _ := strconv.ParseInt(req.VoucherID, 10, 64) // validated
+		if v, err = voucher.ForCart(ctx, s.opts.Pool, in.UserID, id, in.MerchantID, in.ItemsTotalFen, s.now()); err != nil {
+			return nil, nil, v, err
+		}
+		cart.VoucherFen = v.AmountFen
+	}
+	choice := promotion.Best(terms, cart)
+	discounts := []Discount{}
+	for _, a := range choice.Applied {
+		p := TokenPromotion{ID: a.Term.ID, Version: a.Term.Version, Kind: a.Term.Kind, Name: a.Term.Name, AmountFen: a.AmountFen,
+			FundedBy: a.Term.FundedBy, Budget: a.Term.BudgetLeft != nil}
+		switch a.Term.NewCustomerScope {
+		case promotion.ScopeMerchant:
+			p.Scope = &in.MerchantID
+		case promotion.ScopePlatform:
+			p.Scope = new(int64)
+		}
+		tok.Promotions = append(tok.Promotions, p)
+		in.Promotions = append(in.Promotions, IntentPromotion{ID: p.ID, Version: p.Version, AmountFen: p.AmountFen})
+		discounts = append(discounts, Discount{Kind: p.Kind, PromotionID: strconv.FormatInt(p.ID, 10), Name: p.Name,
+			AmountFen: p.AmountFen, FundedBy: p.FundedBy})
+	}
+	if v.ID != 0 {
+		if choice.VoucherOffFen == 0 {
+			return nil, nil, v, voucher.NoRoom(v.ID)
+		}
+		in.VoucherID = v.ID
+		tok.VoucherID, tok.VoucherFen, tok.VoucherFundedBy = v.ID, choice.VoucherOffFen, v.FundedBy
+		discounts = append(discounts, Discount{Kind: DiscountVoucher, VoucherID: req.VoucherID, Name: v.Name,
+			AmountFen: choice.VoucherOffFen, FundedBy: v.FundedBy})
+	}
+	in.DeliveryFeeFen -= choice.WaivedFen
+	in.DiscountFen = choice.ItemsOffFen + choice.VoucherOffFen
+	in.TotalFen = in.ItemsTotalFen + in.PackagingFeeFen + in.DeliveryFeeFen - in.DiscountFen
+	skipped := choice.Skipped
+	if skipped == nil {
+		skipped = []promotion.Skipped{}
+	}
+	return discounts, skipped, v, nil
 }
 
 // quote assigns the priced cart its intent sequence and order id, and

@@ -12,20 +12,22 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/takeout/takeout/internal/promotion"
 )
 
 // The confirm token carries everything submit needs, signed with HMAC-SM3
-// under a server secret: "v3.<base64url payload>.<base64url mac>". A token
+// under a server secret: "v4.<base64url payload>.<base64url mac>". A token
 // whose MAC does not verify is rejected before anything else is read, so a
 // forged or altered token never reaches Redis or the database. The
 // version moves with the canonical form (DigestAlg): a token of an older
-// one (v1, before options; v2, before vouchers) verifies, and is then
-// answered as outdated.
+// one (v1, before options; v2, before vouchers; v3, before promotions)
+// verifies, and is then answered as outdated.
 
-const tokenVersion = "v3"
+const tokenVersion = "v4"
 
 // oldTokenVersions are the versions answered as outdated.
-var oldTokenVersions = []string{"v1", "v2"}
+var oldTokenVersions = []string{"v1", "v2", "v3"}
 
 // Token is the signed content of a confirm token.
 type Token struct {
@@ -48,10 +50,46 @@ type Token struct {
 	OpenUntil int64 `json:"ou,omitempty"`
 	NextOpen  int64 `json:"no,omitempty"`
 	// VoucherID is the customer's voucher the cart was priced with (0:
-	// none), DiscountFen what it takes off, and FundedBy who pays for it.
-	VoucherID   int64  `json:"vo,omitempty"`
-	DiscountFen int64  `json:"vd,omitempty"`
-	FundedBy    string `json:"vf,omitempty"`
+	// none), VoucherFen what it takes off the dishes, and VoucherFundedBy
+	// who pays for it.
+	VoucherID       int64  `json:"vo,omitempty"`
+	VoucherFen      int64  `json:"vd,omitempty"`
+	VoucherFundedBy string `json:"vf,omitempty"`
+	// Promotions are the merchant's promotions the cart gets, by id; FeeFen
+	// is the delivery fee after a free delivery's waiver.
+	Promotions []TokenPromotion `json:"pr,omitempty"`
+}
+
+// TokenPromotion is a promotion a cart was quoted with, at its version:
+// what it takes off (the dishes, or the delivery fee it waives), who pays
+// for it, whether it has a budget to take from, and, for a first-order
+// discount, the scope of the claim (the merchant's id, 0 for the
+// platform).
+type TokenPromotion struct {
+	ID        int64  `json:"i"`
+	Version   int64  `json:"v"`
+	Kind      string `json:"k"`
+	Name      string `json:"n"`
+	AmountFen int64  `json:"a"`
+	FundedBy  string `json:"f"`
+	Budget    bool   `json:"b,omitempty"`
+	Scope     *int64 `json:"s,omitempty"`
+}
+
+// itemsOff reports whether the promotion takes its amount off the dishes
+// (free delivery waives the fee instead).
+func (p TokenPromotion) itemsOff() bool { return p.Kind != promotion.KindFreeDelivery }
+
+// discountFen is what the cart's discounts take off the dishes: the
+// voucher's and the promotions'.
+func (t Token) discountFen() int64 {
+	d := t.VoucherFen
+	for _, p := range t.Promotions {
+		if p.itemsOff() {
+			d += p.AmountFen
+		}
+	}
+	return d
 }
 
 // TokenItem is a quoted line: dish, chosen options, quantity, unit price
@@ -168,7 +206,10 @@ func (s *Signer) Verify(raw string) (Token, error) {
 // Intent rebuilds the intent the token was issued for.
 func (t Token) Intent() Intent {
 	in := Intent{UserID: t.UserID, MerchantID: t.MerchantID, DeliveryFeeFen: t.FeeFen, VoucherID: t.VoucherID,
-		DiscountFen: t.DiscountFen, Address: t.Address, Remark: t.Remark}
+		DiscountFen: t.discountFen(), Address: t.Address, Remark: t.Remark}
+	for _, p := range t.Promotions {
+		in.Promotions = append(in.Promotions, IntentPromotion{ID: p.ID, Version: p.Version, AmountFen: p.AmountFen})
+	}
 	for _, it := range t.Items {
 		in.Items = append(in.Items, IntentItem{DishID: it.DishID, Qty: it.Qty, UnitPriceFen: it.UnitPriceFen,
 			PackagingFeeFen: it.PackagingFeeFen, OptionIDs: it.optionIDs()})

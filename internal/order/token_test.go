@@ -21,7 +21,9 @@ func sampleToken() Token {
 				Options: []TokenOption{{ID: 31, Group: "Size", Name: "Large", DeltaFen: 300}, {ID: 5, Group: "Spice", Name: "Hot", DeltaFen: 200}}},
 			{DishID: 12, Qty: 1, UnitPriceFen: 1500, Name: "Rice", OptionsVersion: 1},
 		},
-		FeeFen: 300, VoucherID: 901, DiscountFen: 500, FundedBy: "merchant", Address: in.Address, Remark: in.Remark}
+		FeeFen: 300, VoucherID: 901, VoucherFen: 500, VoucherFundedBy: "merchant",
+		Promotions: []TokenPromotion{{ID: 77, Version: 3, Kind: "spend_save", Name: "30 off 300", AmountFen: 300, FundedBy: "merchant", Budget: true}},
+		Address:    in.Address, Remark: in.Remark}
 }
 
 func TestTokenRoundTripAndTampering(t *testing.T) {
@@ -57,7 +59,7 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 		"other key":       other,
 		"no signature":    parts[0] + "." + parts[1],
 		"empty signature": parts[0] + "." + parts[1] + ".",
-		"wrong version":   "v4" + tok[2:],
+		"wrong version":   "v5" + tok[2:],
 		"garbage":         "hello",
 		"empty":           "",
 	} {
@@ -66,16 +68,16 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 		}
 	}
 	// A genuine token of an earlier form (v1 before options, v2 before
-	// vouchers) is outdated, not invalid (the submit answers 410); the
+	// vouchers, v3 before promotions) is outdated, not invalid (the submit answers 410); the
 	// same bytes with a forged MAC stay invalid.
-	for _, v := range []string{"v1", "v2"} {
+	for _, v := range []string{"v1", "v2", "v3"} {
 		signed := v + "." + parts[1]
 		old := signed + "." + base64.RawURLEncoding.EncodeToString(s.mac([]byte(signed)))
 		if _, err := s.Verify(old); !errors.Is(err, errTokenOutdated) {
 			t.Errorf("%s token: %v, want outdated", v, err)
 		}
 		if _, err := s.Verify(signed + "." + parts[2]); !errors.Is(err, errTokenSignature) {
-			t.Errorf("%s token with a v3 MAC: %v, want a bad signature", v, err)
+			t.Errorf("%s token with a v4 MAC: %v, want a bad signature", v, err)
 		}
 	}
 	if !sampleToken().Expired(time.Unix(sampleToken().ExpiresAt, 0)) || sampleToken().Expired(time.Unix(sampleToken().ExpiresAt-1, 0)) {

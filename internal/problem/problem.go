@@ -59,6 +59,7 @@ var (
 	VoucherLimitReached    = Type{"voucher-limit-reached", http.StatusConflict, "You hold as many of this voucher as one customer may"}
 	VoucherBudgetSpent     = Type{"voucher-budget-spent", http.StatusConflict, "Every voucher of this kind has been claimed"}
 	VoucherUnavailable     = Type{"voucher-unavailable", http.StatusConflict, "The voucher cannot be spent on this order"}
+	PromotionUnavailable   = Type{"promotion-unavailable", http.StatusConflict, "A promotion the cart was quoted with no longer applies"}
 )
 
 // All lists every Type, for documentation checks.
@@ -70,7 +71,7 @@ func All() []Type {
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
 		RateLimited, StaffLoginFailed, VoucherNotClaimable, VoucherLimitReached, VoucherBudgetSpent,
-		VoucherUnavailable,
+		VoucherUnavailable, PromotionUnavailable,
 	}
 }
 

@@ -75,6 +75,7 @@ const (
 	Notify               Effect = "notify"                 // the order's event: live board, webhook, customer message
 	ClosePayment         Effect = "close_payment"          // close the order's open payment at the provider
 	ReleaseVoucher       Effect = "release_voucher"        // give back the voucher the order holds, if it still holds it
+	ReleasePromotions    Effect = "release_promotions"     // give back the promotions' budget and the first-order claim the order took
 )
 
 // OneStatement reports whether the one-statement path of a transition
@@ -112,11 +113,11 @@ type Transition struct {
 func Table() []Transition {
 	return []Transition{
 		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{Notify}, "payment callback or active query"},
-		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ClosePayment, Notify}, "user cancels"},
-		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, ReleaseVoucher, Notify}, "pay deadline passed"},
+		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, ClosePayment, Notify}, "user cancels"},
+		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "pay deadline passed"},
 		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
-		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, ReleaseVoucher, RequestRefund, Notify}, "merchant rejects"},
-		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, RequestRefund, Notify}, "user cancels before acceptance"},
+		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "merchant rejects"},
+		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "user cancels before acceptance"},
 		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared, waiting for pickup"},
 		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches (READY is optional)"},
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
@@ -129,7 +130,7 @@ func Table() []Transition {
 		// A voucher goes back with a whole refund before acceptance (the
 		// customer loses nothing by the merchant's refusal); once the
 		// kitchen accepted, it was spent.
-		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, ReleaseVoucher, Notify}, "partial refunds came to all that was paid"},
+		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "partial refunds came to all that was paid"},
 		{Accepted, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
 		{Ready, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
 		{Delivering, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},

@@ -27,6 +27,7 @@ const (
 	ReasonExpired        = "expired"
 	ReasonOtherMerchant  = "other_merchant"
 	ReasonBelowThreshold = "below_threshold"
+	ReasonNoRoom         = "no_room"
 )
 
 // Spendable is a customer's voucher that may be spent on a cart.
@@ -80,12 +81,12 @@ func ForCart(ctx context.Context, q dbsqlc.DBTX, userID, id, merchantID, itemsFe
 	return out, nil
 }
 
-// Discount is what the voucher takes off an order whose dishes come to
-// itemsFen and which comes to totalFen in all: its amount, but never more
-// than the dishes (a voucher discounts food, not fees) nor the whole
-// order (a payment takes at least one fen).
-func (v Spendable) Discount(itemsFen, totalFen int64) int64 {
-	return max(0, min(v.AmountFen, itemsFen, totalFen-1))
+// NoRoom is the refusal of a voucher that would take nothing off: the
+// merchant's promotions take off all the dishes may lose (order.Confirm
+// applies the voucher after them, never beyond the dishes nor the whole
+// order).
+func NoRoom(id int64) error {
+	return unavailable(ReasonNoRoom, "voucher %d would take nothing off: the promotions take off all that the dishes may lose", id)
 }
 
 // Take marks the customer's voucher id held by orderID in tx, waiting for

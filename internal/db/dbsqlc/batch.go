@@ -35,7 +35,9 @@ SELECT order_place_grouped(
     $34::text,
     $35::text, $36::bytea, $37::text,
     $38::integer, $39::jsonb, $40::bytea,
-    $41::timestamptz
+    $41::timestamptz,
+    $42::jsonb, $43::bigint[], $44::bigint[],
+    $45::smallint[], $46::bigint
 )::smallint AS outcome
 `
 
@@ -87,6 +89,11 @@ type OrderPlaceGroupedParams struct {
 	RecordHeaders         []byte
 	RecordBody            []byte
 	RecordExpiresAt       time.Time
+	Promotions            []byte
+	BudgetPromotionIds    []int64
+	BudgetAmountsFen      []int64
+	BudgetStartShards     []int16
+	NewCustomerScope      *int64
 }
 
 // OrderPlace for orders committed together, one statement each in one
@@ -137,6 +144,11 @@ func (q *Queries) OrderPlaceGrouped(ctx context.Context, db DBTX, arg []OrderPla
 			a.RecordHeaders,
 			a.RecordBody,
 			a.RecordExpiresAt,
+			a.Promotions,
+			a.BudgetPromotionIds,
+			a.BudgetAmountsFen,
+			a.BudgetStartShards,
+			a.NewCustomerScope,
 		}
 		batch.Queue(orderPlaceGrouped, vals...)
 	}

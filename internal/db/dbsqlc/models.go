@@ -149,6 +149,12 @@ type Merchant struct {
 	QuoteVersion   int64
 }
 
+type NewCustomerClaim struct {
+	UserID  int64
+	Scope   int64
+	OrderID int64
+}
+
 type OptionChoice struct {
 	ID            int64
 	GroupID       int64
@@ -192,6 +198,7 @@ type Order struct {
 	DiscountFen         int64
 	PlatformDiscountFen int64
 	MerchantDiscountFen int64
+	Promotions          []byte
 }
 
 type OrderEvent struct {
@@ -284,6 +291,33 @@ type PaymentNotification struct {
 	OrderID        *int64
 	Outcome        string
 	ReceivedAt     time.Time
+}
+
+type Promotion struct {
+	ID               int64
+	MerchantID       int64
+	Kind             string
+	Name             string
+	Tiers            []byte
+	NewCustomerScope *string
+	FundedBy         string
+	StartsOn         pgtype.Date
+	EndsOn           pgtype.Date
+	DailyFrom        pgtype.Time
+	DailyUntil       pgtype.Time
+	Stackable        bool
+	BudgetFen        *int64
+	Status           string
+	Version          int64
+	CreatedBy        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+type PromotionBudget struct {
+	PromotionID int64
+	Shard       int16
+	Remaining   int64
 }
 
 type Refund struct {

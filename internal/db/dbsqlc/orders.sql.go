@@ -13,7 +13,7 @@ import (
 )
 
 const orderGetByID = `-- name: OrderGetByID :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders WHERE id = $1
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders WHERE id = $1
 `
 
 func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, error) {
@@ -44,12 +44,13 @@ func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, e
 		&i.DiscountFen,
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
+		&i.Promotions,
 	)
 	return i, err
 }
 
 const orderGetByUserDigest = `-- name: OrderGetByUserDigest :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders WHERE user_id = $1 AND intent_digest = $2
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders WHERE user_id = $1 AND intent_digest = $2
 `
 
 type OrderGetByUserDigestParams struct {
@@ -85,12 +86,13 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 		&i.DiscountFen,
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
+		&i.Promotions,
 	)
 	return i, err
 }
 
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders WHERE id = $1 FOR UPDATE
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders WHERE id = $1 FOR UPDATE
 `
 
 // The order, locked: refund requests of one order take turns.
@@ -122,6 +124,7 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id int64) (Ord
 		&i.DiscountFen,
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
+		&i.Promotions,
 	)
 	return i, err
 }
@@ -188,12 +191,12 @@ func (q *Queries) OrderHistoryInsert(ctx context.Context, db DBTX, arg OrderHist
 const orderInsert = `-- name: OrderInsert :one
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                     items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at,
-                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen)
+                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
         $8, $9, $10, $11, $12, $13, $14, $15, $15,
-        $16, $17, $18, $19)
+        $16, $17, $18, $19, coalesce($20::jsonb, '[]'))
 ON CONFLICT DO NOTHING
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions
 `
 
 type OrderInsertParams struct {
@@ -216,6 +219,7 @@ type OrderInsertParams struct {
 	DiscountFen         int64
 	PlatformDiscountFen int64
 	MerchantDiscountFen int64
+	Promotions          []byte
 }
 
 // ON CONFLICT DO NOTHING with every unique index as arbiter: a duplicate
@@ -244,6 +248,7 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		arg.DiscountFen,
 		arg.PlatformDiscountFen,
 		arg.MerchantDiscountFen,
+		arg.Promotions,
 	)
 	var i Order
 	err := row.Scan(
@@ -271,6 +276,7 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		&i.DiscountFen,
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
+		&i.Promotions,
 	)
 	return i, err
 }
@@ -457,7 +463,7 @@ func (q *Queries) OrderLatestByContent(ctx context.Context, db DBTX, arg OrderLa
 }
 
 const orderListByUser = `-- name: OrderListByUser :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders
 WHERE user_id = $1 AND ($2::bigint IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3
@@ -504,6 +510,7 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 			&i.DiscountFen,
 			&i.PlatformDiscountFen,
 			&i.MerchantDiscountFen,
+			&i.Promotions,
 		); err != nil {
 			return nil, err
 		}
@@ -544,7 +551,9 @@ SELECT order_place(
     $34::text,
     $35::text, $36::bytea, $37::text,
     $38::integer, $39::jsonb, $40::bytea,
-    $41::timestamptz
+    $41::timestamptz,
+    $42::jsonb, $43::bigint[], $44::bigint[],
+    $45::smallint[], $46::bigint
 )::boolean AS placed
 `
 
@@ -590,6 +599,11 @@ type OrderPlaceParams struct {
 	RecordHeaders         []byte
 	RecordBody            []byte
 	RecordExpiresAt       time.Time
+	Promotions            []byte
+	BudgetPromotionIds    []int64
+	BudgetAmountsFen      []int64
+	BudgetStartShards     []int16
+	NewCustomerScope      *int64
 }
 
 // A new order and everything that goes with it in one statement (see
@@ -638,6 +652,11 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 		arg.RecordHeaders,
 		arg.RecordBody,
 		arg.RecordExpiresAt,
+		arg.Promotions,
+		arg.BudgetPromotionIds,
+		arg.BudgetAmountsFen,
+		arg.BudgetStartShards,
+		arg.NewCustomerScope,
 	)
 	var placed bool
 	err := row.Scan(&placed)
@@ -645,7 +664,7 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 }
 
 const orderSearch = `-- name: OrderSearch :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::bigint IS NULL OR merchant_id = $2)
   AND ($3::bigint IS NULL OR user_id = $3)
@@ -709,6 +728,7 @@ func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParam
 			&i.DiscountFen,
 			&i.PlatformDiscountFen,
 			&i.MerchantDiscountFen,
+			&i.Promotions,
 		); err != nil {
 			return nil, err
 		}
@@ -757,7 +777,7 @@ func (q *Queries) OrderTimeoutSweptToAdvance(ctx context.Context, db DBTX, swept
 const orderTransition = `-- name: OrderTransition :one
 UPDATE orders SET status = $1, version = version + 1, updated_at = now()
 WHERE id = $2 AND status = $3 AND version = $4
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions
 `
 
 type OrderTransitionParams struct {
@@ -801,6 +821,7 @@ func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransit
 		&i.DiscountFen,
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
+		&i.Promotions,
 	)
 	return i, err
 }
@@ -809,7 +830,7 @@ const orderUrge = `-- name: OrderUrge :one
 UPDATE orders SET urged_at = $1, urge_count = urge_count + 1
 WHERE id = $2 AND user_id = $3 AND status = ANY($4::text[])
   AND (urged_at IS NULL OR urged_at <= $5)
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions
 `
 
 type OrderUrgeParams struct {
@@ -856,6 +877,7 @@ func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (
 		&i.DiscountFen,
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
+		&i.Promotions,
 	)
 	return i, err
 }

@@ -74,7 +74,15 @@ SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latit
                    'choice_id', c.id, 'choice_name', c.name, 'delta', c.price_delta_fen, 'available', c.available)
                    ORDER BY g.position, g.id, c.position, c.id), '[]')
         FROM option_groups g JOIN option_choices c ON c.group_id = g.id
-        WHERE g.dish_id = d.id)::jsonb AS options
+        WHERE g.dish_id = d.id)::jsonb AS options,
+       -- The merchant's promotions that are on (those ended in the last
+       -- week too, so that confirm can say why they no longer apply),
+       -- each with the budget it has left (null: no budget).
+       (SELECT coalesce(jsonb_agg(to_jsonb(p) || jsonb_build_object('budget_left',
+                   (SELECT sum(b.remaining) FROM promotion_budget b WHERE b.promotion_id = p.id)) ORDER BY p.id), '[]')
+        FROM promotions p
+        WHERE p.merchant_id = m.id AND p.status = 'active'
+          AND (p.ends_on IS NULL OR p.ends_on >= current_date - 7))::jsonb AS promotions
 FROM merchants m
 LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY($1::bigint[])
 WHERE m.id = $2
@@ -106,6 +114,7 @@ type QuoteCartRow struct {
 	PackagingFeeFen *int64
 	OptionsVersion  *int64
 	Options         []byte
+	Promotions      []byte
 }
 
 // A confirm's reads in one round trip and one snapshot: the merchant's
@@ -141,6 +150,7 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 			&i.PackagingFeeFen,
 			&i.OptionsVersion,
 			&i.Options,
+			&i.Promotions,
 		); err != nil {
 			return nil, err
 		}
