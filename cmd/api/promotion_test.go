@@ -128,6 +128,12 @@ func TestPromotionsOnConfirmAndOrder(t *testing.T) {
 		t.Errorf("the order as read (-want +got):\n%s", diff)
 	}
 
+	// A cancel of an order whose promotions have no budget gives nothing
+	// back, and fails nothing.
+	if r := sh.do(t, api, "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
+		t.Errorf("cancel: %d %s", r.status, r.body)
+	}
+
 	// Below every threshold: nothing applies, each says why; the
 	// first-order discount alone (it does not stack) beats nothing.
 	small := sh.confirm(t, api, sh.login(t, "small"), sh.cart(1))
@@ -234,7 +240,9 @@ func TestPromotionBudgetStorm(t *testing.T) {
 	if late.DiscountFen != 0 || len(late.Skipped) != 1 || late.Skipped[0].Reason != "budget_spent" {
 		t.Errorf("a confirm after the budget ran out: discount %d, skipped %+v", late.DiscountFen, late.Skipped)
 	}
-	// A cancel gives its part back.
+	// A cancel gives its part back. Before it, the placed cart confirmed
+	// again by its customer (a second tap) is that order, with what it
+	// got, though the budget is spent now.
 	if len(placed) > 0 {
 		o := placed[0]
 		owner := users[0]
@@ -242,6 +250,9 @@ func TestPromotionBudgetStorm(t *testing.T) {
 			if r.status == 201 && placedOrder(t, r).ID == o.ID {
 				owner = users[i]
 			}
+		}
+		if re := sh.confirm(t, sh.apis[1], owner, sh.cart(3)); !re.Duplicate || re.OrderID != o.ID || re.DiscountFen != 500 {
+			t.Errorf("the placed cart confirmed again: duplicate %v, order %s (placed %s), discount %d", re.Duplicate, re.OrderID, o.ID, re.DiscountFen)
 		}
 		if r := sh.do(t, sh.apis[0], "POST", "/v1/orders/"+o.ID+"/cancel", owner, nil); r.status != 200 {
 			t.Fatalf("cancel: %d %s", r.status, r.body)
@@ -297,8 +308,19 @@ func TestNewCustomerDiscountOnce(t *testing.T) {
 		sh.count(t, "SELECT count(*) FROM orders WHERE merchant_id = $1", sh.merchantID) != 1 {
 		t.Errorf("claims of the first order %d; orders %d", n, sh.count(t, "SELECT count(*) FROM orders WHERE merchant_id = $1", sh.merchantID))
 	}
-	if c := sh.confirm(t, sh.apis[0], user, sh.cart(2)); len(c.Skipped) != 1 || c.Skipped[0].Reason != "not_new_customer" {
-		t.Errorf("a confirm while the first order stands: skipped %+v", c.Skipped)
+	if c := sh.confirm(t, sh.apis[0], user, sh.cart(20)); len(c.Skipped) != 1 || c.Skipped[0].Reason != "not_new_customer" {
+		t.Errorf("a confirm of another cart while the first order stands: skipped %+v", c.Skipped)
+	}
+	// The first order's own cart confirmed again (a second tap) is that
+	// order, with its discount.
+	for i, r := range answers {
+		if r.status != 201 {
+			continue
+		}
+		re := sh.confirm(t, sh.apis[1], user, sh.cart(int32(1+i))) //nolint:gosec // G115: small
+		if !re.Duplicate || re.OrderID != first[0].ID || re.DiscountFen != 800 {
+			t.Errorf("the first order's cart confirmed again: duplicate %v, order %s (first %s), discount %d", re.Duplicate, re.OrderID, first[0].ID, re.DiscountFen)
+		}
 	}
 	if r := sh.do(t, sh.apis[0], "POST", "/v1/orders/"+first[0].ID+"/cancel", user, nil); r.status != 200 {
 		t.Fatalf("cancel: %d %s", r.status, r.body)

@@ -73,7 +73,9 @@ WITH given AS (
 UPDATE promotion_budget b SET remaining = b.remaining + g.fen
 FROM given g
 WHERE b.promotion_id = g.promotion_id
-  AND b.shard = (SELECT mod(sqlc.arg(order_id)::bigint, count(*))::smallint
+  -- greatest: a promotion without a budget has no shards (and no row
+  -- to update), and the modulus must not be 0 for it.
+  AND b.shard = (SELECT mod(sqlc.arg(order_id)::bigint, greatest(count(*), 1))::smallint
                  FROM promotion_budget s WHERE s.promotion_id = g.promotion_id);
 
 -- name: NewCustomerLock :exec
@@ -88,19 +90,17 @@ ON CONFLICT DO NOTHING;
 -- name: NewCustomerRelease :execrows
 DELETE FROM new_customer_claims WHERE order_id = @order_id;
 
--- name: CustomerIsNew :one
--- Whether the customer may have a new-customer discount at the merchant
--- (and on the platform): no first order claimed in the scope, and no
--- order paid in it (those placed before promotions existed included).
+-- name: CustomerStanding :one
+-- What a customer's first-order discounts depend on: an order paid at the
+-- merchant (and anywhere), those placed before promotions existed
+-- included, and a first-order claim held in each scope.
 SELECT
-    NOT EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = @user_id AND c.scope = @merchant_id::bigint)
-    AND NOT EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
-                    WHERE o.user_id = @user_id AND o.merchant_id = @merchant_id::bigint AND p.paid_at IS NOT NULL)
-        AS at_merchant,
-    NOT EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = @user_id AND c.scope = 0)
-    AND NOT EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
-                    WHERE o.user_id = @user_id AND p.paid_at IS NOT NULL)
-        AS on_platform;
+    EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
+            WHERE o.user_id = @user_id AND o.merchant_id = @merchant_id::bigint AND p.paid_at IS NOT NULL)::boolean AS paid_at_merchant,
+    EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = @user_id AND c.scope = @merchant_id::bigint)::boolean AS claimed_at_merchant,
+    EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
+            WHERE o.user_id = @user_id AND p.paid_at IS NOT NULL)::boolean AS paid_on_platform,
+    EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = @user_id AND c.scope = 0)::boolean AS claimed_on_platform;
 
 -- name: PromotionBudgetTakeFree :execrows
 -- An order's part of a promotion's budget from one shard that has it and

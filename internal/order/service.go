@@ -331,8 +331,31 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	if err := rules.checkMinimum(in); err != nil {
 		return ConfirmResponse{}, err
 	}
-	tok := Token{QuoteVersion: rules.quoteVersion}
-	discounts, skipped, v, err := s.discount(ctx, req, rows[0], rules, &in, &tok)
+	tok0 := Token{QuoteVersion: rules.quoteVersion}
+	if !openUntil.IsZero() {
+		tok0.OpenUntil = openUntil.Unix()
+		tok0.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
+	}
+	w, err := s.weigh(ctx, req, rows[0], rules, in)
+	if err != nil {
+		return ConfirmResponse{}, err
+	}
+	choice := promotion.Best(w.terms, w.cart)
+	// The same cart confirmed again after its order went through may no
+	// longer get what that order got (the customer is no longer new, the
+	// budget has run low): weighed as it was, it is that order.
+	if again := promotion.Best(w.asPlaced(), w.cartAsPlaced()); !sameChoice(again, choice) {
+		resp, err := s.finish(ctx, req, in, tokItems, tok0, w, again)
+		if err != nil || resp.Duplicate {
+			return resp, err
+		}
+	}
+	return s.finish(ctx, req, in, tokItems, tok0, w, choice)
+}
+
+// finish applies the choice of discounts to the priced cart and quotes it.
+func (s *Service) finish(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token, w weighed, choice promotion.Choice) (ConfirmResponse, error) {
+	discounts, err := applyChoice(choice, w.voucher, &in, &tok)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
@@ -340,13 +363,12 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		return ConfirmResponse{}, problem.New(problem.AboveMaximum, "the order comes to %d fen, above the %d fen one payment may take: order less at once", in.TotalFen, max).
 			With("total_fen", in.TotalFen).With("max_total_fen", max)
 	}
-	if !openUntil.IsZero() {
-		tok.OpenUntil = openUntil.Unix()
-		tok.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
-	}
 	resp, err := s.quote(ctx, req, in, tokItems, tok, discounts)
-	resp.Skipped = skipped
-	if err == nil && v.HeldBy != 0 && (!resp.Duplicate || resp.OrderID != strconv.FormatInt(v.HeldBy, 10)) {
+	resp.Skipped = choice.Skipped
+	if resp.Skipped == nil {
+		resp.Skipped = []promotion.Skipped{}
+	}
+	if v := w.voucher; err == nil && v.HeldBy != 0 && (!resp.Duplicate || resp.OrderID != strconv.FormatInt(v.HeldBy, 10)) {
 		// The voucher is spent on another order: only this cart's own
 		// order, confirmed again, may name it.
 		return ConfirmResponse{}, v.Used()
@@ -354,35 +376,76 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	return resp, err
 }
 
-// discount weighs the merchant's promotions and the customer's voucher
-// for the priced cart in (promotion.Best), and applies the choice to in
-// and tok: the discounts applied, and the promotions skipped with their
-// reasons.
-func (s *Service) discount(ctx context.Context, req ConfirmRequest, merchant dbsqlc.QuoteCartRow, rules merchantRules, in *Intent, tok *Token) ([]Discount, []promotion.Skipped, voucher.Spendable, error) {
-	var v voucher.Spendable
-	terms, err := promotion.Terms(merchant.Promotions)
-	if err != nil {
-		return nil, nil, v, err
+// weighed is what a cart's discounts depend on: the merchant's
+// promotions, the cart (with whether the customer is new, and the
+// voucher's face amount) and the voucher named.
+type weighed struct {
+	terms   []promotion.Term
+	cart    promotion.Cart
+	voucher voucher.Spendable
+}
+
+// weigh reads what the priced cart's discounts depend on.
+func (s *Service) weigh(ctx context.Context, req ConfirmRequest, merchant dbsqlc.QuoteCartRow, rules merchantRules, in Intent) (weighed, error) {
+	var w weighed
+	var err error
+	if w.terms, err = promotion.Terms(merchant.Promotions); err != nil {
+		return w, err
 	}
-	cart := promotion.Cart{ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen,
+	w.cart = promotion.Cart{ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen,
 		Now: s.now(), Location: cmp.Or(rules.schedule.Location, time.UTC)}
-	if slices.ContainsFunc(terms, func(t promotion.Term) bool { return t.Kind == promotion.KindNewCustomer }) {
-		if cart.NewAtMerchant, cart.NewOnPlatform, err = promotion.CustomerIsNew(ctx, s.opts.Pool, in.UserID, in.MerchantID); err != nil {
-			return nil, nil, v, err
+	if slices.ContainsFunc(w.terms, func(t promotion.Term) bool { return t.Kind == promotion.KindNewCustomer }) {
+		st, err := promotion.CustomerStanding(ctx, s.opts.Pool, in.UserID, in.MerchantID)
+		if err != nil {
+			return w, err
 		}
+		w.cart.NewAtMerchant = !st.PaidAtMerchant && !st.ClaimedAtMerchant
+		w.cart.NewOnPlatform = !st.PaidOnPlatform && !st.ClaimedOnPlatform
 	}
 	if req.VoucherID != "" {
 		id, _ := strconv.ParseInt(req.VoucherID, 10, 64) // validated
-		if v, err = voucher.ForCart(ctx, s.opts.Pool, in.UserID, id, in.MerchantID, in.ItemsTotalFen, s.now()); err != nil {
-			return nil, nil, v, err
+		if w.voucher, err = voucher.ForCart(ctx, s.opts.Pool, in.UserID, id, in.MerchantID, in.ItemsTotalFen, s.now()); err != nil {
+			return w, err
 		}
-		cart.VoucherFen = v.AmountFen
+		w.cart.VoucherFen = w.voucher.AmountFen
 	}
-	choice := promotion.Best(terms, cart)
+	return w, nil
+}
+
+// asPlaced are the terms as an order placed earlier saw them: budgets not
+// yet spent by it.
+func (w weighed) asPlaced() []promotion.Term {
+	terms := slices.Clone(w.terms)
+	for i := range terms {
+		terms[i].BudgetLeft = nil
+	}
+	return terms
+}
+
+// cartAsPlaced is the cart as an order placed earlier may have seen it:
+// the customer new (that order may be their first). It is used only when
+// the cart so weighed is an order that exists.
+func (w weighed) cartAsPlaced() promotion.Cart {
+	c := w.cart
+	c.NewAtMerchant, c.NewOnPlatform = true, true
+	return c
+}
+
+// sameChoice reports whether two choices give the cart the same
+// discounts.
+func sameChoice(a, b promotion.Choice) bool {
+	return a.ItemsOffFen == b.ItemsOffFen && a.WaivedFen == b.WaivedFen && a.VoucherOffFen == b.VoucherOffFen &&
+		slices.EqualFunc(a.Applied, b.Applied, func(x, y promotion.Applied) bool { return x.Term.ID == y.Term.ID && x.AmountFen == y.AmountFen })
+}
+
+// applyChoice applies the choice of discounts and the voucher v to the
+// priced cart in and its token, and returns the discounts as the quote
+// shows them.
+func applyChoice(choice promotion.Choice, v voucher.Spendable, in *Intent, tok *Token) ([]Discount, error) {
 	discounts := []Discount{}
 	for _, a := range choice.Applied {
 		p := TokenPromotion{ID: a.Term.ID, Version: a.Term.Version, Kind: a.Term.Kind, Name: a.Term.Name, AmountFen: a.AmountFen,
-			FundedBy: a.Term.FundedBy, Budget: a.Term.BudgetLeft != nil}
+			FundedBy: a.Term.FundedBy, Budget: a.Term.BudgetFen != nil}
 		switch a.Term.NewCustomerScope {
 		case promotion.ScopeMerchant:
 			p.Scope = &in.MerchantID
@@ -396,21 +459,17 @@ func (s *Service) discount(ctx context.Context, req ConfirmRequest, merchant dbs
 	}
 	if v.ID != 0 {
 		if choice.VoucherOffFen == 0 {
-			return nil, nil, v, voucher.NoRoom(v.ID)
+			return nil, voucher.NoRoom(v.ID)
 		}
 		in.VoucherID = v.ID
 		tok.VoucherID, tok.VoucherFen, tok.VoucherFundedBy = v.ID, choice.VoucherOffFen, v.FundedBy
-		discounts = append(discounts, Discount{Kind: DiscountVoucher, VoucherID: req.VoucherID, Name: v.Name,
+		discounts = append(discounts, Discount{Kind: DiscountVoucher, VoucherID: strconv.FormatInt(v.ID, 10), Name: v.Name,
 			AmountFen: choice.VoucherOffFen, FundedBy: v.FundedBy})
 	}
 	in.DeliveryFeeFen -= choice.WaivedFen
 	in.DiscountFen = choice.ItemsOffFen + choice.VoucherOffFen
 	in.TotalFen = in.ItemsTotalFen + in.PackagingFeeFen + in.DeliveryFeeFen - in.DiscountFen
-	skipped := choice.Skipped
-	if skipped == nil {
-		skipped = []promotion.Skipped{}
-	}
-	return discounts, skipped, v, nil
+	return discounts, nil
 }
 
 // quote assigns the priced cart its intent sequence and order id, and

@@ -28,7 +28,9 @@ type Term struct {
 	DailyFrom  string `json:"daily_from"`
 	DailyUntil string `json:"daily_until"`
 	Stackable  bool   `json:"stackable"`
-	// BudgetLeft is the budget not yet given away (nil: no budget).
+	// BudgetFen is the promotion's budget (nil: none), and BudgetLeft
+	// what it has not given away (nil: not bounded).
+	BudgetFen  *int64 `json:"budget_fen"`
 	BudgetLeft *int64 `json:"budget_left"`
 }
 

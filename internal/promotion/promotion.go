@@ -320,38 +320,40 @@ func timeIn(s *string) pgtype.Time {
 // Terms decodes a merchant's promotions as a confirm's read gives them
 // (QuoteCart's promotions column: each row as JSON, with budget_left).
 func Terms(raw []byte) ([]Term, error) {
-	var rows []struct {
-		Term
-		Status    string `json:"status"`
-		BudgetFen *int64 `json:"budget_fen"`
-	}
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	if err := json.Unmarshal(raw, &rows); err != nil {
+	var terms []Term
+	if err := json.Unmarshal(raw, &terms); err != nil {
 		return nil, fmt.Errorf("decode promotions: %w", err)
 	}
-	out := make([]Term, 0, len(rows))
-	for _, r := range rows {
-		t := r.Term
-		if r.BudgetFen == nil {
-			t.BudgetLeft = nil
-		} else if t.BudgetLeft == nil {
-			t.BudgetLeft = new(int64)
+	for i, t := range terms {
+		switch {
+		case t.BudgetFen == nil:
+			terms[i].BudgetLeft = nil
+		case t.BudgetLeft == nil:
+			terms[i].BudgetLeft = new(int64)
 		}
-		out = append(out, t)
 	}
-	return out, nil
+	return terms, nil
 }
 
-// CustomerIsNew says whether a customer may have a first-order discount
-// at the merchant and on the platform.
-func CustomerIsNew(ctx context.Context, q dbsqlc.DBTX, userID, merchantID int64) (atMerchant, onPlatform bool, err error) {
-	row, err := dbsqlc.New().CustomerIsNew(ctx, q, dbsqlc.CustomerIsNewParams{UserID: userID, MerchantID: merchantID})
+// Standing is what a customer's first-order discounts depend on: whether
+// they have had an order paid, and whether an order of theirs holds the
+// first-order claim, at the merchant and on the platform.
+type Standing struct {
+	PaidAtMerchant, ClaimedAtMerchant bool
+	PaidOnPlatform, ClaimedOnPlatform bool
+}
+
+// CustomerStanding reads a customer's Standing at a merchant.
+func CustomerStanding(ctx context.Context, q dbsqlc.DBTX, userID, merchantID int64) (Standing, error) {
+	row, err := dbsqlc.New().CustomerStanding(ctx, q, dbsqlc.CustomerStandingParams{UserID: userID, MerchantID: merchantID})
 	if err != nil {
-		return false, false, fmt.Errorf("is the customer new: %w", err)
+		return Standing{}, fmt.Errorf("the customer's standing: %w", err)
 	}
-	return row.AtMerchant != nil && *row.AtMerchant, row.OnPlatform != nil && *row.OnPlatform, nil
+	return Standing{PaidAtMerchant: row.PaidAtMerchant, ClaimedAtMerchant: row.ClaimedAtMerchant,
+		PaidOnPlatform: row.PaidOnPlatform, ClaimedOnPlatform: row.ClaimedOnPlatform}, nil
 }
 
 // Taken is what an order takes from promotions in its placement: each

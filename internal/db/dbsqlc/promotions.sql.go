@@ -11,35 +11,40 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const customerIsNew = `-- name: CustomerIsNew :one
+const customerStanding = `-- name: CustomerStanding :one
 SELECT
-    NOT EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = $1 AND c.scope = $2::bigint)
-    AND NOT EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
-                    WHERE o.user_id = $1 AND o.merchant_id = $2::bigint AND p.paid_at IS NOT NULL)
-        AS at_merchant,
-    NOT EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = $1 AND c.scope = 0)
-    AND NOT EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
-                    WHERE o.user_id = $1 AND p.paid_at IS NOT NULL)
-        AS on_platform
+    EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
+            WHERE o.user_id = $1 AND o.merchant_id = $2::bigint AND p.paid_at IS NOT NULL)::boolean AS paid_at_merchant,
+    EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = $1 AND c.scope = $2::bigint)::boolean AS claimed_at_merchant,
+    EXISTS (SELECT 1 FROM orders o JOIN payments p ON p.order_id = o.id
+            WHERE o.user_id = $1 AND p.paid_at IS NOT NULL)::boolean AS paid_on_platform,
+    EXISTS (SELECT 1 FROM new_customer_claims c WHERE c.user_id = $1 AND c.scope = 0)::boolean AS claimed_on_platform
 `
 
-type CustomerIsNewParams struct {
+type CustomerStandingParams struct {
 	UserID     int64
 	MerchantID int64
 }
 
-type CustomerIsNewRow struct {
-	AtMerchant *bool
-	OnPlatform *bool
+type CustomerStandingRow struct {
+	PaidAtMerchant    bool
+	ClaimedAtMerchant bool
+	PaidOnPlatform    bool
+	ClaimedOnPlatform bool
 }
 
-// Whether the customer may have a new-customer discount at the merchant
-// (and on the platform): no first order claimed in the scope, and no
-// order paid in it (those placed before promotions existed included).
-func (q *Queries) CustomerIsNew(ctx context.Context, db DBTX, arg CustomerIsNewParams) (CustomerIsNewRow, error) {
-	row := db.QueryRow(ctx, customerIsNew, arg.UserID, arg.MerchantID)
-	var i CustomerIsNewRow
-	err := row.Scan(&i.AtMerchant, &i.OnPlatform)
+// What a customer's first-order discounts depend on: an order paid at the
+// merchant (and anywhere), those placed before promotions existed
+// included, and a first-order claim held in each scope.
+func (q *Queries) CustomerStanding(ctx context.Context, db DBTX, arg CustomerStandingParams) (CustomerStandingRow, error) {
+	row := db.QueryRow(ctx, customerStanding, arg.UserID, arg.MerchantID)
+	var i CustomerStandingRow
+	err := row.Scan(
+		&i.PaidAtMerchant,
+		&i.ClaimedAtMerchant,
+		&i.PaidOnPlatform,
+		&i.ClaimedOnPlatform,
+	)
 	return i, err
 }
 
@@ -160,7 +165,9 @@ WITH given AS (
 UPDATE promotion_budget b SET remaining = b.remaining + g.fen
 FROM given g
 WHERE b.promotion_id = g.promotion_id
-  AND b.shard = (SELECT mod($1::bigint, count(*))::smallint
+  -- greatest: a promotion without a budget has no shards (and no row
+  -- to update), and the modulus must not be 0 for it.
+  AND b.shard = (SELECT mod($1::bigint, greatest(count(*), 1))::smallint
                  FROM promotion_budget s WHERE s.promotion_id = g.promotion_id)
 `
 
