@@ -235,10 +235,17 @@ func TestPromotionBudgetStorm(t *testing.T) {
 	if got, want := sh.stock(t, 0), 1000-3*len(placed); got != want {
 		t.Errorf("stock %d, want %d: refused orders take none", got, want)
 	}
-	// Confirmed now, the promotion is skipped as spent.
-	late := sh.confirm(t, sh.apis[0], users[0], sh.cart(4))
+	// Confirmed now, the promotion is skipped as spent; that order placed
+	// without it stays itself when its cart is confirmed again after the
+	// budget came back (below).
+	latecomer := sh.login(t, "budget-late")
+	late := sh.confirm(t, sh.apis[0], latecomer, sh.cart(4))
 	if late.DiscountFen != 0 || len(late.Skipped) != 1 || late.Skipped[0].Reason != "budget_spent" {
 		t.Errorf("a confirm after the budget ran out: discount %d, skipped %+v", late.DiscountFen, late.Skipped)
+	}
+	lateOrder := sh.submit(t, sh.apis[0], latecomer, "budget-late", late.ConfirmToken)
+	if lateOrder.status != 201 {
+		t.Fatalf("the late order: %d %s", lateOrder.status, lateOrder.body)
 	}
 	// A cancel gives its part back. Before it, the placed cart confirmed
 	// again by its customer (a second tap) is that order, with what it
@@ -259,6 +266,14 @@ func TestPromotionBudgetStorm(t *testing.T) {
 		}
 		if left := sh.count(t, "SELECT sum(remaining) FROM promotion_budget WHERE promotion_id = $1", p.ID); left != 500 {
 			t.Errorf("budget left after a cancel: %d, want 500", left)
+		}
+		again := sh.confirm(t, sh.apis[1], latecomer, sh.cart(4))
+		if id := placedOrder(t, lateOrder).ID; !again.Duplicate || again.OrderID != id || again.DiscountFen != 0 {
+			t.Errorf("the late cart confirmed again once the budget came back: duplicate %v, order %s (placed %s), discount %d",
+				again.Duplicate, again.OrderID, id, again.DiscountFen)
+		}
+		if fresh := sh.confirm(t, sh.apis[1], latecomer, sh.cart(5)); fresh.DiscountFen != 500 {
+			t.Errorf("another cart once the budget came back: discount %d, want 500", fresh.DiscountFen)
 		}
 	}
 }

@@ -341,16 +341,40 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		return ConfirmResponse{}, err
 	}
 	choice := promotion.Best(w.terms, w.cart)
-	// The same cart confirmed again after its order went through may no
-	// longer get what that order got (the customer is no longer new, the
-	// budget has run low): weighed as it was, it is that order.
-	if again := promotion.Best(w.asPlaced(), w.cartAsPlaced()); !sameChoice(again, choice) {
-		resp, err := s.finish(ctx, req, in, tokItems, tok0, w, again)
-		if err != nil || resp.Duplicate {
-			return resp, err
+	// The same cart confirmed again after its order went through may not
+	// get what that order got now (the customer is no longer new, a
+	// budget ran out or came back): weighed as it may have been then and
+	// found placed, it is that order.
+	for _, then := range w.asItMayHaveBeen(choice) {
+		placed, err := s.placedAs(ctx, req, in, tok0, w, then)
+		if err != nil {
+			return ConfirmResponse{}, err
+		}
+		if placed {
+			return s.finish(ctx, req, in, tokItems, tok0, w, then)
 		}
 	}
 	return s.finish(ctx, req, in, tokItems, tok0, w, choice)
+}
+
+// placedAs reports whether the priced cart with the choice of discounts
+// is an order placed within the dedup window (quote would answer it as a
+// duplicate).
+func (s *Service) placedAs(ctx context.Context, req ConfirmRequest, in Intent, tok Token, w weighed, choice promotion.Choice) (bool, error) {
+	if req.Repeat {
+		return false, nil
+	}
+	if _, err := applyChoice(choice, w.voucher, &in, &tok); err != nil {
+		return false, nil //nolint:nilerr // a choice the voucher cannot join was not an order's
+	}
+	latest, err := s.q.OrderLatestByContent(ctx, s.opts.Pool, dbsqlc.OrderLatestByContentParams{UserID: in.UserID, ContentDigest: digestBytes(in.ContentDigest())})
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("confirm: latest order: %w", err)
+	}
+	return latest.Status != statemachine.Cancelled && s.now().Sub(latest.CreatedAt) < s.opts.DedupWindow, nil
 }
 
 // finish applies the choice of discounts to the priced cart and quotes it.
@@ -412,23 +436,35 @@ func (s *Service) weigh(ctx context.Context, req ConfirmRequest, merchant dbsqlc
 	return w, nil
 }
 
-// asPlaced are the terms as an order placed earlier saw them: budgets not
-// yet spent by it.
-func (w weighed) asPlaced() []promotion.Term {
-	terms := slices.Clone(w.terms)
-	for i := range terms {
-		terms[i].BudgetLeft = nil
+// asItMayHaveBeen are the choices the cart may have got earlier, other
+// than choice (now's): with each budget as it was (enough, or spent) and
+// the customer new or not. Each differs from choice only where a budget
+// or a first-order discount could have; none when the merchant has
+// neither.
+func (w weighed) asItMayHaveBeen(choice promotion.Choice) []promotion.Choice {
+	var out []promotion.Choice
+	for _, budgets := range []bool{true, false} {
+		terms := make([]promotion.Term, 0, len(w.terms))
+		for _, t := range w.terms {
+			switch {
+			case t.BudgetFen == nil:
+			case budgets:
+				t.BudgetLeft = nil
+			default:
+				continue
+			}
+			terms = append(terms, t)
+		}
+		for _, isNew := range []bool{true, false} {
+			c := w.cart
+			c.NewAtMerchant, c.NewOnPlatform = isNew, isNew
+			ch := promotion.Best(terms, c)
+			if !sameChoice(ch, choice) && !slices.ContainsFunc(out, func(o promotion.Choice) bool { return sameChoice(o, ch) }) {
+				out = append(out, ch)
+			}
+		}
 	}
-	return terms
-}
-
-// cartAsPlaced is the cart as an order placed earlier may have seen it:
-// the customer new (that order may be their first). It is used only when
-// the cart so weighed is an order that exists.
-func (w weighed) cartAsPlaced() promotion.Cart {
-	c := w.cart
-	c.NewAtMerchant, c.NewOnPlatform = true, true
-	return c
+	return out
 }
 
 // sameChoice reports whether two choices give the cart the same
