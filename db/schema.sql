@@ -159,10 +159,10 @@ END
 $$;
 
 --
--- Name: order_place(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone, jsonb, bigint[], bigint[], smallint[], bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: order_place(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone, jsonb, bigint[], bigint[], bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.order_place(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone, o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint) RETURNS boolean
+CREATE FUNCTION public.order_place(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone, o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], n_scope bigint) RETURNS boolean
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -214,11 +214,15 @@ BEGIN
     FOR n IN 1 .. coalesce(array_length(b_promotion_id, 1), 0) LOOP
         -- As PromotionBudgetTakeFree (db/queries/promotions.sql): what the
         -- order gets from a promotion with a budget, from one shard that
-        -- has it and that no other transaction holds.
+        -- has it and that no other transaction holds. The search starts at
+        -- a shard of this backend's: the orders committed together (one
+        -- transaction on one backend) come back to the shard the first of
+        -- them locked, so a group holds one shard, not one per order, and
+        -- groups on other backends start elsewhere.
         WITH pick AS MATERIALIZED (
             SELECT shard FROM promotion_budget
             WHERE promotion_id = b_promotion_id[n] AND remaining >= b_amount_fen[n]
-            ORDER BY shard < b_start[n], shard
+            ORDER BY shard < (pg_backend_pid() % 16)::smallint, shard
             LIMIT 1
             FOR UPDATE SKIP LOCKED
         )
@@ -260,10 +264,10 @@ END
 $$;
 
 --
--- Name: order_place_grouped(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone, jsonb, bigint[], bigint[], smallint[], bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: order_place_grouped(bigint, bigint, bigint, bytea, bytea, integer, text, bigint, bigint, bigint, bigint, jsonb, text, timestamp with time zone, timestamp with time zone, bigint, bigint, bigint, bigint, bigint[], text[], integer[], bigint[], jsonb[], bigint[], bigint[], bigint[], integer[], bigint[], bigint[], bigint[], smallint[], bigint, text, text, bytea, text, integer, jsonb, bytea, timestamp with time zone, jsonb, bigint[], bigint[], bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.order_place_grouped(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone, o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint) RETURNS smallint
+CREATE FUNCTION public.order_place_grouped(o_id bigint, o_user_id bigint, o_merchant_id bigint, o_intent_digest bytea, o_content_digest bytea, o_intent_seq integer, o_digest_alg text, o_items_total_fen bigint, o_packaging_fee_fen bigint, o_delivery_fee_fen bigint, o_total_fen bigint, o_address jsonb, o_remark text, o_pay_deadline timestamp with time zone, o_created_at timestamp with time zone, o_voucher_id bigint, o_discount_fen bigint, o_platform_discount_fen bigint, o_merchant_discount_fen bigint, i_dish_id bigint[], i_name text[], i_qty integer[], i_unit_price_fen bigint[], i_options jsonb[], i_packaging_fee_fen bigint[], i_discount_fen bigint[], s_dish_id bigint[], s_qty integer[], s_price_fen bigint[], s_packaging_fee_fen bigint[], s_options_version bigint[], s_start smallint[], m_quote_version bigint, h_actor text, r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb, r_body bytea, r_expires_at timestamp with time zone, o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], n_scope bigint) RETURNS smallint
     LANGUAGE plpgsql
     AS $$
 BEGIN
@@ -274,7 +278,7 @@ BEGIN
                    i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen, i_discount_fen,
                    s_dish_id, s_qty, s_price_fen, s_packaging_fee_fen, s_options_version, s_start, m_quote_version,
                    h_actor, r_key, r_fingerprint, r_digest_alg, r_status_code, r_headers, r_body, r_expires_at,
-                   o_promotions, b_promotion_id, b_amount_fen, b_start, n_scope) THEN
+                   o_promotions, b_promotion_id, b_amount_fen, n_scope) THEN
         RETURN 1::smallint;
     END IF;
     RETURN 0::smallint;

@@ -35,7 +35,7 @@ CREATE OR REPLACE FUNCTION order_place(
     h_actor text,
     r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb,
     r_body bytea, r_expires_at timestamptz,
-    o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint
+    o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], n_scope bigint
 ) RETURNS boolean LANGUAGE plpgsql
 -- Its statements' plans are made once per connection: a custom plan per
 -- call (PL/pgSQL's default while the generic one looks dearer, as it does
@@ -90,11 +90,15 @@ BEGIN
     FOR n IN 1 .. coalesce(array_length(b_promotion_id, 1), 0) LOOP
         -- As PromotionBudgetTakeFree (db/queries/promotions.sql): what the
         -- order gets from a promotion with a budget, from one shard that
-        -- has it and that no other transaction holds.
+        -- has it and that no other transaction holds. The search starts at
+        -- a shard of this backend's: the orders committed together (one
+        -- transaction on one backend) come back to the shard the first of
+        -- them locked, so a group holds one shard, not one per order, and
+        -- groups on other backends start elsewhere.
         WITH pick AS MATERIALIZED (
             SELECT shard FROM promotion_budget
             WHERE promotion_id = b_promotion_id[n] AND remaining >= b_amount_fen[n]
-            ORDER BY shard < b_start[n], shard
+            ORDER BY shard < (pg_backend_pid() % 16)::smallint, shard
             LIMIT 1
             FOR UPDATE SKIP LOCKED
         )

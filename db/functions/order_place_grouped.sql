@@ -20,7 +20,7 @@ CREATE OR REPLACE FUNCTION order_place_grouped(
     h_actor text,
     r_key text, r_fingerprint bytea, r_digest_alg text, r_status_code integer, r_headers jsonb,
     r_body bytea, r_expires_at timestamptz,
-    o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], b_start smallint[], n_scope bigint
+    o_promotions jsonb, b_promotion_id bigint[], b_amount_fen bigint[], n_scope bigint
 ) RETURNS smallint LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -31,7 +31,7 @@ BEGIN
                    i_dish_id, i_name, i_qty, i_unit_price_fen, i_options, i_packaging_fee_fen, i_discount_fen,
                    s_dish_id, s_qty, s_price_fen, s_packaging_fee_fen, s_options_version, s_start, m_quote_version,
                    h_actor, r_key, r_fingerprint, r_digest_alg, r_status_code, r_headers, r_body, r_expires_at,
-                   o_promotions, b_promotion_id, b_amount_fen, b_start, n_scope) THEN
+                   o_promotions, b_promotion_id, b_amount_fen, n_scope) THEN
         RETURN 1::smallint;
     END IF;
     RETURN 0::smallint;

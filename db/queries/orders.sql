@@ -119,7 +119,7 @@ SELECT order_place(
     sqlc.arg(record_status_code)::integer, sqlc.arg(record_headers)::jsonb, sqlc.arg(record_body)::bytea,
     sqlc.arg(record_expires_at)::timestamptz,
     sqlc.arg(promotions)::jsonb, sqlc.arg(budget_promotion_ids)::bigint[], sqlc.arg(budget_amounts_fen)::bigint[],
-    sqlc.arg(budget_start_shards)::smallint[], sqlc.narg(new_customer_scope)::bigint
+    sqlc.narg(new_customer_scope)::bigint
 )::boolean AS placed;
 
 -- name: OrderPlaceGrouped :batchone
@@ -145,7 +145,7 @@ SELECT order_place_grouped(
     sqlc.arg(record_status_code)::integer, sqlc.arg(record_headers)::jsonb, sqlc.arg(record_body)::bytea,
     sqlc.arg(record_expires_at)::timestamptz,
     sqlc.arg(promotions)::jsonb, sqlc.arg(budget_promotion_ids)::bigint[], sqlc.arg(budget_amounts_fen)::bigint[],
-    sqlc.arg(budget_start_shards)::smallint[], sqlc.narg(new_customer_scope)::bigint
+    sqlc.narg(new_customer_scope)::bigint
 )::smallint AS outcome;
 
 -- name: OrdersOverdueWithoutTimeout :many

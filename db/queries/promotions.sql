@@ -54,6 +54,22 @@ RETURNING *;
 -- stock.
 UPDATE merchants SET quote_version = quote_version + 1 WHERE id = @id;
 
+-- name: PromotionBudgetTakeWait :execrows
+-- An order's part of a promotion's budget from the first shard, from a
+-- shard of the caller's choosing on, that has it: waiting for a
+-- placement that holds it (and passing on to the next when that one
+-- left it short). No row: no one shard has the order's part.
+WITH pick AS MATERIALIZED (
+    SELECT shard FROM promotion_budget
+    WHERE promotion_id = @promotion_id AND remaining >= @fen::bigint
+    ORDER BY shard < @start::smallint, shard
+    LIMIT 1
+    FOR UPDATE
+)
+UPDATE promotion_budget b SET remaining = b.remaining - @fen::bigint
+FROM pick
+WHERE b.promotion_id = @promotion_id AND b.shard = pick.shard;
+
 -- name: PromotionBudgetLock :many
 -- Every shard of a promotion's budget, locked in shard order (waiting for
 -- placements that hold one): the transaction path's take.

@@ -423,11 +423,10 @@ func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply R
 	}
 	taken, _ := tok.promotionsTaken()
 	p.NewCustomerScope = taken.NewCustomerScope
-	p.BudgetPromotionIds, p.BudgetAmountsFen, p.BudgetStartShards = []int64{}, []int64{}, []int16{}
+	p.BudgetPromotionIds, p.BudgetAmountsFen = []int64{}, []int64{}
 	for _, b := range taken.Budgets {
 		p.BudgetPromotionIds = append(p.BudgetPromotionIds, b.PromotionID)
 		p.BudgetAmountsFen = append(p.BudgetAmountsFen, b.AmountFen)
-		p.BudgetStartShards = append(p.BudgetStartShards, promotion.StartShard())
 	}
 	take := inventory.FreeTakeOf(stockLines(tok))
 	p.StockDishIds, p.StockQtys, p.StockPricesFen = take.DishIDs, take.Qtys, take.PricesFen

@@ -58,8 +58,10 @@ const (
 )
 
 // BudgetShards is how many rows a promotion's budget is spread over: as
-// many placements take from it at once without waiting for each other.
-const BudgetShards = 8
+// many placements (or groups of placements committed together) take from
+// it at once without waiting for each other. order_place starts its
+// search at the backend's pid modulo 16.
+const BudgetShards = 16
 
 // Options configure a Service.
 type Options struct {
@@ -384,8 +386,8 @@ func Unavailable(reason, detail string, promotionID int64) error {
 
 // Take takes what an order gets from promotions in tx, the transaction
 // path of a placement: each budget (from a free shard that has the
-// order's part, else waiting for every shard in order and gathering from
-// several), and the
+// order's part, else from the first shard that has it, waiting for it,
+// else, near the budget's end, from every shard in order), and the
 // first-order claim, waiting for a claim in flight. It refuses with
 // promotion-unavailable when a budget is spent or the customer's first
 // order is claimed.
@@ -396,6 +398,14 @@ func Take(ctx context.Context, tx pgx.Tx, userID, orderID int64, t Taken, newCus
 		// takes it; else wait for every shard, and gather.
 		n, err := q.PromotionBudgetTakeFree(ctx, tx, dbsqlc.PromotionBudgetTakeFreeParams{PromotionID: b.PromotionID, Fen: b.AmountFen, Start: StartShard()})
 		if err != nil {
+			return fmt.Errorf("take promotion budget: %w", err)
+		}
+		if n == 1 {
+			continue
+		}
+		// Else wait for one shard that has it; only when none has,
+		// gather from several (a budget near its end).
+		if n, err = q.PromotionBudgetTakeWait(ctx, tx, dbsqlc.PromotionBudgetTakeWaitParams{PromotionID: b.PromotionID, Fen: b.AmountFen, Start: StartShard()}); err != nil {
 			return fmt.Errorf("take promotion budget: %w", err)
 		}
 		if n == 1 {

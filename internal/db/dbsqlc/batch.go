@@ -37,7 +37,7 @@ SELECT order_place_grouped(
     $38::integer, $39::jsonb, $40::bytea,
     $41::timestamptz,
     $42::jsonb, $43::bigint[], $44::bigint[],
-    $45::smallint[], $46::bigint
+    $45::bigint
 )::smallint AS outcome
 `
 
@@ -92,7 +92,6 @@ type OrderPlaceGroupedParams struct {
 	Promotions            []byte
 	BudgetPromotionIds    []int64
 	BudgetAmountsFen      []int64
-	BudgetStartShards     []int16
 	NewCustomerScope      *int64
 }
 
@@ -147,7 +146,6 @@ func (q *Queries) OrderPlaceGrouped(ctx context.Context, db DBTX, arg []OrderPla
 			a.Promotions,
 			a.BudgetPromotionIds,
 			a.BudgetAmountsFen,
-			a.BudgetStartShards,
 			a.NewCustomerScope,
 		}
 		batch.Queue(orderPlaceGrouped, vals...)

@@ -553,7 +553,7 @@ SELECT order_place(
     $38::integer, $39::jsonb, $40::bytea,
     $41::timestamptz,
     $42::jsonb, $43::bigint[], $44::bigint[],
-    $45::smallint[], $46::bigint
+    $45::bigint
 )::boolean AS placed
 `
 
@@ -602,7 +602,6 @@ type OrderPlaceParams struct {
 	Promotions            []byte
 	BudgetPromotionIds    []int64
 	BudgetAmountsFen      []int64
-	BudgetStartShards     []int16
 	NewCustomerScope      *int64
 }
 
@@ -655,7 +654,6 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 		arg.Promotions,
 		arg.BudgetPromotionIds,
 		arg.BudgetAmountsFen,
-		arg.BudgetStartShards,
 		arg.NewCustomerScope,
 	)
 	var placed bool

@@ -223,6 +223,37 @@ func (q *Queries) PromotionBudgetTakeFree(ctx context.Context, db DBTX, arg Prom
 	return result.RowsAffected(), nil
 }
 
+const promotionBudgetTakeWait = `-- name: PromotionBudgetTakeWait :execrows
+WITH pick AS MATERIALIZED (
+    SELECT shard FROM promotion_budget
+    WHERE promotion_id = $2 AND remaining >= $1::bigint
+    ORDER BY shard < $3::smallint, shard
+    LIMIT 1
+    FOR UPDATE
+)
+UPDATE promotion_budget b SET remaining = b.remaining - $1::bigint
+FROM pick
+WHERE b.promotion_id = $2 AND b.shard = pick.shard
+`
+
+type PromotionBudgetTakeWaitParams struct {
+	Fen         int64
+	PromotionID int64
+	Start       int16
+}
+
+// An order's part of a promotion's budget from the first shard, from a
+// shard of the caller's choosing on, that has it: waiting for a
+// placement that holds it (and passing on to the next when that one
+// left it short). No row: no one shard has the order's part.
+func (q *Queries) PromotionBudgetTakeWait(ctx context.Context, db DBTX, arg PromotionBudgetTakeWaitParams) (int64, error) {
+	result, err := db.Exec(ctx, promotionBudgetTakeWait, arg.Fen, arg.PromotionID, arg.Start)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const promotionCreate = `-- name: PromotionCreate :one
 INSERT INTO promotions (merchant_id, kind, name, tiers, new_customer_scope, funded_by, starts_on, ends_on,
                         daily_from, daily_until, stackable, budget_fen, created_by)
