@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -132,6 +133,18 @@ func TestPromotionsOnConfirmAndOrder(t *testing.T) {
 	// back, and fails nothing.
 	if r := sh.do(t, api, "POST", "/v1/orders/"+o.ID+"/cancel", user, nil); r.status != 200 {
 		t.Errorf("cancel: %d %s", r.status, r.body)
+	}
+	// The metrics count what the order got and what its cancel gave back.
+	metrics := sh.metrics(t, api)
+	for _, line := range []string{
+		`takeout_promotion_redemptions_total{event="applied",kind="spend_save"} 1`,
+		`takeout_promotion_redemptions_total{event="applied",kind="free_delivery"} 1`,
+		`takeout_promotion_redemptions_total{event="released",kind="spend_save"} 1`,
+		`takeout_promotion_redemptions_total{event="released",kind="free_delivery"} 1`,
+	} {
+		if !strings.Contains(metrics, line+"\n") {
+			t.Errorf("no %s in the metrics", line)
+		}
 	}
 
 	// Below every threshold: nothing applies, each says why; the

@@ -95,6 +95,9 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		acks   []ack
 		claims *claims
 		want   map[string]int
+		// counts, when set, are what the report says the orders got off
+		// (discountCounts).
+		counts map[string]int
 	}{
 		{name: "consistent", acks: ack1001, want: map[string]int{}},
 		{name: "acknowledged order missing", acks: append(ack1001, ack{purchase: 2, digest: "d2", order: "4242"}),
@@ -181,10 +184,12 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			claims: &claims{answers: map[string]map[string]bool{"k1": {"71": true}, "k2": {"71": true}}},
 			want:   map[string]int{invClaimAcks: 1}},
 		{name: "a voucher spent and kept", acks: ack1001, plant: spent71,
-			want: map[string]int{}},
+			want:   map[string]int{},
+			counts: map[string]int{"orders_kept_voucher": 1, "orders_gave_back_voucher": 0, "promotion_budget_fen": 0, "promotion_budget_left_fen": 0}},
 		{name: "a cancelled order that gave its voucher back", acks: ack1001,
-			plant: append(append(slices.Clone(spent71), cancel1001...), `UPDATE vouchers SET order_id = NULL, used_at = NULL WHERE id = 71`),
-			want:  map[string]int{}},
+			plant:  append(append(slices.Clone(spent71), cancel1001...), `UPDATE vouchers SET order_id = NULL, used_at = NULL WHERE id = 71`),
+			want:   map[string]int{},
+			counts: map[string]int{"orders_kept_voucher": 0, "orders_gave_back_voucher": 1, "promotion_budget_fen": 0, "promotion_budget_left_fen": 0}},
 		{name: "a cancelled order still holding its voucher", acks: ack1001, plant: append(slices.Clone(spent71), cancel1001...),
 			want: map[string]int{invVoucherReleased: 1}},
 		{name: "a voucher held by an order that does not record it", acks: ack1001, plant: append(slices.Clone(spent71),
@@ -202,10 +207,14 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1002, NULL, 'PENDING_PAYMENT', 1, 'user:1')`),
 			want: map[string]int{invVoucherTwoOrders: 1}},
 		{name: "promotions kept to the fen", acks: ack1001, plant: promoted1001,
-			want: map[string]int{}},
+			want: map[string]int{},
+			counts: map[string]int{"orders_kept_spend_save": 1, "orders_gave_back_spend_save": 0, "orders_kept_new_customer": 1, "orders_gave_back_new_customer": 0,
+				"orders_kept_voucher": 0, "orders_gave_back_voucher": 0, "promotion_budget_fen": 1000, "promotion_budget_left_fen": 800}},
 		{name: "a cancelled order that gave its promotions back", acks: ack1001, plant: append(append(slices.Clone(promoted1001), cancel1001...),
 			`UPDATE promotion_budget SET remaining = remaining + 200 WHERE shard = 0`, `DELETE FROM new_customer_claims`),
-			want: map[string]int{}},
+			want: map[string]int{},
+			counts: map[string]int{"orders_kept_spend_save": 0, "orders_gave_back_spend_save": 1, "orders_kept_new_customer": 0, "orders_gave_back_new_customer": 1,
+				"orders_kept_voucher": 0, "orders_gave_back_voucher": 0, "promotion_budget_fen": 1000, "promotion_budget_left_fen": 1000}},
 		{name: "a cancelled order that kept its promotions", acks: ack1001, plant: append(slices.Clone(promoted1001), cancel1001...),
 			want: map[string]int{invPromotionBudget: 1, invFirstOrderOnce: 1}},
 		{name: "a budget overspent", acks: ack1001, plant: append(slices.Clone(promoted1001), `UPDATE promotion_budget SET remaining = 400 WHERE shard = 0`),
@@ -238,6 +247,16 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("violations (-want +got):\n%s\nexamples: %v", diff, f.examples)
+			}
+			if tc.counts == nil {
+				return
+			}
+			counts, err := discountCounts(ctx, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.counts, counts); diff != "" {
+				t.Errorf("discount counts (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -89,3 +89,37 @@ func checkPromotions(ctx context.Context, db querier, f *findings) error {
 	}
 	return rows.Err()
 }
+
+// discountCounts are what the run's orders got off, as the database has
+// it at the end, for the report: the orders that got each kind of
+// promotion or a voucher and kept it, those that gave it back, and what
+// is left of the promotions' budgets. A soak whose orders got no
+// discount proves nothing about discounts.
+func discountCounts(ctx context.Context, db querier) (map[string]int, error) {
+	rows, err := db.Query(ctx, `
+		SELECT 'orders_kept_' || (g ->> 'kind'), count(*) FILTER (WHERE NOT `+givenBack+`),
+		       'orders_gave_back_' || (g ->> 'kind'), count(*) FILTER (WHERE `+givenBack+`)
+		FROM orders o, jsonb_array_elements(o.promotions) g GROUP BY g ->> 'kind'
+		UNION ALL
+		SELECT 'orders_kept_voucher', count(*) FILTER (WHERE NOT `+givenBack+`),
+		       'orders_gave_back_voucher', count(*) FILTER (WHERE `+givenBack+`)
+		FROM orders o WHERE o.voucher_id IS NOT NULL
+		UNION ALL
+		SELECT 'promotion_budget_fen', coalesce(sum(budget_fen), 0),
+		       'promotion_budget_left_fen', (SELECT coalesce(sum(remaining), 0) FROM promotion_budget)
+		FROM promotions WHERE budget_fen IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var k1, k2 string
+		var n1, n2 int64
+		if err := rows.Scan(&k1, &n1, &k2, &n2); err != nil {
+			return nil, err
+		}
+		out[k1], out[k2] = int(n1), int(n2)
+	}
+	return out, rows.Err()
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -103,6 +104,11 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	for _, n := range rep.OrdersByStatus {
 		rep.OrdersCreated += n
 	}
+	discounts, err := discountCounts(ctx, st.direct)
+	if err != nil {
+		return nil, fmt.Errorf("discount counts: %w", err)
+	}
+	maps.Copy(rep.Workload, discounts)
 	return rep, nil
 }
 

@@ -160,6 +160,9 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			if err := promotion.Release(ctx, tx, row.ID); err != nil {
 				return err
 			}
+			for _, p := range out.Promotions {
+				s.promotions.WithLabelValues(p.Kind, "released").Inc()
+			}
 		case statemachine.ConsumeStock:
 			if err := inventory.Consume(ctx, tx, row.ID); err != nil {
 				return err

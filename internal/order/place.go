@@ -58,7 +58,7 @@ func (s *Service) Submit(ctx context.Context, userID int64, key, rawToken string
 		Scope: idempotency.UserScope(userID), Key: key, Route: submitRoute, Body: rawToken,
 	}, sub)
 	if sub.ran {
-		s.countSubmit(res, err, sub.tok.VoucherID != 0)
+		s.countSubmit(res, err, sub.tok)
 	}
 	return res, err
 }
@@ -151,8 +151,8 @@ func (sub *submission) record(p Placed) (idempotency.Record, error) {
 }
 
 // countSubmit counts a submit that reached PostgreSQL by its result, and
-// the voucher a placed order spent.
-func (s *Service) countSubmit(res idempotency.Result, err error, withVoucher bool) {
+// the voucher and promotions of tok that a placed order got.
+func (s *Service) countSubmit(res idempotency.Result, err error, tok Token) {
 	var p *problem.Error
 	switch {
 	case err != nil && errors.As(err, &p) && p.Type == problem.OutOfStock:
@@ -164,8 +164,11 @@ func (s *Service) countSubmit(res idempotency.Result, err error, withVoucher boo
 		s.placed.WithLabelValues("replay").Inc() // a request with the key committed first
 	case res.Response.Status == http.StatusCreated:
 		s.placed.WithLabelValues("placed").Inc()
-		if withVoucher {
+		if tok.VoucherID != 0 {
 			s.vouchers.WithLabelValues("spent").Inc()
+		}
+		for _, p := range tok.Promotions {
+			s.promotions.WithLabelValues(p.Kind, "applied").Inc()
 		}
 	default:
 		s.placed.WithLabelValues("duplicate").Inc()

@@ -145,6 +145,7 @@ type Service struct {
 	placePath      *prometheus.CounterVec
 	transitions    *prometheus.CounterVec
 	vouchers       *prometheus.CounterVec
+	promotions     *prometheus.CounterVec
 }
 
 // NewService returns an order service.
@@ -173,10 +174,14 @@ func NewService(opts Options) (*Service, error) {
 			Name: "takeout_voucher_redemptions_total",
 			Help: "Vouchers spent on placed orders (spent) and given back by a cancel, timeout or refund before acceptance (released).",
 		}, []string{"event"}),
+		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_promotion_redemptions_total",
+			Help: "Promotions placed orders got (applied) and gave back by a cancel, timeout or refund before acceptance (released), by kind (spend_save, new_customer, free_delivery).",
+		}, []string{"kind", "event"}),
 	}
 	s.groups = s.newPlaceGroup(opts.GroupCommitMax, opts.GroupCommitSlots)
 	if opts.Registerer != nil {
-		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions, s.vouchers}, s.groups.Collectors()...) {
+		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions, s.vouchers, s.promotions}, s.groups.Collectors()...) {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register order metrics: %w", err)
 			}
