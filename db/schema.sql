@@ -81,6 +81,11 @@ CREATE TABLE public.orders (
     platform_discount_fen bigint DEFAULT 0 NOT NULL,
     merchant_discount_fen bigint DEFAULT 0 NOT NULL,
     promotions jsonb DEFAULT '[]'::jsonb NOT NULL,
+    accept_by timestamp with time zone,
+    accept_then text,
+    accept_deadline_applied boolean DEFAULT false NOT NULL,
+    CONSTRAINT orders_accept_deadline_check CHECK (((accept_by IS NULL) = (accept_then IS NULL))),
+    CONSTRAINT orders_accept_then_check CHECK ((accept_then = ANY (ARRAY['accept'::text, 'reject'::text]))),
     CONSTRAINT orders_content_digest_check CHECK ((length(content_digest) = 32)),
     CONSTRAINT orders_delivery_fee_fen_check CHECK ((delivery_fee_fen >= 0)),
     CONSTRAINT orders_discount_fen_check CHECK ((discount_fen >= 0)),
@@ -153,6 +158,11 @@ BEGIN
             'remark', o.remark,
             'version', o.version,
             'pay_deadline', json_time(o.pay_deadline),
+            -- order.AcceptDeadline: null when the order has none.
+            'accept_deadline', CASE WHEN o.accept_by IS NOT NULL THEN json_build_object(
+                    'accept_by', json_time(o.accept_by),
+                    'then', o.accept_then,
+                    'applied', o.accept_deadline_applied) END,
             'created_at', json_time(o.created_at),
             'updated_at', json_time(o.updated_at)));
 END
@@ -352,12 +362,26 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'duplicate'; -- paid by this transaction already (the query got there first)
     END IF;
-    UPDATE orders SET status = o_to_status, version = version + 1, updated_at = o_updated_at
+    -- Paid: the accept deadline starts (the state table's
+    -- start_accept_deadline on pay), from the merchant's rule as it is.
+    UPDATE orders SET status = o_to_status, version = version + 1, updated_at = o_updated_at,
+        accept_by = CASE WHEN o_to_status = 'PAID'
+            THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN o_updated_at + make_interval(secs => m.accept_within_seconds) END
+                  FROM merchants m WHERE m.id = orders.merchant_id)
+            ELSE accept_by END,
+        accept_then = CASE WHEN o_to_status = 'PAID'
+            THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN m.accept_timeout_action END
+                  FROM merchants m WHERE m.id = orders.merchant_id)
+            ELSE accept_then END
     WHERE id = pay_order_id AND status = o_from_status
     RETURNING * INTO o;
     IF NOT FOUND THEN -- not after the check above, under the lock; kept as the guard it was
         RAISE EXCEPTION 'payment_settle: order % is not %', pay_order_id, o_from_status
             USING ERRCODE = 'TK002';
+    END IF;
+    IF o.accept_by IS NOT NULL AND o_to_status = 'PAID' THEN
+        -- The deadline's due row, for the sweep (AcceptDeadlineInsert).
+        INSERT INTO order_accept_deadlines (order_id, accept_by) VALUES (o.id, o.accept_by);
     END IF;
     INSERT INTO order_status_history (order_id, from_status, to_status, version, actor, reason)
     VALUES (o.id, o_from_status, o_to_status, o.version, h_actor, h_reason);
@@ -416,6 +440,10 @@ CREATE TABLE public.merchants (
     weekly_hours jsonb DEFAULT '[]'::jsonb NOT NULL,
     closed_dates text[] DEFAULT '{}'::text[] NOT NULL,
     quote_version bigint DEFAULT 1 NOT NULL,
+    accept_within_seconds integer DEFAULT 300 NOT NULL,
+    accept_timeout_action text DEFAULT 'reject'::text NOT NULL,
+    CONSTRAINT merchants_accept_timeout_action_check CHECK ((accept_timeout_action = ANY (ARRAY['accept'::text, 'reject'::text]))),
+    CONSTRAINT merchants_accept_within_seconds_check CHECK (((accept_within_seconds = 0) OR ((accept_within_seconds >= 10) AND (accept_within_seconds <= 7200)))),
     CONSTRAINT merchants_bands_location_check CHECK (((delivery_bands = '[]'::jsonb) OR (latitude IS NOT NULL))),
     CONSTRAINT merchants_closed_dates_check CHECK ((cardinality(closed_dates) <= 366)),
     CONSTRAINT merchants_delivery_bands_check CHECK ((jsonb_typeof(delivery_bands) = 'array'::text)),
@@ -717,6 +745,15 @@ ALTER TABLE public.option_groups ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTIT
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+--
+-- Name: order_accept_deadlines; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.order_accept_deadlines (
+    order_id bigint NOT NULL,
+    accept_by timestamp with time zone NOT NULL
 );
 
 --
@@ -1486,6 +1523,13 @@ ALTER TABLE ONLY public.option_groups
     ADD CONSTRAINT option_groups_pkey PRIMARY KEY (id);
 
 --
+-- Name: order_accept_deadlines order_accept_deadlines_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.order_accept_deadlines
+    ADD CONSTRAINT order_accept_deadlines_pkey PRIMARY KEY (order_id);
+
+--
 -- Name: order_events order_events_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1792,6 +1836,12 @@ CREATE INDEX idempotency_records_expires_idx ON public.idempotency_records USING
 CREATE INDEX option_choices_group_idx ON public.option_choices USING btree (group_id);
 
 --
+-- Name: order_accept_deadlines_accept_by_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX order_accept_deadlines_accept_by_idx ON public.order_accept_deadlines USING btree (accept_by);
+
+--
 -- Name: order_events_merchant_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2037,6 +2087,13 @@ ALTER TABLE ONLY public.option_choices
 
 ALTER TABLE ONLY public.option_groups
     ADD CONSTRAINT option_groups_dish_id_fkey FOREIGN KEY (dish_id) REFERENCES public.dishes(id) ON DELETE CASCADE;
+
+--
+-- Name: order_accept_deadlines order_accept_deadlines_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.order_accept_deadlines
+    ADD CONSTRAINT order_accept_deadlines_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
 
 --
 -- Name: payments payments_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -185,3 +185,62 @@ func screenshots(t *testing.T, ps *payShop, phone, desktop context.Context) {
 		}
 	}
 }
+
+// The accept deadline on the board: a paid order's card counts down to
+// its deadline and says what happens then; one in its last minute turns
+// urgent and rings the louder ring; when the system applies the
+// merchant's rule, the card moves without a reload and says why.
+func TestBoardAcceptDeadlineCountdown(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 100)
+	ps.createStaff(t, "deadline", "correct horse battery")
+	b := browser(t)
+	boardLogin(t, b, ps.apis[0], "deadline", "correct horse battery")
+
+	ps.setAcceptRule(t, 600, "reject")
+	calm := ps.payOrder(t, "countdown-calm", 1)
+	var first, later string
+	runBrowser(t, b, 5*time.Second, "the countdown on a paid card",
+		chromedp.WaitVisible(chromedp.CSS(card("new", calm)+" .deadline")),
+		into(chromedp.Text(chromedp.CSS(card("new", calm)+" .deadline")), &first))
+	if !strings.HasPrefix(first, "Auto-reject in 9:5") && first != "Auto-reject in 10:00" {
+		t.Errorf("the countdown says %q, want about ten minutes to an auto-reject", first)
+	}
+	// The card shows whole seconds rounded up, each second: two ticks
+	// later it has moved on by at least one.
+	time.Sleep(2100 * time.Millisecond)
+	runBrowser(t, b, 5*time.Second, "the countdown two seconds later",
+		into(chromedp.Text(chromedp.CSS(card("new", calm)+" .deadline")), &later))
+	if later == first {
+		t.Errorf("the countdown stood still at %q", first)
+	}
+	var urgent bool
+	runBrowser(t, b, time.Second, "the calm card", into(chromedp.Evaluate[bool](
+		fmt.Sprintf(`document.querySelector(%q).classList.contains("urgent")`, card("new", calm))), &urgent))
+	if urgent {
+		t.Error("a card ten minutes from its deadline is urgent")
+	}
+
+	ps.setAcceptRule(t, 10, "accept")
+	hurry := ps.payOrder(t, "countdown-hurry", 1)
+	var rings bool
+	runBrowser(t, b, 5*time.Second, "the card in its last minute: urgent, with the louder ring",
+		chromedp.WaitVisible(chromedp.CSS(card("new", hurry)+".urgent")),
+		into(chromedp.Poll[bool](`Number(document.body.dataset.urgentRings || 0) >= 1`), &rings))
+	var text string
+	runBrowser(t, b, time.Second, "the urgent countdown", into(chromedp.Text(chromedp.CSS(card("new", hurry)+" .deadline")), &text))
+	if !strings.HasPrefix(text, "Auto-accept in 0:0") && !strings.HasPrefix(text, "Auto-accept in 0:10") && text != "Auto-accepting now…" {
+		t.Errorf("the urgent card says %q", text)
+	}
+	runBrowser(t, b, 20*time.Second, "the card accepted at its deadline, without a reload",
+		chromedp.WaitVisible(chromedp.CSS(card("accepted", hurry)+" .deadline.applied")),
+		into(chromedp.Text(chromedp.CSS(card("accepted", hurry)+" .deadline")), &text))
+	if text != "Accepted automatically: not accepted in time." {
+		t.Errorf("the accepted card says %q", text)
+	}
+	if n := ps.count(t, `SELECT count(*) FROM order_status_history WHERE order_id = $1 AND actor = 'system:accept-deadline'`, hurry); n != 1 {
+		t.Errorf("%d history rows by the deadline", n)
+	}
+	// The calm order is still waiting, and still counting down.
+	runBrowser(t, b, time.Second, "the calm card still new", chromedp.WaitVisible(chromedp.CSS(card("new", calm)+" .deadline")))
+}

@@ -63,6 +63,8 @@ func newStack(t testing.TB) *stack {
 			"TAKEOUT_CATALOG_CACHE_TTL": "1h",
 			// Tests with a pay window of a second see their timeouts soon.
 			"TAKEOUT_ORDER_TIMEOUT_SWEEP_INTERVAL": "500ms",
+			// Tests that move an accept deadline see it applied soon.
+			"TAKEOUT_ORDER_ACCEPT_SWEEP_INTERVAL": "500ms",
 			// Above net/http's 5 s grace for connections that sent no request
 			// yet, which Shutdown waits out: bursts leave some behind.
 			"TAKEOUT_SHUTDOWN_TIMEOUT": "15s",

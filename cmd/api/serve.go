@@ -332,13 +332,15 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error 
 	cfg := a.cfg
 	workers := river.NewWorkers()
 	kinds := []string{idempotency.PruneArgs{}.Kind(), webhook.Args{}.Kind(), order.PaymentTimeoutArgs{}.Kind(),
-		order.TimeoutSweepArgs{}.Kind(), order.AutoCompleteArgs{}.Kind()}
+		order.TimeoutSweepArgs{}.Kind(), order.AutoCompleteArgs{}.Kind(), order.AcceptDeadlineSweepArgs{}.Kind()}
 	var check order.DeadlineCheck
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.OrderTimeoutSweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return order.TimeoutSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.OrderAcceptSweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return order.AcceptDeadlineSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
 	if payments != nil {
 		check = payments

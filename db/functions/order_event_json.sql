@@ -61,6 +61,11 @@ BEGIN
             'remark', o.remark,
             'version', o.version,
             'pay_deadline', json_time(o.pay_deadline),
+            -- order.AcceptDeadline: null when the order has none.
+            'accept_deadline', CASE WHEN o.accept_by IS NOT NULL THEN json_build_object(
+                    'accept_by', json_time(o.accept_by),
+                    'then', o.accept_then,
+                    'applied', o.accept_deadline_applied) END,
             'created_at', json_time(o.created_at),
             'updated_at', json_time(o.updated_at)));
 END

@@ -2,7 +2,9 @@
 -- the notification, the payment marked paid, its order moved from
 -- o_from_status to o_to_status (the state table's, for a payment), the
 -- history row and, when e_type is not null, the outbox event rendered
--- from the order as written. It answers:
+-- from the order as written. An order made PAID gets its accept deadline
+-- in the same UPDATE, as the transaction path's OrderTransition writes
+-- it, and its due row for the sweep, as runEffects inserts it. It answers:
 --   'applied';
 --   'duplicate': the notification was seen before, or the payment was
 --       already paid by this transaction (nothing else changed);
@@ -58,12 +60,26 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'duplicate'; -- paid by this transaction already (the query got there first)
     END IF;
-    UPDATE orders SET status = o_to_status, version = version + 1, updated_at = o_updated_at
+    -- Paid: the accept deadline starts (the state table's
+    -- start_accept_deadline on pay), from the merchant's rule as it is.
+    UPDATE orders SET status = o_to_status, version = version + 1, updated_at = o_updated_at,
+        accept_by = CASE WHEN o_to_status = 'PAID'
+            THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN o_updated_at + make_interval(secs => m.accept_within_seconds) END
+                  FROM merchants m WHERE m.id = orders.merchant_id)
+            ELSE accept_by END,
+        accept_then = CASE WHEN o_to_status = 'PAID'
+            THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN m.accept_timeout_action END
+                  FROM merchants m WHERE m.id = orders.merchant_id)
+            ELSE accept_then END
     WHERE id = pay_order_id AND status = o_from_status
     RETURNING * INTO o;
     IF NOT FOUND THEN -- not after the check above, under the lock; kept as the guard it was
         RAISE EXCEPTION 'payment_settle: order % is not %', pay_order_id, o_from_status
             USING ERRCODE = 'TK002';
+    END IF;
+    IF o.accept_by IS NOT NULL AND o_to_status = 'PAID' THEN
+        -- The deadline's due row, for the sweep (AcceptDeadlineInsert).
+        INSERT INTO order_accept_deadlines (order_id, accept_by) VALUES (o.id, o.accept_by);
     END IF;
     INSERT INTO order_status_history (order_id, from_status, to_status, version, actor, reason)
     VALUES (o.id, o_from_status, o_to_status, o.version, h_actor, h_reason);

@@ -49,8 +49,21 @@ VALUES (@order_id, sqlc.narg('from_status'), @to_status, @version, @actor, @reas
 
 -- name: OrderTransition :one
 -- Compare-and-set: only from the status and version the caller read.
-UPDATE orders SET status = @to_status, version = version + 1, updated_at = now()
-WHERE id = @id AND status = @from_status AND version = @version
+-- @start_accept_deadline (the state table's start_accept_deadline, on
+-- payment) writes the order's accept deadline from its merchant's rule
+-- as it is now; @accept_deadline_applied (the deadline's own events)
+-- records that the system moved the order on at it.
+UPDATE orders SET status = @to_status, version = version + 1, updated_at = now(),
+    accept_by = CASE WHEN @start_accept_deadline::boolean
+        THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN now() + make_interval(secs => m.accept_within_seconds) END
+              FROM merchants m WHERE m.id = orders.merchant_id)
+        ELSE accept_by END,
+    accept_then = CASE WHEN @start_accept_deadline::boolean
+        THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN m.accept_timeout_action END
+              FROM merchants m WHERE m.id = orders.merchant_id)
+        ELSE accept_then END,
+    accept_deadline_applied = accept_deadline_applied OR @accept_deadline_applied::boolean
+WHERE orders.id = @id AND orders.status = @from_status AND orders.version = @version
 RETURNING *;
 
 -- name: OrderSearch :many
@@ -147,6 +160,24 @@ SELECT order_place_grouped(
     sqlc.arg(promotions)::jsonb, sqlc.arg(budget_promotion_ids)::bigint[], sqlc.arg(budget_amounts_fen)::bigint[],
     sqlc.narg(new_customer_scope)::bigint
 )::smallint AS outcome;
+
+-- name: AcceptDeadlinesDue :many
+-- The accept deadlines due at @up_to, the most overdue first, with their
+-- orders as they are now.
+SELECT d.order_id, d.accept_by, o.status, coalesce(o.accept_then, '')::text AS accept_then
+FROM order_accept_deadlines d JOIN orders o ON o.id = d.order_id
+WHERE d.accept_by <= @up_to
+ORDER BY d.accept_by
+LIMIT @max_rows;
+
+-- name: AcceptDeadlineInsert :exec
+-- The due row of a paid order's accept deadline, in the transaction that
+-- made it PAID.
+INSERT INTO order_accept_deadlines (order_id, accept_by) VALUES (@order_id, @accept_by);
+
+-- name: AcceptDeadlinesDelete :exec
+-- Deadlines the sweep dealt with: applied, or their order moved on.
+DELETE FROM order_accept_deadlines WHERE order_id = ANY(@order_ids::bigint[]);
 
 -- name: OrdersOverdueWithoutTimeout :many
 -- Orders still waiting for payment whose deadline came due in

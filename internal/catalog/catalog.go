@@ -36,9 +36,14 @@ type Merchant struct {
 	TimeZone       string             `json:"time_zone"`
 	Hours          []hours.PeriodJSON `json:"hours"`
 	ClosedDates    []string           `json:"closed_dates"`
-	Version        int64              `json:"version"`
-	CreatedAt      time.Time          `json:"created_at"`
-	UpdatedAt      time.Time          `json:"updated_at"`
+	// AcceptWithinSeconds is how long the kitchen has to accept a paid
+	// order (0: no deadline), and AcceptTimeoutAction what happens to
+	// one still waiting then: "accept" or "reject" (with a full refund).
+	AcceptWithinSeconds int32     `json:"accept_within_seconds"`
+	AcceptTimeoutAction string    `json:"accept_timeout_action"`
+	Version             int64     `json:"version"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
 }
 
 // Location is a point in degrees.
@@ -125,18 +130,20 @@ type MerchantList struct {
 
 func merchantFromRow(m dbsqlc.Merchant) Merchant {
 	out := Merchant{
-		ID:             strconv.FormatInt(m.ID, 10),
-		Name:           m.Name,
-		Status:         m.Status,
-		DeliveryFeeFen: m.DeliveryFeeFen,
-		MinOrderFen:    m.MinOrderFen,
-		DeliveryBands:  []delivery.Band{},
-		TimeZone:       m.TimeZone,
-		Hours:          []hours.PeriodJSON{},
-		ClosedDates:    append([]string{}, m.ClosedDates...),
-		Version:        m.Version,
-		CreatedAt:      m.CreatedAt.UTC(),
-		UpdatedAt:      m.UpdatedAt.UTC(),
+		ID:                  strconv.FormatInt(m.ID, 10),
+		Name:                m.Name,
+		Status:              m.Status,
+		DeliveryFeeFen:      m.DeliveryFeeFen,
+		MinOrderFen:         m.MinOrderFen,
+		DeliveryBands:       []delivery.Band{},
+		TimeZone:            m.TimeZone,
+		Hours:               []hours.PeriodJSON{},
+		ClosedDates:         append([]string{}, m.ClosedDates...),
+		AcceptWithinSeconds: m.AcceptWithinSeconds,
+		AcceptTimeoutAction: m.AcceptTimeoutAction,
+		Version:             m.Version,
+		CreatedAt:           m.CreatedAt.UTC(),
+		UpdatedAt:           m.UpdatedAt.UTC(),
 	}
 	if m.Latitude != nil && m.Longitude != nil {
 		out.Location = &Location{Lat: *m.Latitude, Lng: *m.Longitude}

@@ -86,11 +86,39 @@ func (r MerchantRules) validate() error {
 	return nil
 }
 
+// KitchenRules are how long a merchant's kitchen has to accept a paid
+// order and what happens to one it has not accepted by then; they apply
+// to orders paid after the change. A field left out is not changed (on
+// create: 300 seconds, reject).
+type KitchenRules struct {
+	AcceptWithinSeconds *int32  `json:"accept_within_seconds"`
+	AcceptTimeoutAction *string `json:"accept_timeout_action"`
+}
+
+// Limits of the accept deadline (the schema's CHECK): 0 is none.
+const (
+	minAcceptWithinSeconds = 10
+	maxAcceptWithinSeconds = 7200
+)
+
+func (k KitchenRules) set() bool { return k.AcceptWithinSeconds != nil || k.AcceptTimeoutAction != nil }
+
+func (k KitchenRules) validate() error {
+	if v := k.AcceptWithinSeconds; v != nil && *v != 0 && (*v < minAcceptWithinSeconds || *v > maxAcceptWithinSeconds) {
+		return problem.Field("accept_within_seconds", "must be 0 (no deadline) or between %d and %d", minAcceptWithinSeconds, maxAcceptWithinSeconds)
+	}
+	if a := k.AcceptTimeoutAction; a != nil && *a != "accept" && *a != "reject" {
+		return problem.Field("accept_timeout_action", `must be "accept" or "reject"`)
+	}
+	return nil
+}
+
 // CreateMerchantRequest is the body of POST /admin/v1/merchants.
 type CreateMerchantRequest struct {
 	Name   string  `json:"name" text:"name"`
 	Status *string `json:"status"`
 	MerchantRules
+	KitchenRules
 }
 
 // Validate checks the request's values.
@@ -101,7 +129,10 @@ func (r *CreateMerchantRequest) Validate() error {
 	if err := validMerchantFields(r.Status); err != nil {
 		return err
 	}
-	return r.validate()
+	if err := r.KitchenRules.validate(); err != nil {
+		return err
+	}
+	return r.MerchantRules.validate()
 }
 
 // UpdateMerchantRequest is the body of PATCH /admin/v1/merchants/{id}:
@@ -111,6 +142,7 @@ type UpdateMerchantRequest struct {
 	Name    *string `json:"name" text:"name"`
 	Status  *string `json:"status"`
 	MerchantRules
+	KitchenRules
 }
 
 // Validate checks the request's values.
@@ -123,13 +155,16 @@ func (r *UpdateMerchantRequest) Validate() error {
 			return err
 		}
 	}
-	if r.Name == nil && r.Status == nil && !r.changesQuote() {
-		return problem.New(problem.InvalidRequest, "nothing to change: send name, status, delivery_fee_fen, min_order_fen, location, delivery_bands, time_zone, hours or closed_dates")
+	if r.Name == nil && r.Status == nil && !r.changesQuote() && !r.KitchenRules.set() {
+		return problem.New(problem.InvalidRequest, "nothing to change: send name, status, delivery_fee_fen, min_order_fen, location, delivery_bands, time_zone, hours, closed_dates, accept_within_seconds or accept_timeout_action")
 	}
 	if err := validMerchantFields(r.Status); err != nil {
 		return err
 	}
-	return r.validate()
+	if err := r.KitchenRules.validate(); err != nil {
+		return err
+	}
+	return r.MerchantRules.validate()
 }
 
 // CreateDishRequest is the body of POST /admin/v1/merchants/{id}/dishes.

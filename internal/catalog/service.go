@@ -356,6 +356,7 @@ func (s *Service) CreateMerchant(ctx context.Context, tx pgx.Tx, req CreateMerch
 	if r.ClosedDates != nil {
 		p.ClosedDates = *r.ClosedDates
 	}
+	p.AcceptWithinSeconds, p.AcceptTimeoutAction = req.AcceptWithinSeconds, req.AcceptTimeoutAction
 	var err error
 	if r.DeliveryBands != nil {
 		if p.DeliveryBands, err = json.Marshal(*r.DeliveryBands); err != nil {
@@ -415,7 +416,8 @@ func (s *Service) UpdateMerchant(ctx context.Context, staff auth.Staff, id int64
 func merchantUpdateParams(id int64, req UpdateMerchantRequest) (dbsqlc.MerchantUpdateParams, error) {
 	r := req.MerchantRules
 	p := dbsqlc.MerchantUpdateParams{ID: id, Version: *req.Version, Name: req.Name, Status: req.Status,
-		DeliveryFeeFen: r.DeliveryFeeFen, MinOrderFen: r.MinOrderFen, TimeZone: r.TimeZone, QuoteChanged: r.changesQuote()}
+		DeliveryFeeFen: r.DeliveryFeeFen, MinOrderFen: r.MinOrderFen, TimeZone: r.TimeZone, QuoteChanged: r.changesQuote(),
+		AcceptWithinSeconds: req.AcceptWithinSeconds, AcceptTimeoutAction: req.AcceptTimeoutAction}
 	if r.Location != nil {
 		p.SetLocation, p.Latitude, p.Longitude = true, &r.Location.Lat, &r.Location.Lng
 	}

@@ -111,13 +111,17 @@ type Config struct {
 	// deadline get their payment-timeout job: an unpaid order is
 	// cancelled up to this long after its deadline.
 	OrderTimeoutSweepInterval time.Duration `env:"TAKEOUT_ORDER_TIMEOUT_SWEEP_INTERVAL" envDefault:"5s"`
-	WorkerLeaseTTL            time.Duration `env:"TAKEOUT_WORKER_LEASE_TTL" envDefault:"30s"`
-	IdemRetention             time.Duration `env:"TAKEOUT_IDEMPOTENCY_RETENTION" envDefault:"72h"`
-	IdemInflightTTL           time.Duration `env:"TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL" envDefault:"60s"`
-	IdemCoalesceWait          time.Duration `env:"TAKEOUT_IDEMPOTENCY_COALESCE_WAIT" envDefault:"2s"`
-	IdemL1Bytes               uint64        `env:"TAKEOUT_IDEMPOTENCY_L1_BYTES" envDefault:"134217728"`
-	IdemL1TTL                 time.Duration `env:"TAKEOUT_IDEMPOTENCY_L1_TTL" envDefault:"10m"`
-	IdemPruneInterval         time.Duration `env:"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
+	// OrderAcceptSweepInterval is how often paid orders past their
+	// merchant's accept deadline are accepted or rejected by the system:
+	// an order is moved on up to this long after its deadline.
+	OrderAcceptSweepInterval time.Duration `env:"TAKEOUT_ORDER_ACCEPT_SWEEP_INTERVAL" envDefault:"5s"`
+	WorkerLeaseTTL           time.Duration `env:"TAKEOUT_WORKER_LEASE_TTL" envDefault:"30s"`
+	IdemRetention            time.Duration `env:"TAKEOUT_IDEMPOTENCY_RETENTION" envDefault:"72h"`
+	IdemInflightTTL          time.Duration `env:"TAKEOUT_IDEMPOTENCY_INFLIGHT_TTL" envDefault:"60s"`
+	IdemCoalesceWait         time.Duration `env:"TAKEOUT_IDEMPOTENCY_COALESCE_WAIT" envDefault:"2s"`
+	IdemL1Bytes              uint64        `env:"TAKEOUT_IDEMPOTENCY_L1_BYTES" envDefault:"134217728"`
+	IdemL1TTL                time.Duration `env:"TAKEOUT_IDEMPOTENCY_L1_TTL" envDefault:"10m"`
+	IdemPruneInterval        time.Duration `env:"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
 
 	// GCPercent is the garbage collector's GOGC for `api serve`: a heap
 	// of small live size (the L1 not yet full) is then collected a
@@ -406,6 +410,7 @@ func (c Config) validateIdentity(k *checker) {
 	check(c.OrderMaxTotalFen >= 1 && c.OrderMaxTotalFen <= 1_000_000_000,
 		"TAKEOUT_ORDER_MAX_TOTAL_FEN: want 1 to 1000000000 (fen; WeChat Pay takes at most that in one payment)")
 	check(c.OrderTimeoutSweepInterval >= 100*time.Millisecond, "TAKEOUT_ORDER_TIMEOUT_SWEEP_INTERVAL: want at least 100ms")
+	check(c.OrderAcceptSweepInterval >= 100*time.Millisecond, "TAKEOUT_ORDER_ACCEPT_SWEEP_INTERVAL: want at least 100ms")
 	// More than 64 subtransactions in one transaction overflow each
 	// backend's cache of them and slow every snapshot.
 	check(c.DatabaseGroupCommitMax >= 1 && c.DatabaseGroupCommitMax <= 64, "TAKEOUT_DATABASE_GROUP_COMMIT_MAX: want 1 to 64, got %d", c.DatabaseGroupCommitMax)

@@ -43,13 +43,18 @@ func TestSettledEventIsTheOneTheAPIRenders(t *testing.T) {
 		times     string // pay_deadline, created_at, updated_at
 		lines     []line
 		eventType string
+		// acceptBy, acceptThen and applied are the order's accept
+		// deadline ("": none).
+		acceptBy, acceptThen string
+		applied              bool
 	}{
 		{name: "one plain line", address: `{"name":"Li","phone":"13800000000","detail":"Room 1"}`,
-			times: "2026-12-04 10:15:30.123456+00", eventType: "order.paid",
+			times: "2026-12-04 10:15:30.123456+00", eventType: "order.paid", acceptBy: "2026-12-04 10:20:30.123456+00", acceptThen: "reject",
 			lines: []line{{options: "[]", qty: 1, price: 1200, name: "Rice"}}},
 		{name: "options, a location, refunds and text a browser escapes",
 			address: `{"name":"王<小>明","phone":"138&0000","detail":"Floor \"3\"\nDoor 2","location":{"lat":31.2304,"lng":121.4737}}`,
 			remark:  "<b>no onion</b> & \"less\" salt 🌶\u2028next", times: "2026-12-04 10:15:30.12+00", eventType: "order.accepted",
+			acceptBy: "2026-12-04 10:15:00+00", acceptThen: "accept", applied: true,
 			lines: []line{
 				{options: `[{"choice_id":"7","group":"Size","name":"Large","price_delta_fen":300},{"choice_id":"9","group":"Spice","name":"Hot","price_delta_fen":0}]`,
 					qty: 2, refunded: 1, price: 1500, packaging: 100, name: "Noodles (large)"},
@@ -66,11 +71,13 @@ func TestSettledEventIsTheOneTheAPIRenders(t *testing.T) {
 		}
 		var id int64
 		if err := pool.QueryRow(ctx, `INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg,
-		    status, items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at)
+		    status, items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at,
+		    accept_by, accept_then, accept_deadline_applied)
 		  VALUES ((SELECT coalesce(max(id), 0) + 1 FROM orders), $1, $2, sha256(convert_to($3, 'UTF8')), sha256(convert_to($3, 'UTF8')), 1, 'SM3',
 		    'PAID', $4::bigint, $5::bigint, 300, $4::bigint + $5::bigint + 300, $6, $7, 2,
-		    $8::timestamptz + interval '15 minutes', $8::timestamptz, $8::timestamptz)
-		  RETURNING id`, user.ID, m.ID, c.name, items, packaging, c.address, c.remark, c.times).Scan(&id); err != nil {
+		    $8::timestamptz + interval '15 minutes', $8::timestamptz, $8::timestamptz,
+		    nullif($9, '')::timestamptz, nullif($10, ''), $11)
+		  RETURNING id`, user.ID, m.ID, c.name, items, packaging, c.address, c.remark, c.times, c.acceptBy, c.acceptThen, c.applied).Scan(&id); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		for i, l := range c.lines {

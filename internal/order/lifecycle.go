@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,8 @@ func (s *Service) ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event s
 		t := d.Transition
 		row, err := s.q.OrderTransition(ctx, tx, dbsqlc.OrderTransitionParams{
 			ID: o.ID, FromStatus: t.From, ToStatus: t.To, Version: o.Version,
+			StartAcceptDeadline:   slices.Contains(t.Effects, statemachine.StartAcceptDeadline),
+			AcceptDeadlineApplied: slices.Contains(t.Effects, statemachine.AcceptDeadlineApplied),
 		})
 		if errors.Is(err, db.ErrNotFound) {
 			if attempt < 5 {
@@ -163,6 +166,16 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			for _, p := range out.Promotions {
 				s.promotions.WithLabelValues(p.Kind, "released").Inc()
 			}
+		case statemachine.StartAcceptDeadline:
+			// The UPDATE (OrderTransition) wrote the order's deadline from
+			// its merchant's rule; a merchant without one gave none.
+			if row.AcceptBy != nil {
+				if err := s.q.AcceptDeadlineInsert(ctx, tx, dbsqlc.AcceptDeadlineInsertParams{OrderID: row.ID, AcceptBy: *row.AcceptBy}); err != nil {
+					return fmt.Errorf("insert the accept deadline: %w", err)
+				}
+			}
+		case statemachine.AcceptDeadlineApplied:
+			// Written by the transition's UPDATE (OrderTransition).
 		case statemachine.ConsumeStock:
 			if err := inventory.Consume(ctx, tx, row.ID); err != nil {
 				return err
@@ -406,4 +419,5 @@ func (s *Service) AddWorkers(w *river.Workers, check DeadlineCheck) {
 	river.AddWorker(w, &timeoutSweepWorker{s: s})
 	river.AddWorker(w, &timeoutWorker{s: s, check: check})
 	river.AddWorker(w, &autoCompleteWorker{s: s})
+	river.AddWorker(w, &acceptSweepWorker{s: s})
 }

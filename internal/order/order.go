@@ -47,9 +47,31 @@ type Order struct {
 	Remark      string    `json:"remark"`
 	Version     int64     `json:"version"`
 	PayDeadline time.Time `json:"pay_deadline"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	// AcceptDeadline is when the merchant must accept the paid order by,
+	// and what happens then; null when the order has no deadline (its
+	// merchant sets none, or it was never paid).
+	AcceptDeadline *AcceptDeadline `json:"accept_deadline"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
 }
+
+// AcceptDeadline is a paid order's accept deadline, fixed from its
+// merchant's rule when it was paid.
+type AcceptDeadline struct {
+	AcceptBy time.Time `json:"accept_by"`
+	// Then is what happens to the order if it is still waiting at
+	// AcceptBy: "accept" or "reject" (with a full refund).
+	Then string `json:"then"`
+	// Applied is true once the system, not the merchant, moved the order
+	// on at its deadline.
+	Applied bool `json:"applied"`
+}
+
+// The outcomes of an accept deadline (AcceptDeadline.Then).
+const (
+	AcceptThenAccept = "accept"
+	AcceptThenReject = "reject"
+)
 
 // Item is one line of an order: a dish with its chosen options, as sold
 // (names and prices at confirm). The unit price includes the options'
@@ -132,6 +154,9 @@ func orderFromRow(o dbsqlc.Order, items []dbsqlc.OrderItem, addr Address) Order 
 	// would show as none rather than fail the read of the order.
 	if err := json.Unmarshal(o.Promotions, &out.Promotions); err != nil || out.Promotions == nil {
 		out.Promotions = []OrderPromotion{}
+	}
+	if o.AcceptBy != nil && o.AcceptThen != nil {
+		out.AcceptDeadline = &AcceptDeadline{AcceptBy: o.AcceptBy.UTC(), Then: *o.AcceptThen, Applied: o.AcceptDeadlineApplied}
 	}
 	for i, it := range items {
 		out.Items[i] = itemFromRow(it)

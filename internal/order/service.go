@@ -146,6 +146,8 @@ type Service struct {
 	transitions    *prometheus.CounterVec
 	vouchers       *prometheus.CounterVec
 	promotions     *prometheus.CounterVec
+	// acceptDeadlines counts the accept deadlines the sweep applied.
+	acceptDeadlines *prometheus.CounterVec
 }
 
 // NewService returns an order service.
@@ -178,10 +180,21 @@ func NewService(opts Options) (*Service, error) {
 			Name: "takeout_promotion_redemptions_total",
 			Help: "Promotions placed orders got (applied) and gave back by a cancel, timeout or refund before acceptance (released), by kind (spend_save, new_customer, free_delivery).",
 		}, []string{"kind", "event"}),
+		acceptDeadlines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_accept_deadline_total",
+			Help: "Paid orders the accept-deadline sweep found past their deadline, by what their merchant's rule does (then: accept, reject) and outcome (applied; moved_on: the merchant or a cancel got there first; failed: left for the next sweep).",
+		}, []string{"then", "outcome"}),
+	}
+	// Every series of the accept deadline exists from the start at 0, so
+	// that an alert's increase() sees the first failure.
+	for _, then := range []string{AcceptThenAccept, AcceptThenReject} {
+		for _, outcome := range []string{"applied", "moved_on", "failed"} {
+			s.acceptDeadlines.WithLabelValues(then, outcome)
+		}
 	}
 	s.groups = s.newPlaceGroup(opts.GroupCommitMax, opts.GroupCommitSlots)
 	if opts.Registerer != nil {
-		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions, s.vouchers, s.promotions}, s.groups.Collectors()...) {
+		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions, s.vouchers, s.promotions, s.acceptDeadlines}, s.groups.Collectors()...) {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register order metrics: %w", err)
 			}

@@ -49,6 +49,8 @@ const (
 	Complete     Event = "complete"      // delivered: the merchant says so or the customer confirms receipt
 	AutoComplete Event = "auto_complete" // delivering for too long: taken as delivered
 	RefundDone   Event = "refunded"      // the refund succeeded
+	AutoAccept   Event = "auto_accept"   // not accepted by the accept deadline; the merchant's rule accepts
+	AutoReject   Event = "auto_reject"   // not accepted by the accept deadline; the merchant's rule rejects and refunds
 )
 
 // Actor kinds: who triggers an event.
@@ -76,16 +78,21 @@ const (
 	ClosePayment         Effect = "close_payment"          // close the order's open payment at the provider
 	ReleaseVoucher       Effect = "release_voucher"        // give back the voucher the order holds, if it still holds it
 	ReleasePromotions    Effect = "release_promotions"     // give back the promotions' budget and the first-order claim the order took
+	// The accept deadline's two effects are written by the transition's
+	// own UPDATE of the order (OrderTransition, payment_settle), not by a
+	// statement of their own.
+	StartAcceptDeadline   Effect = "start_accept_deadline"   // the order records when it must be accepted by, and what then (its merchant's rule)
+	AcceptDeadlineApplied Effect = "accept_deadline_applied" // the order records that the system moved it on at its deadline
 )
 
 // OneStatement reports whether the one-statement path of a transition
 // (payment_settle: db/functions) writes effect e itself. It writes the
 // history row and the outbox event, which is Notify's part for the live
-// board; order.Service declines the path too when Notify means more
+// board, and the accept deadline of an order it makes PAID; order.Service declines the path too when Notify means more
 // under its configuration (a webhook, a customer message). Any other
 // effect runs only in the transaction path, so a transition with one
 // never takes the one-statement path.
-func (e Effect) OneStatement() bool { return e == Notify }
+func (e Effect) OneStatement() bool { return e == Notify || e == StartAcceptDeadline }
 
 // OneStatement reports whether every effect of t is one the
 // one-statement path writes.
@@ -112,12 +119,14 @@ type Transition struct {
 // Table returns the lifecycle. Nothing outside it is a transition.
 func Table() []Transition {
 	return []Transition{
-		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{Notify}, "payment callback or active query"},
+		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{StartAcceptDeadline, Notify}, "payment callback or active query"},
 		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, ClosePayment, Notify}, "user cancels"},
 		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "pay deadline passed"},
 		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
 		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "merchant rejects"},
 		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "user cancels before acceptance"},
+		{Paid, AutoAccept, Accepted, []Actor{System}, []Effect{AcceptDeadlineApplied, Notify}, "accept deadline passed: accepted by the merchant's rule"},
+		{Paid, AutoReject, Refunding, []Actor{System}, []Effect{AcceptDeadlineApplied, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "accept deadline passed: rejected and refunded by the merchant's rule"},
 		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared, waiting for pickup"},
 		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches (READY is optional)"},
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},

@@ -47,6 +47,17 @@ func TestDecide(t *testing.T) {
 		{statemachine.Delivering, statemachine.Complete, statemachine.User, statemachine.Completed, false, ""},
 		{statemachine.Completed, statemachine.Complete, statemachine.User, "", true, ""},
 		{statemachine.Ready, statemachine.Complete, statemachine.User, "", false, "conflict"},
+		// The accept deadline: only the system fires it, only on a paid
+		// order; a merchant who accepted first makes the auto-accept a
+		// replay and the auto-reject a conflict (the sweep's "moved on").
+		{statemachine.Paid, statemachine.AutoAccept, statemachine.System, statemachine.Accepted, false, ""},
+		{statemachine.Paid, statemachine.AutoReject, statemachine.System, statemachine.Refunding, false, ""},
+		{statemachine.Paid, statemachine.AutoReject, statemachine.Merchant, "", false, "forbidden"},
+		{statemachine.Accepted, statemachine.AutoAccept, statemachine.System, "", true, ""},
+		{statemachine.Accepted, statemachine.AutoReject, statemachine.System, "", false, "conflict"},
+		{statemachine.PendingPayment, statemachine.AutoReject, statemachine.System, "", false, "conflict"},
+		// The merchant's tap after the system accepted is a replay.
+		{statemachine.Accepted, statemachine.Accept, statemachine.Admin, "", true, ""},
 	}
 	for _, tt := range tests {
 		d, err := statemachine.Default().Decide(tt.current, tt.event, tt.actor)

@@ -247,6 +247,22 @@ var statusText = map[statemachine.Status]string{
 	statemachine.Cancelled: "已取消", statemachine.Refunded: "已退款",
 }
 
+// deadlineText is what a message says instead when the merchant's accept
+// deadline, not the merchant, decided: accepted automatically, or
+// refunded because nobody accepted the order in time (Meituan's "超时未接单").
+var deadlineText = map[string]map[statemachine.Status]string{
+	"accept": {statemachine.Accepted: "已自动接单"},
+	"reject": {statemachine.Refunded: "超时未接单"},
+}
+
+// phrase is the message's status phrase.
+func phrase(status statemachine.Status, deadlineDid string) string {
+	if t, ok := deadlineText[deadlineDid][status]; ok {
+		return t
+	}
+	return statusText[status]
+}
+
 // message is the request body. The template's keywords must be
 // character_string1 (order number), phrase2 (status), thing3 (merchant)
 // and time4 (when it changed).
@@ -261,7 +277,7 @@ func message(tpl, state string, status statemachine.Status, subj dbsqlc.Subscrib
 		"miniprogram_state": state, "lang": "zh_CN",
 		"data": map[string]map[string]string{
 			"character_string1": {"value": id},
-			"phrase2":           {"value": statusText[status]},
+			"phrase2":           {"value": phrase(status, subj.AcceptDeadlineDid)},
 			"thing3":            {"value": merchant},
 			"time4":             {"value": subj.UpdatedAt.In(chinaTime).Format("2006-01-02 15:04")},
 		},

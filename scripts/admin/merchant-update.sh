@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Update a merchant: name, status (open|closed), delivery fee, minimum
-# order, location, distance bands, hours and closed dates. VERSION is the
+# order, location, distance bands, hours, closed dates, and the accept
+# deadline (seconds the kitchen has to accept a paid order, 0 for none,
+# and what happens then: accept, or reject with a full refund). VERSION is the
 # version you read; a stale one is refused (409) so no change is lost.
 #   --bands '[{"up_to_m":3000,"fee_fen":300},{"up_to_m":5000,"fee_fen":600}]'
 #   --hours '[{"day":"mon","open":"10:00","close":"14:00"},{"day":"fri","open":"18:00","close":"02:00"}]'
 #   --closed '["2026-12-25"]'
 # usage: merchant-update.sh MERCHANT_ID VERSION [--name NAME] [--status open|closed] [--fee FEN]
 #        [--min-order FEN] [--location LAT,LNG] [--bands JSON] [--time-zone ZONE] [--hours JSON] [--closed JSON]
+#        [--accept-within SECONDS] [--then accept|reject]
 source "$(dirname "$0")/_lib.sh"
 [ $# -ge 2 ] || usage
 id=$1 version=$2; shift 2
 is_int "$version" || usage
-name="" status="" fee="" min="" location="" bands="" tz="" hours="" closed=""
+name="" status="" fee="" min="" location="" bands="" tz="" hours="" closed="" within="" then=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--name) name=$(json_str "$2"); shift 2 ;;
@@ -23,8 +26,11 @@ while [ $# -gt 0 ]; do
 	--time-zone) tz=$(json_str "$2"); shift 2 ;;
 	--hours) hours=$2; shift 2 ;;
 	--closed) closed=$2; shift 2 ;;
+	--accept-within) is_int "$2" || usage; within=$2; shift 2 ;;
+	--then) then=$(json_str "$2"); shift 2 ;;
 	*) usage ;;
 	esac
 done
 api PATCH "/admin/v1/merchants/$id" "$(json_obj "version=$version" "name=$name" "status=$status" "delivery_fee_fen=$fee" \
-	"min_order_fen=$min" "location=$location" "delivery_bands=$bands" "time_zone=$tz" "hours=$hours" "closed_dates=$closed")"
+	"min_order_fen=$min" "location=$location" "delivery_bands=$bands" "time_zone=$tz" "hours=$hours" "closed_dates=$closed" \
+	"accept_within_seconds=$within" "accept_timeout_action=$then")"

@@ -17,6 +17,11 @@ const ACTIONS = {
   DELIVERING: [['complete', 'Complete']],
 };
 const DONE_WORDS = { accept: 'accepted', reject: 'rejected', ready: 'marked ready', dispatch: 'dispatched', complete: 'completed' };
+// In the last minute before a paid order's accept deadline its card turns
+// urgent and the board rings louder, again every URGENT_RING_MS while any
+// order is urgent.
+const URGENT_MS = 60 * 1000;
+const URGENT_RING_MS = 15 * 1000;
 
 const $ = (sel) => document.querySelector(sel);
 const session = {
@@ -37,6 +42,21 @@ const notes = new Map(); // id → { text, error } shown on the card
 let lastEventId = null;
 let streamAbort = null;
 let audio = null;
+let ticker = null;
+const escalated = new Set(); // ids of orders whose urgent ring has sounded
+let lastUrgentRing = 0;
+// clockSkew is the service's clock less this device's, read from the
+// API's Date header (to the second) when the two differ by more than a
+// couple of seconds: countdowns are to the service's deadlines.
+let clockSkew = 0;
+const serverNow = () => Date.now() + clockSkew;
+
+function noteServerTime(res) {
+  const at = Date.parse(res.headers.get('Date') || '');
+  if (Number.isNaN(at)) return;
+  const skew = at - Date.now();
+  clockSkew = Math.abs(skew) > 2000 ? skew : 0;
+}
 
 // problemText is what the API said went wrong (RFC 9457 detail).
 async function problemText(res) {
@@ -52,6 +72,7 @@ async function request(method, path, body) {
   const headers = { Authorization: `Bearer ${session.token}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  noteServerTime(res);
   if (res.status === 401) {
     sessionEnded('Your session ended: log in again.');
     throw new Error('session ended');
@@ -70,6 +91,8 @@ function showLogin(message) {
 
 function sessionEnded(message) {
   if (streamAbort) streamAbort.abort();
+  if (ticker) clearInterval(ticker);
+  ticker = null;
   session.clear();
   orders.clear();
   showLogin(message);
@@ -118,6 +141,7 @@ async function start() {
   $('#who').textContent = `${session.username} · merchant ${session.merchantId}`;
   render();
   await loadToday();
+  if (!ticker) ticker = setInterval(tick, 1000);
   stream();
 }
 
@@ -250,6 +274,63 @@ function ring() {
   }
 }
 
+// ringUrgent is the escalation: three loud, higher beeps and a long
+// vibration. document.body.dataset.urgentRings counts them.
+function ringUrgent() {
+  document.body.dataset.urgentRings = String(Number(document.body.dataset.urgentRings || 0) + 1);
+  if (navigator.vibrate) navigator.vibrate([400, 100, 400, 100, 400]);
+  if (!audio) return;
+  const t = audio.currentTime;
+  for (const at of [0, 0.3, 0.6]) {
+    const osc = audio.createOscillator();
+    const gain = audio.createGain();
+    osc.type = 'square';
+    osc.frequency.value = 1320;
+    gain.gain.setValueAtTime(0.9, t + at);
+    gain.gain.exponentialRampToValueAtTime(0.001, t + at + 0.25);
+    osc.connect(gain).connect(audio.destination);
+    osc.start(t + at);
+    osc.stop(t + at + 0.3);
+  }
+}
+
+const countdown = (ms) => {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+};
+
+// showDeadline writes a paid card's countdown to its accept deadline and
+// marks the card urgent in the last minute; it returns the time left.
+function showDeadline(el) {
+  const line = el.querySelector('.deadline');
+  const left = Date.parse(line.dataset.acceptBy) - serverNow();
+  const what = line.dataset.then === 'accept' ? 'accept' : 'reject';
+  line.textContent = left > 0 ? `Auto-${what} in ${countdown(left)}` : `Auto-${what}ing now…`;
+  el.classList.toggle('urgent', left <= URGENT_MS);
+  return left;
+}
+
+// tick moves the countdowns on each second and rings louder for each
+// paid order that turned urgent, and again every URGENT_RING_MS while
+// one is.
+function tick() {
+  let urgent = false;
+  let newly = false;
+  for (const el of document.querySelectorAll('.card[data-status="PAID"]')) {
+    if (!el.querySelector('.deadline').dataset.acceptBy) continue;
+    if (showDeadline(el) > URGENT_MS) continue;
+    urgent = true;
+    if (!escalated.has(el.dataset.orderId)) {
+      escalated.add(el.dataset.orderId);
+      newly = true;
+    }
+  }
+  if (newly || (urgent && Date.now() - lastUrgentRing >= URGENT_RING_MS)) {
+    lastUrgentRing = Date.now();
+    ringUrgent();
+  }
+}
+
 const yuan = (fen) => `¥${(fen / 100).toFixed(2)}`;
 const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 
@@ -271,6 +352,18 @@ function card(o) {
   el.querySelector('.remark').textContent = o.remark ? `Note: ${o.remark}` : '';
   el.querySelector('.address').textContent = o.address ? `${o.address.name} · ${o.address.detail}` : '';
   el.querySelector('.total').textContent = yuan(o.total_fen);
+  const deadline = o.accept_deadline;
+  const line = el.querySelector('.deadline');
+  if (deadline && o.status === 'PAID') {
+    line.dataset.acceptBy = deadline.accept_by;
+    line.dataset.then = deadline.then;
+    line.hidden = false;
+    showDeadline(el);
+  } else if (deadline && deadline.applied) {
+    line.textContent = deadline.then === 'accept' ? 'Accepted automatically: not accepted in time.' : 'Not accepted in time: rejected and refunded.';
+    line.classList.add('applied');
+    line.hidden = false;
+  }
   const note = notes.get(o.id);
   const err = el.querySelector('.card-error');
   if (note) {
@@ -297,7 +390,8 @@ async function act(id, action, el) {
     if (res.ok) {
       const o = await res.json();
       if (res.headers.get('Idempotent-Replayed') === 'true') {
-        notes.set(id, { text: `Already ${DONE_WORDS[action]} by a colleague.` });
+        const auto = action === 'accept' && o.accept_deadline && o.accept_deadline.applied;
+        notes.set(id, { text: auto ? 'Already accepted automatically at its deadline.' : `Already ${DONE_WORDS[action]} by a colleague.` });
       } else {
         notes.delete(id);
       }

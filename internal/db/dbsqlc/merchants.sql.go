@@ -10,7 +10,7 @@ import (
 )
 
 const merchantGetByID = `-- name: MerchantGetByID :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version FROM merchants WHERE id = $1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action FROM merchants WHERE id = $1
 `
 
 func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merchant, error) {
@@ -32,12 +32,14 @@ func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merch
 		&i.WeeklyHours,
 		&i.ClosedDates,
 		&i.QuoteVersion,
+		&i.AcceptWithinSeconds,
+		&i.AcceptTimeoutAction,
 	)
 	return i, err
 }
 
 const merchantGetByName = `-- name: MerchantGetByName :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
 `
 
 func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (Merchant, error) {
@@ -59,29 +61,35 @@ func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (
 		&i.WeeklyHours,
 		&i.ClosedDates,
 		&i.QuoteVersion,
+		&i.AcceptWithinSeconds,
+		&i.AcceptTimeoutAction,
 	)
 	return i, err
 }
 
 const merchantInsert = `-- name: MerchantInsert :one
-INSERT INTO merchants (name, status, delivery_fee_fen, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates)
+INSERT INTO merchants (name, status, delivery_fee_fen, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates,
+                       accept_within_seconds, accept_timeout_action)
 VALUES ($1, $2, $3, $4, $5, $6,
         coalesce($7::jsonb, '[]'), coalesce($8::text, 'Asia/Shanghai'),
-        coalesce($9::jsonb, '[]'), coalesce($10::text[], '{}'))
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version
+        coalesce($9::jsonb, '[]'), coalesce($10::text[], '{}'),
+        coalesce($11::integer, 300), coalesce($12::text, 'reject'))
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action
 `
 
 type MerchantInsertParams struct {
-	Name           string
-	Status         string
-	DeliveryFeeFen int64
-	MinOrderFen    int64
-	Latitude       *float64
-	Longitude      *float64
-	DeliveryBands  []byte
-	TimeZone       *string
-	WeeklyHours    []byte
-	ClosedDates    []string
+	Name                string
+	Status              string
+	DeliveryFeeFen      int64
+	MinOrderFen         int64
+	Latitude            *float64
+	Longitude           *float64
+	DeliveryBands       []byte
+	TimeZone            *string
+	WeeklyHours         []byte
+	ClosedDates         []string
+	AcceptWithinSeconds *int32
+	AcceptTimeoutAction *string
 }
 
 // What is left out (NULL) takes the column's default.
@@ -97,6 +105,8 @@ func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInser
 		arg.TimeZone,
 		arg.WeeklyHours,
 		arg.ClosedDates,
+		arg.AcceptWithinSeconds,
+		arg.AcceptTimeoutAction,
 	)
 	var i Merchant
 	err := row.Scan(
@@ -115,12 +125,14 @@ func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInser
 		&i.WeeklyHours,
 		&i.ClosedDates,
 		&i.QuoteVersion,
+		&i.AcceptWithinSeconds,
+		&i.AcceptTimeoutAction,
 	)
 	return i, err
 }
 
 const merchantList = `-- name: MerchantList :many
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version FROM merchants ORDER BY id
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action FROM merchants ORDER BY id
 `
 
 func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error) {
@@ -148,6 +160,8 @@ func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error)
 			&i.WeeklyHours,
 			&i.ClosedDates,
 			&i.QuoteVersion,
+			&i.AcceptWithinSeconds,
+			&i.AcceptTimeoutAction,
 		); err != nil {
 			return nil, err
 		}
@@ -173,30 +187,34 @@ UPDATE merchants SET
     time_zone        = coalesce($9, time_zone),
     weekly_hours     = coalesce($10, weekly_hours),
     closed_dates     = coalesce($11::text[], closed_dates),
+    accept_within_seconds = coalesce($12::integer, accept_within_seconds),
+    accept_timeout_action = coalesce($13::text, accept_timeout_action),
     -- A change of what an order costs or when it may be placed: quotes
     -- made before it no longer take stock.
-    quote_version    = quote_version + CASE WHEN $12::boolean THEN 1 ELSE 0 END,
+    quote_version    = quote_version + CASE WHEN $14::boolean THEN 1 ELSE 0 END,
     version          = version + 1,
     updated_at       = now()
-WHERE id = $13 AND version = $14
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version
+WHERE id = $15 AND version = $16
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action
 `
 
 type MerchantUpdateParams struct {
-	Name           *string
-	Status         *string
-	DeliveryFeeFen *int64
-	MinOrderFen    *int64
-	SetLocation    bool
-	Latitude       *float64
-	Longitude      *float64
-	DeliveryBands  []byte
-	TimeZone       *string
-	WeeklyHours    []byte
-	ClosedDates    []string
-	QuoteChanged   bool
-	ID             int64
-	Version        int64
+	Name                *string
+	Status              *string
+	DeliveryFeeFen      *int64
+	MinOrderFen         *int64
+	SetLocation         bool
+	Latitude            *float64
+	Longitude           *float64
+	DeliveryBands       []byte
+	TimeZone            *string
+	WeeklyHours         []byte
+	ClosedDates         []string
+	AcceptWithinSeconds *int32
+	AcceptTimeoutAction *string
+	QuoteChanged        bool
+	ID                  int64
+	Version             int64
 }
 
 // Compare-and-set on version: a stale version updates nothing.
@@ -213,6 +231,8 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		arg.TimeZone,
 		arg.WeeklyHours,
 		arg.ClosedDates,
+		arg.AcceptWithinSeconds,
+		arg.AcceptTimeoutAction,
 		arg.QuoteChanged,
 		arg.ID,
 		arg.Version,
@@ -234,6 +254,8 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		&i.WeeklyHours,
 		&i.ClosedDates,
 		&i.QuoteVersion,
+		&i.AcceptWithinSeconds,
+		&i.AcceptTimeoutAction,
 	)
 	return i, err
 }

@@ -132,21 +132,23 @@ type LiveCode struct {
 }
 
 type Merchant struct {
-	ID             int64
-	Name           string
-	Status         string
-	DeliveryFeeFen int64
-	Version        int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	MinOrderFen    int64
-	Latitude       *float64
-	Longitude      *float64
-	DeliveryBands  []byte
-	TimeZone       string
-	WeeklyHours    []byte
-	ClosedDates    []string
-	QuoteVersion   int64
+	ID                  int64
+	Name                string
+	Status              string
+	DeliveryFeeFen      int64
+	Version             int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	MinOrderFen         int64
+	Latitude            *float64
+	Longitude           *float64
+	DeliveryBands       []byte
+	TimeZone            string
+	WeeklyHours         []byte
+	ClosedDates         []string
+	QuoteVersion        int64
+	AcceptWithinSeconds int32
+	AcceptTimeoutAction string
 }
 
 type NewCustomerClaim struct {
@@ -174,31 +176,39 @@ type OptionGroup struct {
 }
 
 type Order struct {
-	ID                  int64
-	UserID              int64
-	MerchantID          int64
-	IntentDigest        []byte
-	ContentDigest       []byte
-	IntentSeq           int32
-	DigestAlg           string
-	Status              statemachine.Status
-	ItemsTotalFen       int64
-	DeliveryFeeFen      int64
-	TotalFen            int64
-	Address             []byte
-	Remark              string
-	Version             int64
-	PayDeadline         time.Time
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
-	PackagingFeeFen     int64
-	UrgedAt             *time.Time
-	UrgeCount           int32
-	VoucherID           *int64
-	DiscountFen         int64
-	PlatformDiscountFen int64
-	MerchantDiscountFen int64
-	Promotions          []byte
+	ID                    int64
+	UserID                int64
+	MerchantID            int64
+	IntentDigest          []byte
+	ContentDigest         []byte
+	IntentSeq             int32
+	DigestAlg             string
+	Status                statemachine.Status
+	ItemsTotalFen         int64
+	DeliveryFeeFen        int64
+	TotalFen              int64
+	Address               []byte
+	Remark                string
+	Version               int64
+	PayDeadline           time.Time
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	PackagingFeeFen       int64
+	UrgedAt               *time.Time
+	UrgeCount             int32
+	VoucherID             *int64
+	DiscountFen           int64
+	PlatformDiscountFen   int64
+	MerchantDiscountFen   int64
+	Promotions            []byte
+	AcceptBy              *time.Time
+	AcceptThen            *string
+	AcceptDeadlineApplied bool
+}
+
+type OrderAcceptDeadline struct {
+	OrderID  int64
+	AcceptBy time.Time
 }
 
 type OrderEvent struct {

@@ -12,8 +12,81 @@ import (
 	"github.com/takeout/takeout/internal/statemachine"
 )
 
+const acceptDeadlineInsert = `-- name: AcceptDeadlineInsert :exec
+INSERT INTO order_accept_deadlines (order_id, accept_by) VALUES ($1, $2)
+`
+
+type AcceptDeadlineInsertParams struct {
+	OrderID  int64
+	AcceptBy time.Time
+}
+
+// The due row of a paid order's accept deadline, in the transaction that
+// made it PAID.
+func (q *Queries) AcceptDeadlineInsert(ctx context.Context, db DBTX, arg AcceptDeadlineInsertParams) error {
+	_, err := db.Exec(ctx, acceptDeadlineInsert, arg.OrderID, arg.AcceptBy)
+	return err
+}
+
+const acceptDeadlinesDelete = `-- name: AcceptDeadlinesDelete :exec
+DELETE FROM order_accept_deadlines WHERE order_id = ANY($1::bigint[])
+`
+
+// Deadlines the sweep dealt with: applied, or their order moved on.
+func (q *Queries) AcceptDeadlinesDelete(ctx context.Context, db DBTX, orderIds []int64) error {
+	_, err := db.Exec(ctx, acceptDeadlinesDelete, orderIds)
+	return err
+}
+
+const acceptDeadlinesDue = `-- name: AcceptDeadlinesDue :many
+SELECT d.order_id, d.accept_by, o.status, coalesce(o.accept_then, '')::text AS accept_then
+FROM order_accept_deadlines d JOIN orders o ON o.id = d.order_id
+WHERE d.accept_by <= $1
+ORDER BY d.accept_by
+LIMIT $2
+`
+
+type AcceptDeadlinesDueParams struct {
+	UpTo    time.Time
+	MaxRows int32
+}
+
+type AcceptDeadlinesDueRow struct {
+	OrderID    int64
+	AcceptBy   time.Time
+	Status     statemachine.Status
+	AcceptThen string
+}
+
+// The accept deadlines due at @up_to, the most overdue first, with their
+// orders as they are now.
+func (q *Queries) AcceptDeadlinesDue(ctx context.Context, db DBTX, arg AcceptDeadlinesDueParams) ([]AcceptDeadlinesDueRow, error) {
+	rows, err := db.Query(ctx, acceptDeadlinesDue, arg.UpTo, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AcceptDeadlinesDueRow{}
+	for rows.Next() {
+		var i AcceptDeadlinesDueRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.AcceptBy,
+			&i.Status,
+			&i.AcceptThen,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const orderGetByID = `-- name: OrderGetByID :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders WHERE id = $1
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders WHERE id = $1
 `
 
 func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, error) {
@@ -45,12 +118,15 @@ func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, e
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
 		&i.Promotions,
+		&i.AcceptBy,
+		&i.AcceptThen,
+		&i.AcceptDeadlineApplied,
 	)
 	return i, err
 }
 
 const orderGetByUserDigest = `-- name: OrderGetByUserDigest :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders WHERE user_id = $1 AND intent_digest = $2
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders WHERE user_id = $1 AND intent_digest = $2
 `
 
 type OrderGetByUserDigestParams struct {
@@ -87,12 +163,15 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
 		&i.Promotions,
+		&i.AcceptBy,
+		&i.AcceptThen,
+		&i.AcceptDeadlineApplied,
 	)
 	return i, err
 }
 
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders WHERE id = $1 FOR UPDATE
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders WHERE id = $1 FOR UPDATE
 `
 
 // The order, locked: refund requests of one order take turns.
@@ -125,6 +204,9 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id int64) (Ord
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
 		&i.Promotions,
+		&i.AcceptBy,
+		&i.AcceptThen,
+		&i.AcceptDeadlineApplied,
 	)
 	return i, err
 }
@@ -196,7 +278,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
         $8, $9, $10, $11, $12, $13, $14, $15, $15,
         $16, $17, $18, $19, coalesce($20::jsonb, '[]'))
 ON CONFLICT DO NOTHING
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied
 `
 
 type OrderInsertParams struct {
@@ -277,6 +359,9 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
 		&i.Promotions,
+		&i.AcceptBy,
+		&i.AcceptThen,
+		&i.AcceptDeadlineApplied,
 	)
 	return i, err
 }
@@ -463,7 +548,7 @@ func (q *Queries) OrderLatestByContent(ctx context.Context, db DBTX, arg OrderLa
 }
 
 const orderListByUser = `-- name: OrderListByUser :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders
 WHERE user_id = $1 AND ($2::bigint IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3
@@ -511,6 +596,9 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 			&i.PlatformDiscountFen,
 			&i.MerchantDiscountFen,
 			&i.Promotions,
+			&i.AcceptBy,
+			&i.AcceptThen,
+			&i.AcceptDeadlineApplied,
 		); err != nil {
 			return nil, err
 		}
@@ -662,7 +750,7 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 }
 
 const orderSearch = `-- name: OrderSearch :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::bigint IS NULL OR merchant_id = $2)
   AND ($3::bigint IS NULL OR user_id = $3)
@@ -727,6 +815,9 @@ func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParam
 			&i.PlatformDiscountFen,
 			&i.MerchantDiscountFen,
 			&i.Promotions,
+			&i.AcceptBy,
+			&i.AcceptThen,
+			&i.AcceptDeadlineApplied,
 		); err != nil {
 			return nil, err
 		}
@@ -773,22 +864,39 @@ func (q *Queries) OrderTimeoutSweptToAdvance(ctx context.Context, db DBTX, swept
 }
 
 const orderTransition = `-- name: OrderTransition :one
-UPDATE orders SET status = $1, version = version + 1, updated_at = now()
-WHERE id = $2 AND status = $3 AND version = $4
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions
+UPDATE orders SET status = $1, version = version + 1, updated_at = now(),
+    accept_by = CASE WHEN $2::boolean
+        THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN now() + make_interval(secs => m.accept_within_seconds) END
+              FROM merchants m WHERE m.id = orders.merchant_id)
+        ELSE accept_by END,
+    accept_then = CASE WHEN $2::boolean
+        THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN m.accept_timeout_action END
+              FROM merchants m WHERE m.id = orders.merchant_id)
+        ELSE accept_then END,
+    accept_deadline_applied = accept_deadline_applied OR $3::boolean
+WHERE orders.id = $4 AND orders.status = $5 AND orders.version = $6
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied
 `
 
 type OrderTransitionParams struct {
-	ToStatus   statemachine.Status
-	ID         int64
-	FromStatus statemachine.Status
-	Version    int64
+	ToStatus              statemachine.Status
+	StartAcceptDeadline   bool
+	AcceptDeadlineApplied bool
+	ID                    int64
+	FromStatus            statemachine.Status
+	Version               int64
 }
 
 // Compare-and-set: only from the status and version the caller read.
+// @start_accept_deadline (the state table's start_accept_deadline, on
+// payment) writes the order's accept deadline from its merchant's rule
+// as it is now; @accept_deadline_applied (the deadline's own events)
+// records that the system moved the order on at it.
 func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransitionParams) (Order, error) {
 	row := db.QueryRow(ctx, orderTransition,
 		arg.ToStatus,
+		arg.StartAcceptDeadline,
+		arg.AcceptDeadlineApplied,
 		arg.ID,
 		arg.FromStatus,
 		arg.Version,
@@ -820,6 +928,9 @@ func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransit
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
 		&i.Promotions,
+		&i.AcceptBy,
+		&i.AcceptThen,
+		&i.AcceptDeadlineApplied,
 	)
 	return i, err
 }
@@ -828,7 +939,7 @@ const orderUrge = `-- name: OrderUrge :one
 UPDATE orders SET urged_at = $1, urge_count = urge_count + 1
 WHERE id = $2 AND user_id = $3 AND status = ANY($4::text[])
   AND (urged_at IS NULL OR urged_at <= $5)
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied
 `
 
 type OrderUrgeParams struct {
@@ -876,6 +987,9 @@ func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (
 		&i.PlatformDiscountFen,
 		&i.MerchantDiscountFen,
 		&i.Promotions,
+		&i.AcceptBy,
+		&i.AcceptThen,
+		&i.AcceptDeadlineApplied,
 	)
 	return i, err
 }

@@ -122,17 +122,21 @@ func (q *Queries) OrderSubscriptionsOf(ctx context.Context, db DBTX, orderID int
 }
 
 const subscribeMessageSubject = `-- name: SubscribeMessageSubject :one
-SELECT o.id, o.status, o.updated_at, u.openid, m.name AS merchant_name
+SELECT o.id, o.status, o.updated_at, u.openid, m.name AS merchant_name,
+       -- What the order's accept deadline did, if it did anything: the
+       -- message says so.
+       CASE WHEN o.accept_deadline_applied THEN o.accept_then ELSE '' END::text AS accept_deadline_did
 FROM orders o JOIN users u ON u.id = o.user_id JOIN merchants m ON m.id = o.merchant_id
 WHERE o.id = $1
 `
 
 type SubscribeMessageSubjectRow struct {
-	ID           int64
-	Status       statemachine.Status
-	UpdatedAt    time.Time
-	Openid       string
-	MerchantName string
+	ID                int64
+	Status            statemachine.Status
+	UpdatedAt         time.Time
+	Openid            string
+	MerchantName      string
+	AcceptDeadlineDid string
 }
 
 // What a message says and to whom.
@@ -145,6 +149,7 @@ func (q *Queries) SubscribeMessageSubject(ctx context.Context, db DBTX, orderID 
 		&i.UpdatedAt,
 		&i.Openid,
 		&i.MerchantName,
+		&i.AcceptDeadlineDid,
 	)
 	return i, err
 }
