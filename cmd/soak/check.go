@@ -48,7 +48,7 @@ var invariantOrder = []string{
 	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
-	invPromotionBudget, invFirstOrderOnce,
+	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may
@@ -109,6 +109,7 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		checkReservations,
 		checkPayments,
 		checkHistories,
+		checkAcceptDeadlines,
 		func(ctx context.Context, db querier, f *findings) error { return checkStuck(ctx, db, dl, f) },
 		checkJobs,
 		checkAnomalies,
@@ -460,12 +461,19 @@ func checkHistories(ctx context.Context, db querier, f *findings) error {
 }
 
 // checkStuck: nothing waits past its deadline once the settle period is
-// over: unpaid orders past the pay deadline are cancelled, refunds finish,
+// over: unpaid orders past the pay deadline are cancelled, paid ones past
+// their accept deadline moved on, refunds finish,
 // forgotten deliveries auto-complete, cancelled orders' payments close.
 func checkStuck(ctx context.Context, db querier, dl deadlines, f *findings) error {
 	rows, err := db.Query(ctx, `
 	  SELECT 'order ' || id || ' PENDING_PAYMENT past its pay deadline' FROM orders
 	   WHERE status = 'PENDING_PAYMENT' AND pay_deadline < now() - $1::interval
+	  UNION ALL
+	  SELECT 'order ' || id || ' PAID past its accept deadline ' || accept_by FROM orders
+	   WHERE status = 'PAID' AND accept_by < now() - $1::interval
+	  UNION ALL
+	  SELECT 'accept deadline of order ' || order_id || ' due at ' || accept_by || ' never swept' FROM order_accept_deadlines
+	   WHERE accept_by < now() - $1::interval
 	  UNION ALL
 	  SELECT 'order ' || id || ' REFUNDING since ' || updated_at FROM orders
 	   WHERE status = 'REFUNDING' AND updated_at < now() - $1::interval

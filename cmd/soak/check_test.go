@@ -89,6 +89,16 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		`UPDATE orders SET promotions = '[{"promotion_id": "5", "kind": "spend_save", "amount_fen": 200}, {"promotion_id": "6", "kind": "new_customer", "amount_fen": 100}]'`,
 		`INSERT INTO new_customer_claims (user_id, scope, order_id) SELECT user_id, merchant_id, id FROM orders`,
 	}
+	// Order 1001 paid, with an accept deadline 10 s ago whose rule is to
+	// accept; then accepted by the system at it.
+	paid1001 := []string{
+		`UPDATE orders SET status = 'PAID', version = 2, accept_by = now() - interval '10 seconds', accept_then = 'accept'`,
+		`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PENDING_PAYMENT', 'PAID', 2, 'payment:x')`,
+		`INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, status, transaction_id) VALUES (1001, 'wechat', 'm', 'a', 'T1', 100, 'SUCCESS', 'X1')`,
+	}
+	autoAccepted1001 := append(slices.Clone(paid1001),
+		`UPDATE orders SET status = 'ACCEPTED', version = 3, accept_deadline_applied = true`,
+		`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PAID', 'ACCEPTED', 3, 'system:accept-deadline')`)
 	for _, tc := range []struct {
 		name   string
 		plant  []string
@@ -141,6 +151,18 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			want: map[string]int{invPaidTwice: 1}},
 		{name: "unpaid past the deadline", acks: ack1001, plant: []string{`UPDATE orders SET pay_deadline = now() - interval '1 hour'`},
 			want: map[string]int{invStuck: 1}},
+		{name: "accepted by the system at its deadline", acks: ack1001, plant: autoAccepted1001, want: map[string]int{}},
+		{name: "paid and left past its accept deadline", acks: ack1001, plant: append(slices.Clone(paid1001), `UPDATE orders SET accept_by = now() - interval '1 hour'`),
+			want: map[string]int{invStuck: 1}},
+		{name: "a deadline's due row never swept", acks: ack1001, plant: append(slices.Clone(autoAccepted1001),
+			`INSERT INTO order_accept_deadlines (order_id, accept_by) VALUES (1001, now() - interval '1 hour')`),
+			want: map[string]int{invStuck: 1}},
+		{name: "moved on before its accept deadline", acks: ack1001, plant: append(slices.Clone(autoAccepted1001), `UPDATE orders SET accept_by = now() + interval '1 minute'`),
+			want: map[string]int{invAcceptDeadline: 1}},
+		{name: "moved on by the deadline, the order not saying so", acks: ack1001, plant: append(slices.Clone(autoAccepted1001), `UPDATE orders SET accept_deadline_applied = false`),
+			want: map[string]int{invAcceptDeadline: 1}},
+		{name: "accepted by the deadline of a rule to reject", acks: ack1001, plant: append(slices.Clone(autoAccepted1001), `UPDATE orders SET accept_then = 'reject'`),
+			want: map[string]int{invAcceptDeadline: 1}},
 		{name: "dead job", acks: ack1001, plant: []string{
 			`INSERT INTO river_job (kind, args, max_attempts, state, attempt, attempted_at, finalized_at, errors)
 			 VALUES ('webhook.deliver', '{}', 1, 'discarded', 1, now(), now(), ARRAY['{"attempt":1,"at":"2026-01-01T00:00:00Z","error":"boom","trace":""}'::jsonb])`},

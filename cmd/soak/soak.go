@@ -109,6 +109,11 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 		return nil, fmt.Errorf("discount counts: %w", err)
 	}
 	maps.Copy(rep.Workload, discounts)
+	kitchen, err := acceptDeadlineCounts(ctx, st.direct)
+	if err != nil {
+		return nil, fmt.Errorf("accept deadline counts: %w", err)
+	}
+	maps.Copy(rep.Workload, kitchen)
 	return rep, nil
 }
 
@@ -495,24 +500,25 @@ func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks 
 		Requests: counts, Examples: f.examples, DeadJobs: f.deadJobs, JobsRetrying: f.retrying, FaultTimeline: timeline,
 		Machine: lab.HostFacts(), ClientLog: filepath.Join(st.workDir, "client.jsonl"),
 		Workload: map[string]int{
-			"purchases":                 int(d.purchases.Load()),
-			"confirm_attempts":          total(counts, "confirm", nil),
-			"submit_2xx":                total(counts, "submit", is2xx),
-			"submit_acknowledged_order": len(acks),
-			"sim_payments":              int(d.simPays.Load()),
-			"cancel_attempts":           total(counts, "cancel", nil),
-			"webhook_deliveries":        int(st.webhooks.Load()),
-			"restock_sets":              rs.sets,
-			"restock_adjustments_sent":  len(rs.sent),
-			"restock_adjustments_acked": len(rs.acked),
-			"restocks_refused":          rs.refusals["stock-changed"] + rs.refusals["stock-held"],
-			"voucher_templates":         cl.templates,
-			"claim_keys_sent":           cl.sent,
-			"claim_keys_acked":          cl.acked(),
-			"claims_limit_reached":      cl.refusals["voucher-limit-reached"],
-			"claims_budget_spent":       cl.refusals["voucher-budget-spent"],
-			"voucher_orders_acked":      int(d.wallets.spent.Load()),
-			"wallet_templates":          d.wallets.issued(),
+			"purchases":                      int(d.purchases.Load()),
+			"confirm_attempts":               total(counts, "confirm", nil),
+			"submit_2xx":                     total(counts, "submit", is2xx),
+			"submit_acknowledged_order":      len(acks),
+			"sim_payments":                   int(d.simPays.Load()),
+			"accepts_tapped_at_the_deadline": int(d.lateTaps.Load()),
+			"cancel_attempts":                total(counts, "cancel", nil),
+			"webhook_deliveries":             int(st.webhooks.Load()),
+			"restock_sets":                   rs.sets,
+			"restock_adjustments_sent":       len(rs.sent),
+			"restock_adjustments_acked":      len(rs.acked),
+			"restocks_refused":               rs.refusals["stock-changed"] + rs.refusals["stock-held"],
+			"voucher_templates":              cl.templates,
+			"claim_keys_sent":                cl.sent,
+			"claim_keys_acked":               cl.acked(),
+			"claims_limit_reached":           cl.refusals["voucher-limit-reached"],
+			"claims_budget_spent":            cl.refusals["voucher-budget-spent"],
+			"voucher_orders_acked":           int(d.wallets.spent.Load()),
+			"wallet_templates":               d.wallets.issued(),
 		},
 	}
 	if rep.DeadJobs == nil {
@@ -656,6 +662,7 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 // by distance bands.
 func merchantRules(i int, run time.Duration, now time.Time) map[string]any {
 	m := map[string]any{"name": fmt.Sprintf("Soak Kitchen %d", i), "delivery_fee_fen": 300 + 100*i}
+	m["accept_within_seconds"], m["accept_timeout_action"] = acceptRuleOf(i)
 	switch i {
 	case 1:
 		m["min_order_fen"] = 1500
@@ -755,6 +762,7 @@ func openWork(ctx context.Context, db querier) (int, error) {
 	var n int
 	err := db.QueryRow(ctx, `SELECT
 	    (SELECT count(*) FROM orders WHERE status IN ('PENDING_PAYMENT', 'REFUNDING', 'DELIVERING')) +
+	    (SELECT count(*) FROM orders WHERE status = 'PAID' AND accept_by IS NOT NULL) +
 	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING'))`).Scan(&n)
 	return n, err
 }

@@ -73,7 +73,8 @@ type driver struct {
 	purchases  atomic.Int64
 	simPays    atomic.Int64
 	callbacks  atomic.Int64
-	background sync.WaitGroup // wxsim payments in flight
+	background sync.WaitGroup // wxsim payments and deadline taps in flight
+	lateTaps   atomic.Int64   // paid orders accepted as their accept deadline fell
 }
 
 // result is one answer.
@@ -449,7 +450,9 @@ func (d *driver) simPay(ctx context.Context, req wxsim.PayRequest) {
 // staff plays one merchant's staff until stop: accept, reject, ready,
 // dispatch, complete or refund what is waiting, sometimes twice at once. Each order
 // gets one fixed fate per status, so some are left for the system's
-// deadlines (auto-complete).
+// deadlines (the accept deadline, auto-complete), and some paid ones are
+// accepted just as their accept deadline falls, racing the system's
+// sweep (acceptAtDeadline).
 func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 	type step struct {
 		status string
@@ -458,10 +461,12 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 	steps := []step{
 		{"PAID", func(h uint32) string {
 			switch {
-			case h < 85:
+			case h < 80:
 				return "accept"
-			case h < 93:
+			case h < 88:
 				return "reject"
+			case h < 94:
+				return atDeadline
 			}
 			return ""
 		}},
@@ -492,6 +497,7 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 			return "" // auto-complete
 		}},
 	}
+	racing := map[string]bool{} // orders whose accept waits for their deadline
 	for {
 		select {
 		case <-stop:
@@ -507,7 +513,10 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 			}
 			var page struct {
 				Orders []struct {
-					ID string `json:"id"`
+					ID             string `json:"id"`
+					AcceptDeadline *struct {
+						AcceptBy time.Time `json:"accept_by"`
+					} `json:"accept_deadline"`
 				} `json:"orders"`
 			}
 			_ = json.Unmarshal(r.body, &page)
@@ -515,6 +524,13 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 				h := fnv.New32a()
 				_, _ = h.Write([]byte(o.ID + s.status))
 				action := s.pick(h.Sum32() % 100)
+				if action == atDeadline {
+					if o.AcceptDeadline != nil && !racing[o.ID] {
+						racing[o.ID] = true
+						d.background.Go(func() { d.acceptAtDeadline(ctx, stop, m, o.ID, o.AcceptDeadline.AcceptBy) })
+					}
+					continue
+				}
 				if action == "" {
 					continue
 				}
@@ -528,6 +544,32 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 			}
 		}
 	}
+}
+
+// atDeadline is the staff's fate for a paid order accepted as its accept
+// deadline falls.
+const atDeadline = "accept at the deadline"
+
+// acceptAtDeadline taps accept twice at once as the order's accept
+// deadline falls (within ±300 ms of it), while the system's sweep may be
+// applying the merchant's rule: one of them wins, the other finds the
+// order moved on (200 as a replay, or 409). The checker holds the
+// outcome to one history row.
+func (d *driver) acceptAtDeadline(ctx context.Context, stop <-chan struct{}, m merchant, id string, by time.Time) {
+	wait := time.Until(by) + time.Duration(rand.IntN(600)-300)*time.Millisecond
+	select {
+	case <-stop:
+		return
+	case <-time.After(max(0, wait)):
+	}
+	d.lateTaps.Add(1)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			d.retry(ctx, entry{Op: "staff_accept_at_deadline", Method: "POST", Path: "/admin/v1/orders/" + id + "/accept", Order: id}, m.Staff, nil, nil)
+		})
+	}
+	wg.Wait()
 }
 
 // partialRefunds gives back part of some paid orders of a merchant: a
