@@ -447,18 +447,17 @@ func (d *driver) simPay(ctx context.Context, req wxsim.PayRequest) {
 	d.callbacks.Add(int64(res.Deliveries))
 }
 
-// staff plays one merchant's staff until stop: accept, reject, ready,
-// dispatch, complete or refund what is waiting, sometimes twice at once. Each order
-// gets one fixed fate per status, so some are left for the system's
-// deadlines (the accept deadline, auto-complete), and some paid ones are
-// accepted just as their accept deadline falls, racing the system's
-// sweep (acceptAtDeadline).
-func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
-	type step struct {
-		status string
-		pick   func(h uint32) string
-	}
-	steps := []step{
+// staffStep is what the staff do with an order found in status: pick
+// gives its fate from a hash of the order and status (0-99), "" to leave
+// it.
+type staffStep struct {
+	status string
+	pick   func(h uint32) string
+}
+
+// staffSteps are the staff's fates by status.
+func staffSteps() []staffStep {
+	return []staffStep{
 		{"PAID", func(h uint32) string {
 			switch {
 			case h < 80:
@@ -497,6 +496,16 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 			return "" // auto-complete
 		}},
 	}
+}
+
+// staff plays one merchant's staff until stop: accept, reject, ready,
+// dispatch, complete or refund what is waiting, sometimes twice at once. Each order
+// gets one fixed fate per status, so some are left for the system's
+// deadlines (the accept deadline, auto-complete), and some paid ones are
+// accepted just as their accept deadline falls, racing the system's
+// sweep (acceptAtDeadline).
+func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
+	steps := staffSteps()
 	racing := map[string]bool{} // orders whose accept waits for their deadline
 	for {
 		select {

@@ -155,7 +155,7 @@ func (r *UpdateMerchantRequest) Validate() error {
 			return err
 		}
 	}
-	if r.Name == nil && r.Status == nil && !r.changesQuote() && !r.KitchenRules.set() {
+	if r.Name == nil && r.Status == nil && !r.changesQuote() && !r.set() {
 		return problem.New(problem.InvalidRequest, "nothing to change: send name, status, delivery_fee_fen, min_order_fen, location, delivery_bands, time_zone, hours, closed_dates, accept_within_seconds or accept_timeout_action")
 	}
 	if err := validMerchantFields(r.Status); err != nil {
