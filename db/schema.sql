@@ -335,14 +335,19 @@ DECLARE
     pay_status text;
     pay_transaction_id text;
     o_status text;
+    m_accept_within integer;
+    m_accept_then text;
     o orders%ROWTYPE;
 BEGIN
-    -- The payment and its order, both locked (in that order, as before).
-    SELECT p.id, p.order_id, p.appid, p.amount_fen, p.currency, p.status, p.transaction_id, od.status
-    INTO pay_id, pay_order_id, pay_appid, pay_amount_fen, pay_currency, pay_status, pay_transaction_id, o_status
-    FROM payments p JOIN orders od ON od.id = p.order_id
+    -- The payment and its order, both locked (in that order, as before),
+    -- and the merchant's accept rule, read and not locked.
+    SELECT p.id, p.order_id, p.appid, p.amount_fen, p.currency, p.status, p.transaction_id, od.status,
+           m.accept_within_seconds, m.accept_timeout_action
+    INTO pay_id, pay_order_id, pay_appid, pay_amount_fen, pay_currency, pay_status, pay_transaction_id, o_status,
+         m_accept_within, m_accept_then
+    FROM payments p JOIN orders od ON od.id = p.order_id JOIN merchants m ON m.id = od.merchant_id
     WHERE p.channel = p_channel AND p.mchid = p_mchid AND p.out_trade_no = p_out_trade_no
-    FOR UPDATE;
+    FOR UPDATE OF p, od;
     IF NOT FOUND OR pay_appid <> p_appid OR pay_amount_fen <> p_amount_fen
         OR (p_currency <> '' AND pay_currency <> p_currency)
         OR (pay_status NOT IN ('CREATED', 'CLOSED') AND pay_transaction_id IS DISTINCT FROM n_transaction_id) THEN
@@ -365,14 +370,10 @@ BEGIN
     -- Paid: the accept deadline starts (the state table's
     -- start_accept_deadline on pay), from the merchant's rule as it is.
     UPDATE orders SET status = o_to_status, version = version + 1, updated_at = o_updated_at,
-        accept_by = CASE WHEN o_to_status = 'PAID'
-            THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN o_updated_at + make_interval(secs => m.accept_within_seconds) END
-                  FROM merchants m WHERE m.id = orders.merchant_id)
-            ELSE accept_by END,
-        accept_then = CASE WHEN o_to_status = 'PAID'
-            THEN (SELECT CASE WHEN m.accept_within_seconds > 0 THEN m.accept_timeout_action END
-                  FROM merchants m WHERE m.id = orders.merchant_id)
-            ELSE accept_then END
+        accept_by = CASE WHEN o_to_status = 'PAID' AND m_accept_within > 0
+            THEN o_updated_at + make_interval(secs => m_accept_within) ELSE accept_by END,
+        accept_then = CASE WHEN o_to_status = 'PAID' AND m_accept_within > 0
+            THEN m_accept_then ELSE accept_then END
     WHERE id = pay_order_id AND status = o_from_status
     RETURNING * INTO o;
     IF NOT FOUND THEN -- not after the check above, under the lock; kept as the guard it was
@@ -752,8 +753,8 @@ ALTER TABLE public.option_groups ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTIT
 --
 
 CREATE TABLE public.order_accept_deadlines (
-    order_id bigint NOT NULL,
-    accept_by timestamp with time zone NOT NULL
+    accept_by timestamp with time zone NOT NULL,
+    order_id bigint NOT NULL
 );
 
 --
@@ -1527,7 +1528,7 @@ ALTER TABLE ONLY public.option_groups
 --
 
 ALTER TABLE ONLY public.order_accept_deadlines
-    ADD CONSTRAINT order_accept_deadlines_pkey PRIMARY KEY (order_id);
+    ADD CONSTRAINT order_accept_deadlines_pkey PRIMARY KEY (accept_by, order_id);
 
 --
 -- Name: order_events order_events_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1836,12 +1837,6 @@ CREATE INDEX idempotency_records_expires_idx ON public.idempotency_records USING
 CREATE INDEX option_choices_group_idx ON public.option_choices USING btree (group_id);
 
 --
--- Name: order_accept_deadlines_accept_by_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX order_accept_deadlines_accept_by_idx ON public.order_accept_deadlines USING btree (accept_by);
-
---
 -- Name: order_events_merchant_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2087,13 +2082,6 @@ ALTER TABLE ONLY public.option_choices
 
 ALTER TABLE ONLY public.option_groups
     ADD CONSTRAINT option_groups_dish_id_fkey FOREIGN KEY (dish_id) REFERENCES public.dishes(id) ON DELETE CASCADE;
-
---
--- Name: order_accept_deadlines order_accept_deadlines_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.order_accept_deadlines
-    ADD CONSTRAINT order_accept_deadlines_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
 
 --
 -- Name: payments payments_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

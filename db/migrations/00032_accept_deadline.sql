@@ -37,11 +37,15 @@ ALTER TABLE orders
 -- column a transition changes (status, or accept_by, which the payment
 -- sets) would make every such update write an entry in each of the
 -- table's indexes instead of a heap-only update (migration 00024).
+-- One index, by deadline, is all the sweep needs (it deletes the rows
+-- it read by their key): the payment writes one index entry, not two.
+-- No foreign key: the row lives only until its deadline is dealt with,
+-- and checking one would cost every payment a lookup of its order.
 CREATE TABLE order_accept_deadlines (
-    order_id  bigint      PRIMARY KEY REFERENCES orders (id),
-    accept_by timestamptz NOT NULL
+    accept_by timestamptz NOT NULL,
+    order_id  bigint      NOT NULL,
+    PRIMARY KEY (accept_by, order_id)
 );
-CREATE INDEX order_accept_deadlines_accept_by_idx ON order_accept_deadlines (accept_by);
 
 -- +goose Down
 DROP TABLE order_accept_deadlines;

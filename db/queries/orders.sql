@@ -176,8 +176,10 @@ LIMIT @max_rows;
 INSERT INTO order_accept_deadlines (order_id, accept_by) VALUES (@order_id, @accept_by);
 
 -- name: AcceptDeadlinesDelete :exec
--- Deadlines the sweep dealt with: applied, or their order moved on.
-DELETE FROM order_accept_deadlines WHERE order_id = ANY(@order_ids::bigint[]);
+-- Deadlines the sweep dealt with (applied, or their order moved on): a
+-- range of the key over the rows due at @up_to.
+DELETE FROM order_accept_deadlines
+WHERE accept_by <= @up_to AND order_id = ANY(@order_ids::bigint[]);
 
 -- name: OrdersOverdueWithoutTimeout :many
 -- Orders still waiting for payment whose deadline came due in

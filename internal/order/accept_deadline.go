@@ -23,7 +23,8 @@ import (
 // sweep reads the due rows by their deadline. The row is lighter than a
 // River job (a heap row and two index entries, deleted in batches), and
 // the order's own columns have no index, so its transitions stay
-// heap-only updates (migration 00024).
+// heap-only updates (migration 00024). The row's key is its deadline and
+// order, its only index.
 type AcceptDeadlineSweepArgs struct{}
 
 // Kind names the job.
@@ -102,7 +103,7 @@ func (s *Service) ApplyAcceptDeadlines(ctx context.Context) (int, error) {
 			done = append(done, r.OrderID)
 		}
 		if len(done) > 0 {
-			if err := s.q.AcceptDeadlinesDelete(ctx, s.opts.Pool, done); err != nil {
+			if err := s.q.AcceptDeadlinesDelete(ctx, s.opts.Pool, dbsqlc.AcceptDeadlinesDeleteParams{UpTo: upTo, OrderIds: done}); err != nil {
 				return applied, fmt.Errorf("delete the accept deadlines dealt with: %w", err)
 			}
 		}

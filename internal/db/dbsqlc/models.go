@@ -207,8 +207,8 @@ type Order struct {
 }
 
 type OrderAcceptDeadline struct {
-	OrderID  int64
 	AcceptBy time.Time
+	OrderID  int64
 }
 
 type OrderEvent struct {

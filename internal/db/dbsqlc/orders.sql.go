@@ -29,12 +29,19 @@ func (q *Queries) AcceptDeadlineInsert(ctx context.Context, db DBTX, arg AcceptD
 }
 
 const acceptDeadlinesDelete = `-- name: AcceptDeadlinesDelete :exec
-DELETE FROM order_accept_deadlines WHERE order_id = ANY($1::bigint[])
+DELETE FROM order_accept_deadlines
+WHERE accept_by <= $1 AND order_id = ANY($2::bigint[])
 `
 
-// Deadlines the sweep dealt with: applied, or their order moved on.
-func (q *Queries) AcceptDeadlinesDelete(ctx context.Context, db DBTX, orderIds []int64) error {
-	_, err := db.Exec(ctx, acceptDeadlinesDelete, orderIds)
+type AcceptDeadlinesDeleteParams struct {
+	UpTo     time.Time
+	OrderIds []int64
+}
+
+// Deadlines the sweep dealt with (applied, or their order moved on): a
+// range of the key over the rows due at @up_to.
+func (q *Queries) AcceptDeadlinesDelete(ctx context.Context, db DBTX, arg AcceptDeadlinesDeleteParams) error {
+	_, err := db.Exec(ctx, acceptDeadlinesDelete, arg.UpTo, arg.OrderIds)
 	return err
 }
 
