@@ -21,7 +21,7 @@ import (
 // the customer and the board, and as a due row of its own
 // (order_accept_deadlines), so no paid order is ever without it. The
 // sweep reads the due rows by their deadline. The row is lighter than a
-// River job (a heap row and two index entries, deleted in batches), and
+// River job (a heap row and one index entry, deleted in batches), and
 // the order's own columns have no index, so its transitions stay
 // heap-only updates (migration 00024). The row's key is its deadline and
 // order, its only index.
