@@ -332,7 +332,8 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error 
 	cfg := a.cfg
 	workers := river.NewWorkers()
 	kinds := []string{idempotency.PruneArgs{}.Kind(), webhook.Args{}.Kind(), order.PaymentTimeoutArgs{}.Kind(),
-		order.TimeoutSweepArgs{}.Kind(), order.AutoCompleteArgs{}.Kind(), order.AcceptDeadlineSweepArgs{}.Kind()}
+		order.TimeoutSweepArgs{}.Kind(), order.AutoCompleteArgs{}.Kind(), order.AcceptDeadlineSweepArgs{}.Kind(),
+		order.AcceptDeadlineArgs{}.Kind()}
 	var check order.DeadlineCheck
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),

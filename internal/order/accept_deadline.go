@@ -3,35 +3,51 @@ package order
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
 )
 
-// AcceptDeadlineSweepArgs is the periodic job that moves on each paid
-// order its merchant did not accept by its deadline: accepted or
-// rejected and refunded, as the order's AcceptDeadline says.
+// AcceptDeadlineSweepArgs is the periodic job that queues the
+// accept-deadline job (AcceptDeadlineArgs) of each paid order its
+// merchant did not accept by its deadline.
 //
 // The deadline is written by the statement that makes the order PAID
 // (payment_settle, or OrderTransition and runEffects): on the order, for
 // the customer and the board, and as a due row of its own
 // (order_accept_deadlines), so no paid order is ever without it. The
-// sweep reads the due rows by their deadline. The row is lighter than a
-// River job (a heap row and one index entry, deleted in batches), and
-// the order's own columns have no index, so its transitions stay
-// heap-only updates (migration 00024). The row's key is its deadline and
-// order, its only index.
+// sweep reads the rows that came due, queues one job for each order
+// still PAID, and deletes the rows it read, in one transaction. The due
+// row is lighter than a River job for every paid order (a heap row and
+// one index entry, its key, deleted in batches), and the order's own
+// columns have no index, so its transitions stay heap-only updates
+// (migration 00024); only the orders the kitchen left get a job, as the
+// payment timeout's sweep does (TimeoutSweepArgs). River's workers apply
+// the jobs in parallel, retry them, and keep the ones that keep failing
+// as dead jobs.
 type AcceptDeadlineSweepArgs struct{}
 
 // Kind names the job.
 func (AcceptDeadlineSweepArgs) Kind() string { return "order.accept_deadline_sweep" }
 
-// acceptSweepBatch is how many due orders one read of the sweep takes.
-const acceptSweepBatch = 100
+// AcceptDeadlineArgs is the job that moves on one paid order at its
+// accept deadline, as Then (its rule when it was paid) says.
+type AcceptDeadlineArgs struct {
+	OrderID int64  `json:"order_id,string"`
+	Then    string `json:"then"`
+}
+
+// Kind names the job.
+func (AcceptDeadlineArgs) Kind() string { return "order.accept_deadline" }
+
+// acceptSweepBatch is how many due rows one transaction of the sweep
+// takes.
+const acceptSweepBatch = 500
 
 // acceptDeadlineActor is who the history rows name for the deadline's
 // transitions.
@@ -43,80 +59,95 @@ type acceptSweepWorker struct {
 	s *Service
 }
 
-// Work applies the due deadlines. A deadline that could not be applied
-// now is applied by the next sweep: the order is still paid and due.
+// Work queues the due orders' jobs.
 func (w *acceptSweepWorker) Work(ctx context.Context, _ *river.Job[AcceptDeadlineSweepArgs]) error {
-	_, err := w.s.ApplyAcceptDeadlines(ctx)
+	_, err := w.s.QueueAcceptDeadlines(ctx)
 	return err
 }
 
-// Timeout bounds one sweep: a backlog left over is the next sweep's.
-func (w *acceptSweepWorker) Timeout(*river.Job[AcceptDeadlineSweepArgs]) time.Duration {
-	return time.Minute
+// acceptDeadlineWorker applies one order's deadline.
+type acceptDeadlineWorker struct {
+	river.WorkerDefaults[AcceptDeadlineArgs]
+	s *Service
 }
 
-// ApplyAcceptDeadlines moves on every paid order whose accept deadline
-// has passed, each through the state table in its own transaction
-// (AutoAccept or AutoReject, by the system), and returns how many it
-// moved. The transition is a compare-and-set on the order's status and
-// version like a merchant's tap, so a merchant accepting as the deadline
-// fires, or two sweeps at once, give one outcome and one history row:
-// the loser finds the order moved on and changes nothing. It deletes the
-// due row of each deadline it applied or found moved on (most: accepted
-// in time); an order whose transition fails is counted, logged and keeps
-// its row for the next sweep, and the error returned names the first.
-func (s *Service) ApplyAcceptDeadlines(ctx context.Context) (int, error) {
+// Work applies the deadline; an order that moved on meanwhile (accepted,
+// cancelled, or applied by an earlier run) is done.
+func (w *acceptDeadlineWorker) Work(ctx context.Context, job *river.Job[AcceptDeadlineArgs]) error {
+	moved, err := w.s.ApplyAcceptDeadline(ctx, job.Args.OrderID, job.Args.Then)
+	switch {
+	case err != nil:
+		w.s.acceptDeadlines.WithLabelValues(job.Args.Then, "failed").Inc()
+		return err
+	case moved:
+		w.s.acceptDeadlines.WithLabelValues(job.Args.Then, "applied").Inc()
+	default:
+		w.s.acceptDeadlines.WithLabelValues(job.Args.Then, "moved_on").Inc()
+	}
+	return nil
+}
+
+// QueueAcceptDeadlines reads the accept deadlines that came due, queues
+// the job of each order still PAID (unique by its arguments, so two
+// sweeps at once queue one) and deletes the rows it read, a batch per
+// transaction until none is left; it returns how many jobs it queued.
+// An order no longer PAID (most: accepted in time) gets no job.
+func (s *Service) QueueAcceptDeadlines(ctx context.Context) (int, error) {
 	upTo := s.now()
-	applied := 0
-	failed := map[int64]bool{}
-	var firstErr error
+	queued := 0
 	for {
-		rows, err := s.q.AcceptDeadlinesDue(ctx, s.opts.Pool, dbsqlc.AcceptDeadlinesDueParams{UpTo: upTo, MaxRows: acceptSweepBatch})
-		if err != nil {
-			return applied, fmt.Errorf("read the accept deadlines due: %w", err)
+		type batch struct {
+			read, queued, movedOn []dbsqlc.AcceptDeadlinesDueRow
 		}
-		var done []int64
-		for _, r := range rows {
-			if failed[r.OrderID] {
-				continue
+		b, err := db.WithTxV(ctx, s.opts.Pool, func(tx pgx.Tx) (batch, error) {
+			var b batch
+			rows, err := s.q.AcceptDeadlinesDue(ctx, tx, dbsqlc.AcceptDeadlinesDueParams{UpTo: upTo, MaxRows: acceptSweepBatch})
+			if err != nil {
+				return b, fmt.Errorf("read the accept deadlines due: %w", err)
 			}
-			moved, err := false, error(nil)
-			if r.Status == statemachine.Paid {
-				moved, err = s.applyAcceptDeadline(ctx, r.OrderID, r.AcceptThen)
-			}
-			switch {
-			case err != nil:
-				failed[r.OrderID] = true
-				s.acceptDeadlines.WithLabelValues(r.AcceptThen, "failed").Inc()
-				s.opts.Logger.WarnContext(ctx, "accept deadline: the order could not be moved on; the next sweep tries again",
-					"order_id", r.OrderID, "then", r.AcceptThen, "err", err)
-				if firstErr == nil {
-					firstErr = fmt.Errorf("accept deadline of order %d: %w", r.OrderID, err)
+			b.read = rows
+			ids := make([]int64, 0, len(rows))
+			for _, r := range rows {
+				ids = append(ids, r.OrderID)
+				if r.Status != statemachine.Paid {
+					b.movedOn = append(b.movedOn, r)
+					continue
 				}
-				continue
-			case moved:
-				applied++
-				s.acceptDeadlines.WithLabelValues(r.AcceptThen, "applied").Inc()
-			default:
-				s.acceptDeadlines.WithLabelValues(r.AcceptThen, "moved_on").Inc()
+				if _, err := s.opts.Jobs.InsertTx(ctx, tx, AcceptDeadlineArgs{OrderID: r.OrderID, Then: r.AcceptThen}, &river.InsertOpts{
+					UniqueOpts: river.UniqueOpts{ByArgs: true},
+				}); err != nil {
+					return b, fmt.Errorf("insert the accept deadline job: %w", err)
+				}
+				b.queued = append(b.queued, r)
 			}
-			done = append(done, r.OrderID)
-		}
-		if len(done) > 0 {
-			if err := s.q.AcceptDeadlinesDelete(ctx, s.opts.Pool, dbsqlc.AcceptDeadlinesDeleteParams{UpTo: upTo, OrderIds: done}); err != nil {
-				return applied, fmt.Errorf("delete the accept deadlines dealt with: %w", err)
+			if len(ids) > 0 {
+				if err := s.q.AcceptDeadlinesDelete(ctx, tx, dbsqlc.AcceptDeadlinesDeleteParams{UpTo: upTo, OrderIds: ids}); err != nil {
+					return b, fmt.Errorf("delete the accept deadlines queued: %w", err)
+				}
 			}
+			return b, nil
+		})
+		if err != nil {
+			return queued, err
 		}
-		if len(rows) < acceptSweepBatch || len(done) == 0 {
-			return applied, firstErr
+		queued += len(b.queued)
+		for _, r := range b.movedOn {
+			s.acceptDeadlines.WithLabelValues(r.AcceptThen, "met").Inc()
+		}
+		if len(b.read) < acceptSweepBatch {
+			return queued, nil
 		}
 	}
 }
 
-// applyAcceptDeadline applies one order's deadline; moved is false when
-// the order had moved on already (accepted, cancelled, or applied by
-// another sweep).
-func (s *Service) applyAcceptDeadline(ctx context.Context, orderID int64, then string) (moved bool, err error) {
+// ApplyAcceptDeadline moves on one paid order at its deadline, through
+// the state table in its own transaction (AutoAccept or AutoReject, by
+// the system): the same compare-and-set on status and version as a
+// merchant's tap, so a merchant accepting as the deadline fires, or two
+// runs at once, give one outcome and one history row. moved is false
+// when the order had moved on already (accepted, cancelled, or applied
+// by another run).
+func (s *Service) ApplyAcceptDeadline(ctx context.Context, orderID int64, then string) (moved bool, err error) {
 	event, reason := statemachine.AutoReject, "not accepted by its deadline: rejected and refunded"
 	if then == AcceptThenAccept {
 		event, reason = statemachine.AutoAccept, "not accepted by its deadline: accepted automatically"

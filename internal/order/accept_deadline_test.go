@@ -10,16 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
 )
 
-// A merchant tapping accept on two instances as the deadline fires on
-// both gives each order one outcome and one history row out of PAID: the
+// The sweep queues one job per order still PAID at its deadline, however
+// many sweeps run at once, and none for an order accepted in time; a
+// merchant tapping accept on two instances as those jobs run on both
+// gives each order one outcome and one history row out of PAID: the
 // merchant's accept, or the merchant's rule (accept or reject) applied
-// by exactly one sweep. Each order keeps the rule of when it was paid,
-// and the sweeps' counts add up to the rows the system wrote.
+// by exactly one run. Each order keeps the rule of when it was paid, and
+// the runs' counts add up to the rows the system wrote.
 func TestAcceptDeadlineRacingMerchantTaps(t *testing.T) {
 	t.Parallel()
 	e := newBenchEnv(t)
@@ -65,9 +69,9 @@ func TestAcceptDeadlineRacingMerchantTaps(t *testing.T) {
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	// A sweep before the deadline moves nothing.
-	if n, err := e.svc.ApplyAcceptDeadlines(ctx); n != 0 || err != nil {
-		t.Fatalf("a sweep before any deadline moved %d orders (%v)", n, err)
+	// A sweep before the deadline queues nothing.
+	if n, err := e.svc.QueueAcceptDeadlines(ctx); n != 0 || err != nil {
+		t.Fatalf("a sweep before any deadline queued %d jobs (%v)", n, err)
 	}
 	// Every deadline due, in order of the orders' ids: the sweeps take
 	// them oldest first, while the merchant's taps go through them newest
@@ -80,6 +84,60 @@ func TestAcceptDeadlineRacingMerchantTaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := slices.Sorted(maps.Keys(then))
+	// The kitchen accepted one order in time: it gets no job.
+	inTime := ids[0]
+	if _, err := e.svc.Apply(ctx, inTime, statemachine.Accept, order.Actor{Kind: statemachine.Merchant, MerchantID: e.merchant, Name: "counter"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	delete(then, inTime)
+	ids = ids[1:]
+
+	// Four sweeps at once on two instances queue one job per order.
+	var wg sync.WaitGroup
+	var queued atomic.Int64
+	for i := range 4 {
+		svc := e.svc
+		if i%2 == 1 {
+			svc = other
+		}
+		wg.Go(func() {
+			n, err := svc.QueueAcceptDeadlines(ctx)
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			queued.Add(int64(n))
+		})
+	}
+	wg.Wait()
+	jobs := map[int64]string{}
+	rows, err = e.pool.Query(ctx, `SELECT (args->>'order_id')::bigint, args->>'then' FROM river_job WHERE kind = 'order.accept_deadline'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		var rule string
+		if err := rows.Scan(&id, &rule); err != nil {
+			t.Fatal(err)
+		}
+		if _, twice := jobs[id]; twice {
+			t.Errorf("order %d has two jobs", id)
+		}
+		jobs[id] = rule
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	if diff := cmp.Diff(then, jobs); diff != "" {
+		t.Errorf("the jobs queued (-want +got):\n%s", diff)
+	}
+	if queued.Load() < int64(len(then)) {
+		t.Errorf("the sweeps say they queued %d jobs, want at least %d (a duplicate insert is skipped by River)", queued.Load(), len(then))
+	}
+	var left int
+	if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM order_accept_deadlines").Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d due rows left after the sweeps (%v), want none", left, err)
+	}
 	slices.Reverse(ids)
 
 	type tap struct {
@@ -88,7 +146,6 @@ func TestAcceptDeadlineRacingMerchantTaps(t *testing.T) {
 		out order.Applied
 	}
 	var (
-		wg    sync.WaitGroup
 		start = make(chan struct{})
 		mu    sync.Mutex
 		taps  []tap
@@ -107,18 +164,19 @@ func TestAcceptDeadlineRacingMerchantTaps(t *testing.T) {
 			}
 		})
 	}
-	for i := range 4 {
-		svc := e.svc
-		if i%2 == 1 {
-			svc = other
-		}
+	// Each instance's workers run the jobs, the oldest deadline first.
+	for _, svc := range []*order.Service{e.svc, other} {
 		wg.Go(func() {
 			<-start
-			n, err := svc.ApplyAcceptDeadlines(ctx)
-			if err != nil {
-				t.Errorf("sweep: %v", err)
+			for i := len(ids) - 1; i >= 0; i-- {
+				moved, err := svc.ApplyAcceptDeadline(ctx, ids[i], jobs[ids[i]])
+				if err != nil {
+					t.Errorf("apply the deadline of order %d: %v", ids[i], err)
+				}
+				if moved {
+					swept.Add(1)
+				}
 			}
-			swept.Add(int64(n))
 		})
 	}
 	close(start)
@@ -166,7 +224,7 @@ func TestAcceptDeadlineRacingMerchantTaps(t *testing.T) {
 		}
 	}
 	if int(swept.Load()) != bySystem {
-		t.Errorf("the sweeps say they moved %d orders; %d history rows are the system's", swept.Load(), bySystem)
+		t.Errorf("the jobs say they moved %d orders; %d history rows are the system's", swept.Load(), bySystem)
 	}
 	// Each tap's answer agrees with what happened: accepted (fresh or a
 	// replay) where the order ended ACCEPTED, refused where it was
@@ -195,17 +253,14 @@ func TestAcceptDeadlineRacingMerchantTaps(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d orders moved by their deadline, %d by the merchant", bySystem, len(then), len(then)-bySystem)
-	// The sweeps start at the oldest deadline and the taps at the newest:
+	// The jobs start at the oldest deadline and the taps at the newest:
 	// each side wins at its own end, so both outcomes were contested.
 	if bySystem == 0 || bySystem == len(then) {
 		t.Errorf("%d of %d orders moved by their deadline: the race had one side", bySystem, len(then))
 	}
-	var left int
-	if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM order_accept_deadlines").Scan(&left); err != nil || left != 0 {
-		t.Errorf("%d due rows left after the sweeps (%v), want none: each was applied or found moved on", left, err)
-	}
-	// Nothing is left due: one more sweep moves nothing.
-	if n, err := e.svc.ApplyAcceptDeadlines(ctx); n != 0 || err != nil {
-		t.Errorf("a sweep after moved %d (%v)", n, err)
+
+	// Nothing is left due: one more sweep queues nothing.
+	if n, err := e.svc.QueueAcceptDeadlines(ctx); n != 0 || err != nil {
+		t.Errorf("a sweep after queued %d (%v)", n, err)
 	}
 }

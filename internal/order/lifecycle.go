@@ -420,4 +420,5 @@ func (s *Service) AddWorkers(w *river.Workers, check DeadlineCheck) {
 	river.AddWorker(w, &timeoutWorker{s: s, check: check})
 	river.AddWorker(w, &autoCompleteWorker{s: s})
 	river.AddWorker(w, &acceptSweepWorker{s: s})
+	river.AddWorker(w, &acceptDeadlineWorker{s: s})
 }

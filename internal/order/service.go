@@ -182,13 +182,13 @@ func NewService(opts Options) (*Service, error) {
 		}, []string{"kind", "event"}),
 		acceptDeadlines: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "takeout_accept_deadline_total",
-			Help: "Paid orders the accept-deadline sweep found past their deadline, by what their merchant's rule does (then: accept, reject) and outcome (applied; moved_on: the merchant or a cancel got there first; failed: left for the next sweep).",
+			Help: "Accept deadlines that came due, by what the merchant's rule does (then: accept, reject) and outcome (met: the order had left PAID by then, no job; applied: its job moved it on; moved_on: its job found it moved on meanwhile; failed: a run of its job failed, to be retried).",
 		}, []string{"then", "outcome"}),
 	}
 	// Every series of the accept deadline exists from the start at 0, so
 	// that an alert's increase() sees the first failure.
 	for _, then := range []string{AcceptThenAccept, AcceptThenReject} {
-		for _, outcome := range []string{"applied", "moved_on", "failed"} {
+		for _, outcome := range []string{"met", "applied", "moved_on", "failed"} {
 			s.acceptDeadlines.WithLabelValues(then, outcome)
 		}
 	}
