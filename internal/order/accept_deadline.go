@@ -9,7 +9,6 @@ import (
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
-	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/statemachine"
 )
 
@@ -153,11 +152,9 @@ func (s *Service) ApplyAcceptDeadline(ctx context.Context, orderID int64, then s
 		event, reason = statemachine.AutoAccept, "not accepted by its deadline: accepted automatically"
 	}
 	a, err := s.Apply(ctx, orderID, event, acceptDeadlineActor, reason)
-	if p, ok := problem.As(err); ok && (p.Type == problem.OrderStatusConflict || p.Type == problem.NotFound) {
-		return false, nil
-	}
-	if err != nil {
+	if err := ignoreSettled(a, err); err != nil {
 		return false, err
 	}
-	return !a.Replayed, nil
+	// A settled order (moved on, or gone) answers the zero Applied.
+	return a.Order.ID != "" && !a.Replayed, nil
 }
