@@ -959,6 +959,86 @@ ALTER TABLE public.payments ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: print_jobs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.print_jobs (
+    id bigint NOT NULL,
+    order_id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    printer_id bigint NOT NULL,
+    trigger text NOT NULL,
+    seq integer DEFAULT 1 NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    status text DEFAULT 'queued'::text NOT NULL,
+    tries integer DEFAULT 0 NOT NULL,
+    provider_ref text,
+    last_error text DEFAULT ''::text NOT NULL,
+    next_try_at timestamp with time zone DEFAULT now() NOT NULL,
+    first_sent_at timestamp with time zone,
+    printed_at timestamp with time zone,
+    print_by timestamp with time zone NOT NULL,
+    requested_by text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT print_jobs_attempt_check CHECK (((attempt >= 1) AND (attempt <= 99))),
+    CONSTRAINT print_jobs_seq_check CHECK ((seq >= 1)),
+    CONSTRAINT print_jobs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'sent'::text, 'printed'::text, 'failed'::text]))),
+    CONSTRAINT print_jobs_trigger_check CHECK ((trigger = ANY (ARRAY['accept'::text, 'reprint'::text]))),
+    CONSTRAINT print_jobs_trigger_seq_check CHECK (((trigger = 'accept'::text) = (seq = 1)))
+);
+
+--
+-- Name: print_jobs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.print_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.print_jobs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: printers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.printers (
+    id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    name text NOT NULL,
+    provider text NOT NULL,
+    device text NOT NULL,
+    role text NOT NULL,
+    category_ids bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    version bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT printers_category_ids_check CHECK ((cardinality(category_ids) <= 100)),
+    CONSTRAINT printers_device_check CHECK ((device ~ '^[A-Za-z0-9]{1,40}$'::text)),
+    CONSTRAINT printers_name_check CHECK (((length(name) >= 1) AND (length(name) <= 60))),
+    CONSTRAINT printers_provider_check CHECK ((provider = ANY (ARRAY['yilianyun'::text, 'feie'::text]))),
+    CONSTRAINT printers_receipt_categories_check CHECK (((role = 'kitchen'::text) OR (category_ids = '{}'::bigint[]))),
+    CONSTRAINT printers_role_check CHECK ((role = ANY (ARRAY['kitchen'::text, 'receipt'::text])))
+);
+
+--
+-- Name: printers_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.printers ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.printers_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: promotion_budget; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1664,6 +1744,34 @@ ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_pkey PRIMARY KEY (id);
 
 --
+-- Name: print_jobs print_jobs_order_id_printer_id_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.print_jobs
+    ADD CONSTRAINT print_jobs_order_id_printer_id_seq_key UNIQUE (order_id, printer_id, seq);
+
+--
+-- Name: print_jobs print_jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.print_jobs
+    ADD CONSTRAINT print_jobs_pkey PRIMARY KEY (id);
+
+--
+-- Name: printers printers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.printers
+    ADD CONSTRAINT printers_pkey PRIMARY KEY (id);
+
+--
+-- Name: printers printers_provider_device_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.printers
+    ADD CONSTRAINT printers_provider_device_key UNIQUE (provider, device);
+
+--
 -- Name: promotion_budget promotion_budget_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1879,6 +1987,30 @@ CREATE INDEX payments_order_idx ON public.payments USING btree (order_id);
 CREATE INDEX payments_to_reconcile_idx ON public.payments USING btree (checked_at NULLS FIRST, id) WHERE ((status = 'CREATED'::text) AND (prepay_id IS NOT NULL));
 
 --
+-- Name: print_jobs_due_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX print_jobs_due_idx ON public.print_jobs USING btree (next_try_at) WHERE (status = ANY (ARRAY['queued'::text, 'sent'::text]));
+
+--
+-- Name: print_jobs_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX print_jobs_merchant_idx ON public.print_jobs USING btree (merchant_id, status, id);
+
+--
+-- Name: print_jobs_provider_ref_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX print_jobs_provider_ref_idx ON public.print_jobs USING btree (printer_id, provider_ref) WHERE (provider_ref IS NOT NULL);
+
+--
+-- Name: printers_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX printers_merchant_idx ON public.printers USING btree (merchant_id) WHERE enabled;
+
+--
 -- Name: promotions_name_key; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2089,6 +2221,20 @@ ALTER TABLE ONLY public.option_groups
 
 ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
+
+--
+-- Name: print_jobs print_jobs_printer_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.print_jobs
+    ADD CONSTRAINT print_jobs_printer_id_fkey FOREIGN KEY (printer_id) REFERENCES public.printers(id);
+
+--
+-- Name: printers printers_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.printers
+    ADD CONSTRAINT printers_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
 
 --
 -- Name: promotion_budget promotion_budget_promotion_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -76,6 +76,15 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 	} else {
 		r.json(t, &tpl)
 	}
+	var printer struct {
+		ID string `json:"id"`
+	}
+	if r := sh.do(t, api, "POST", "/admin/v1/merchants/"+sh.merchantID+"/printers", sh.admin,
+		map[string]any{"name": "Matrix", "provider": "feie", "device": "MATRIX1", "role": "receipt"}); r.status != 201 {
+		t.Fatalf("create printer: %d %s", r.status, r.body)
+	} else {
+		r.json(t, &printer)
+	}
 	promoBody := `{"kind":"spend_save","name":"Matrix","funded_by":"merchant","tiers":[{"threshold_fen":3000,"off_fen":500}]}`
 	otherTemplate := `{"merchant_id":"` + otherMerchant + `","name":"Matrix","amount_fen":100,"funded_by":"merchant","claim_from":"2026-01-01T00:00:00Z","claim_until":"2026-01-02T00:00:00Z","valid_days":1,"budget":1}`
 
@@ -123,14 +132,21 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"PUT /admin/v1/dishes/{id}/stock":  {"/admin/v1/dishes/" + dish.ID + "/stock", `{"on_hand":0,"if_on_hand":99}`, nil, staffOnly(409, 403, 409)},
 		"POST /admin/v1/dishes/{id}/stock/adjustments": {"/admin/v1/dishes/" + dish.ID + "/stock/adjustments", `{"delta":-1000000}`, map[string]string{"Idempotency-Key": "matrix-adjust"},
 			staffOnly(409, 403, 409)},
-		"GET /admin/v1/orders":                {"/admin/v1/orders", "", nil, staffOnly(200, 200, 200)},
-		"POST /admin/v1/orders/{id}/accept":   {"/admin/v1/orders/" + orderA.ID + "/accept", "", nil, staffOnly(409, 404, 409)},
-		"POST /admin/v1/orders/{id}/reject":   {"/admin/v1/orders/" + orderA.ID + "/reject", "", nil, staffOnly(409, 404, 409)},
-		"POST /admin/v1/orders/{id}/dispatch": {"/admin/v1/orders/" + orderA.ID + "/dispatch", "", nil, staffOnly(409, 404, 409)},
-		"POST /admin/v1/orders/{id}/complete": {"/admin/v1/orders/" + orderA.ID + "/complete", "", nil, staffOnly(409, 404, 409)},
-		"POST /admin/v1/orders/{id}/refund":   {"/admin/v1/orders/" + orderA.ID + "/refund", "", nil, staffOnly(409, 404, 409)},
-		"GET /admin/v1/jobs/dead":             {"/admin/v1/jobs/dead", "", nil, staffOnly(403, 403, 200)},
-		"POST /admin/v1/tokens/revoke":        {"/admin/v1/tokens/revoke", `{"token":"not-a-token"}`, nil, staffOnly(403, 403, 400)},
+		"GET /admin/v1/orders": {"/admin/v1/orders", "", nil, staffOnly(200, 200, 200)},
+		"POST /admin/v1/merchants/{id}/printers": {"/admin/v1/merchants/" + sh.merchantID + "/printers", `{"name":"","provider":"feie","device":"X","role":"receipt"}`, nil,
+			staffOnly(400, 403, 400)},
+		"GET /admin/v1/merchants/{id}/printers": {"/admin/v1/merchants/" + sh.merchantID + "/printers", "", nil, staffOnly(200, 403, 200)},
+		"PATCH /admin/v1/printers/{id}":         {"/admin/v1/printers/" + printer.ID, `{"version":99}`, nil, staffOnly(409, 404, 409)},
+		"GET /admin/v1/prints":                  {"/admin/v1/prints", "", nil, staffOnly(200, 200, 200)},
+		"POST /admin/v1/prints/{id}/reprint":    {"/admin/v1/prints/999999/reprint", "", map[string]string{"Idempotency-Key": "matrix-reprint"}, staffOnly(404, 404, 404)},
+		"POST /v1/printers/{provider}/callback": {"/v1/printers/feie/callback", "orderId=x", nil, everyone(404)}, // no provider configured here
+		"POST /admin/v1/orders/{id}/accept":     {"/admin/v1/orders/" + orderA.ID + "/accept", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/reject":     {"/admin/v1/orders/" + orderA.ID + "/reject", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/dispatch":   {"/admin/v1/orders/" + orderA.ID + "/dispatch", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/complete":   {"/admin/v1/orders/" + orderA.ID + "/complete", "", nil, staffOnly(409, 404, 409)},
+		"POST /admin/v1/orders/{id}/refund":     {"/admin/v1/orders/" + orderA.ID + "/refund", "", nil, staffOnly(409, 404, 409)},
+		"GET /admin/v1/jobs/dead":               {"/admin/v1/jobs/dead", "", nil, staffOnly(403, 403, 200)},
+		"POST /admin/v1/tokens/revoke":          {"/admin/v1/tokens/revoke", `{"token":"not-a-token"}`, nil, staffOnly(403, 403, 400)},
 		// Payments are not configured here: the refunds routes answer 503.
 		"GET /admin/v1/refunds":                          {"/admin/v1/refunds", "", nil, staffOnly(403, 403, 503)},
 		"POST /admin/v1/refunds/{out_refund_no}/retry":   {"/admin/v1/refunds/RX/retry", `{"note":"n"}`, nil, staffOnly(403, 403, 503)},

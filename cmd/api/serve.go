@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ import (
 	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/payment/wxpay"
+	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
 	"github.com/takeout/takeout/internal/staff"
@@ -124,6 +126,7 @@ type app struct {
 	hub         *orderstream.Hub
 	staff       *staff.Service
 	messages    *subscribemsg.Sender
+	prints      *printing.Service
 	handler     http.Handler
 
 	closers []func() // run in reverse by close
@@ -234,6 +237,9 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err := a.buildLive(tokens, inserter); err != nil {
 		return err
 	}
+	if err := a.buildPrinting(inserter); err != nil {
+		return err
+	}
 	var messages order.CustomerMessages // nil unless a status has a template
 	if a.messages.Enabled() {
 		messages = a.messages
@@ -246,7 +252,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	}
 	orders, err := order.NewService(order.Options{
 		Events: a.hub, Messages: messages,
-		Payments: orderPayments, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
+		Payments: orderPayments, Prints: a.prints, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, MaxTotalFen: cfg.OrderMaxTotalFen, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
 		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: a.reg,
@@ -261,7 +267,7 @@ func (a *app) buildServices(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := a.buildJobs(orders, payments); err != nil {
+	if err := a.buildJobs(orders, payments, a.prints); err != nil {
 		return err
 	}
 	vouchers, err := voucher.NewService(voucher.Options{Pool: pool, Registerer: a.reg, Now: time.Now})
@@ -272,7 +278,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		Logger: logger, Pool: pool, Redis: a.rds, Migrator: a.migrator, Tokens: tokens, Revocations: a.revocations,
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
-		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers,
+		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints,
 		Promotions:   promotion.NewService(promotion.Options{Pool: pool, MenuChanged: a.catalog.Changed}),
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
@@ -315,6 +321,40 @@ func (a *app) buildLive(tokens *auth.Tokens, inserter *jobs.Client) error {
 	return err
 }
 
+// buildPrinting builds the cloud printers' side with the providers
+// configured (none: printers' tickets fail saying so).
+func (a *app) buildPrinting(inserter *jobs.Client) error {
+	cfg := a.cfg
+	var providers []printing.Provider
+	hc := a.client(cfg.PrintTimeout)
+	if cfg.YilianyunEnabled() {
+		providers = append(providers, &printing.Yilianyun{
+			Base: cfg.YilianyunAPIBase, ClientID: cfg.YilianyunClientID, ClientSecret: string(cfg.YilianyunClientSecret), HTTP: hc, Now: time.Now,
+		})
+	}
+	if cfg.FeieEnabled() {
+		var key *rsa.PublicKey
+		if cfg.FeiePublicKey != "" {
+			pemBytes, err := os.ReadFile(cfg.FeiePublicKey)
+			if err != nil {
+				return fmt.Errorf("TAKEOUT_FEIE_PUBLIC_KEY: %w", err)
+			}
+			if key, err = printing.ParsePublicKey(pemBytes); err != nil {
+				return fmt.Errorf("TAKEOUT_FEIE_PUBLIC_KEY: %w", err)
+			}
+		}
+		providers = append(providers, &printing.Feie{
+			Base: cfg.FeieAPIBase, User: cfg.FeieUser, UKey: string(cfg.FeieUKey), PlatformKey: key, CallbackURL: cfg.FeieCallbackURL, HTTP: hc, Now: time.Now,
+		})
+	}
+	var err error
+	a.prints, err = printing.NewService(printing.Options{
+		Pool: a.pool, Jobs: inserter, Logger: a.logger, Providers: providers, Registerer: a.reg, Now: time.Now,
+		PrintWithin: cfg.PrintWithin, ConfirmAfter: cfg.PrintConfirmAfter, GiveUpAfter: cfg.PrintGiveUpAfter,
+	})
+	return err
+}
+
 // buildIDs leases a worker id and builds the order id generator on it.
 func (a *app) buildIDs(ctx context.Context) error {
 	lease, err := orderid.AcquireLease(ctx, a.pool, instanceName(), a.cfg.WorkerLeaseTTL, time.Now, a.logger)
@@ -328,7 +368,7 @@ func (a *app) buildIDs(ctx context.Context) error {
 
 // buildJobs builds the working River client with every capability's
 // workers and the periodic jobs; payments is nil when not configured.
-func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error {
+func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints *printing.Service) error {
 	cfg := a.cfg
 	workers := river.NewWorkers()
 	kinds := []string{idempotency.PruneArgs{}.Kind(), webhook.Args{}.Kind(), order.PaymentTimeoutArgs{}.Kind(),
@@ -351,6 +391,10 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service) error 
 			func() (river.JobArgs, *river.InsertOpts) { return payment.ReconcileArgs{}, nil }, nil))
 	}
 	orders.AddWorkers(workers, check)
+	prints.AddWorkers(workers)
+	kinds = append(kinds, printing.SweepArgs{}.Kind(), printing.DeliverArgs{}.Kind())
+	periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PrintSweepInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return printing.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	river.AddWorker(workers, &webhook.Worker{
 		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: a.client(cfg.WebhookTimeout),
 		RetryBase: cfg.WebhookRetryBase, Now: time.Now,

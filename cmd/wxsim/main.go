@@ -1,5 +1,6 @@
 // Command wxsim is the WeChat simulator for development and tests (see
-// package wxsim). It listens on TAKEOUT_WXSIM_ADDR and accepts the app id
+// package wxsim), with the cloud printers' simulator (package printsim)
+// under /yilianyun, /feie and /printsim. It listens on TAKEOUT_WXSIM_ADDR and accepts the app id
 // and secret the API is configured with.
 package main
 
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/takeout/takeout/internal/config"
+	"github.com/takeout/takeout/internal/printsim"
 	"github.com/takeout/takeout/internal/wxsim"
 )
 
@@ -43,11 +45,21 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		MchID: cfg.MchID, MerchantKey: &keys.Merchant.PublicKey, PlatformKey: keys.Platform,
 		PlatformSerial: keys.PlatformSerial, APIv3Key: keys.APIv3Key, Client: &http.Client{Timeout: 5 * time.Second}, Now: time.Now,
 	})
+	// The cloud printers' simulator shares the process and the address.
+	printers := printsim.New(printsim.Options{
+		YilianyunClientID: wxsim.YilianyunClientID, YilianyunSecret: keys.PrinterSecret, YilianyunCallbackURL: cfg.YilianyunCallbackURL,
+		FeieUser: wxsim.FeieUser, FeieUKey: keys.PrinterSecret, FeieKey: keys.Feie, Client: &http.Client{Timeout: 5 * time.Second}, Now: time.Now,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/yilianyun/", printers)
+	mux.Handle("/feie/", printers)
+	mux.Handle("/printsim/", printers)
+	mux.Handle("/", sim)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("TAKEOUT_WXSIM_ADDR: %w", err)
 	}
-	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("wxsim listening", "addr", ln.Addr().String(), "appid", cfg.AppID, "mchid", cfg.MchID,

@@ -185,7 +185,42 @@ type Config struct {
 	// ago whose order still waits are queried at the provider.
 	WxPayReconcileInterval time.Duration `env:"TAKEOUT_WXPAY_RECONCILE_INTERVAL" envDefault:"1m"`
 	WxPayQueryAfter        time.Duration `env:"TAKEOUT_WXPAY_QUERY_AFTER" envDefault:"2m"`
+
+	// Cloud printers: a provider is on when its credentials are set.
+	YilianyunAPIBase      string `env:"TAKEOUT_YILIANYUN_API_BASE" envDefault:"http://127.0.0.1:8090/yilianyun"`
+	YilianyunClientID     string `env:"TAKEOUT_YILIANYUN_CLIENT_ID"`
+	YilianyunClientSecret Secret `env:"TAKEOUT_YILIANYUN_CLIENT_SECRET"`
+	FeieAPIBase           string `env:"TAKEOUT_FEIE_API_BASE" envDefault:"http://127.0.0.1:8090/feie"`
+	FeieUser              string `env:"TAKEOUT_FEIE_USER"`
+	FeieUKey              Secret `env:"TAKEOUT_FEIE_UKEY"`
+	// FeiePublicKey is the path of the PEM public key Feie signs its
+	// callbacks with; FeieCallbackURL is where they are sent (each
+	// ticket's backurl).
+	FeiePublicKey   string `env:"TAKEOUT_FEIE_PUBLIC_KEY"`
+	FeieCallbackURL string `env:"TAKEOUT_FEIE_CALLBACK_URL" envDefault:"http://127.0.0.1:8080/v1/printers/feie/callback"`
+	// PrintTimeout bounds one call to a printer provider.
+	PrintTimeout time.Duration `env:"TAKEOUT_PRINT_TIMEOUT" envDefault:"5s"`
+	// PrintSweepInterval is how often tickets due are picked up.
+	PrintSweepInterval time.Duration `env:"TAKEOUT_PRINT_SWEEP_INTERVAL" envDefault:"1s"`
+	// PrintWithin is how soon after the accept a ticket should be out;
+	// later it is late (the board, GET /admin/v1/prints?status=late).
+	PrintWithin time.Duration `env:"TAKEOUT_PRINT_WITHIN" envDefault:"2m"`
+	// PrintConfirmAfter is how long a sent ticket waits for its callback
+	// before the provider is asked; PrintGiveUpAfter how long a ticket is
+	// tried before it fails for an operator to reprint.
+	PrintConfirmAfter time.Duration `env:"TAKEOUT_PRINT_CONFIRM_AFTER" envDefault:"15s"`
+	PrintGiveUpAfter  time.Duration `env:"TAKEOUT_PRINT_GIVE_UP_AFTER" envDefault:"1h"`
 }
+
+// YilianyunEnabled reports whether the Yilianyun-like printer provider
+// is configured.
+func (c Config) YilianyunEnabled() bool {
+	return c.YilianyunClientID != "" && c.YilianyunClientSecret != ""
+}
+
+// FeieEnabled reports whether the Feie-like printer provider is
+// configured.
+func (c Config) FeieEnabled() bool { return c.FeieUser != "" && c.FeieUKey != "" }
 
 // PaymentsEnabled reports whether WeChat Pay is configured.
 func (c Config) PaymentsEnabled() bool { return c.WxPayMerchantKey != "" }
@@ -619,6 +654,9 @@ type Wxsim struct {
 	// configuration it writes for them (api.env).
 	Dir   string `env:"TAKEOUT_WXSIM_DIR" envDefault:".dev/wxsim"`
 	MchID string `env:"TAKEOUT_WXPAY_MCHID" envDefault:"1900000109"`
+	// YilianyunCallbackURL is where the printer simulator's Yilianyun-like
+	// side pushes print callbacks (the provider's console setting).
+	YilianyunCallbackURL string `env:"TAKEOUT_WXSIM_YILIANYUN_CALLBACK_URL" envDefault:"http://127.0.0.1:8080/v1/printers/yilianyun/callback"`
 }
 
 // LoadWxsim reads the simulator's configuration through getenv.

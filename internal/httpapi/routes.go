@@ -13,6 +13,7 @@ import (
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
@@ -52,6 +53,8 @@ func apiRoutes(r chi.Router, d Deps) {
 	// included, in the provider's shape.
 	r.Method(http.MethodPost, "/v1/payments/wechat/notify", payment.HandleNotifyV3(d.Payments, d.MaxBodyBytes))
 	r.Method(http.MethodPost, "/v1/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments, d.MaxBodyBytes))
+	// Printer providers' callbacks, likewise: checked by their signatures.
+	r.Method(http.MethodPost, "/v1/printers/{provider}/callback", printing.HandleCallback(d.Printing, d.MaxBodyBytes))
 
 	r.Group(func(r chi.Router) {
 		r.Use(wellFormed, limitBody(d.MaxBodyBytes))
@@ -104,6 +107,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPut, a+"/dishes/{id}/stock", catalog.HandleSetStock(d.Catalog))
 			r.Method(http.MethodPost, a+"/dishes/{id}/stock/adjustments", catalog.HandleAdjustStock(d.Catalog, d.Idempotency))
 			discountRoutes(r, d, a)
+			printingRoutes(r, d, a)
 			r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
 			r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
 			r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
@@ -134,4 +138,13 @@ func discountRoutes(r chi.Router, d Deps, a string) {
 	r.Method(http.MethodGet, a+"/voucher-templates", voucher.HandleListTemplates(d.Vouchers))
 	r.Method(http.MethodGet, a+"/voucher-templates/{id}", voucher.HandleGetTemplate(d.Vouchers))
 	r.Method(http.MethodPatch, a+"/voucher-templates/{id}", voucher.HandleUpdateTemplate(d.Vouchers))
+}
+
+// printingRoutes are staff's routes of printers and print tickets.
+func printingRoutes(r chi.Router, d Deps, a string) {
+	r.Method(http.MethodPost, a+"/merchants/{id}/printers", printing.HandleCreatePrinter(d.Printing, d.Idempotency))
+	r.Method(http.MethodGet, a+"/merchants/{id}/printers", printing.HandleListPrinters(d.Printing))
+	r.Method(http.MethodPatch, a+"/printers/{id}", printing.HandleUpdatePrinter(d.Printing))
+	r.Method(http.MethodGet, a+"/prints", printing.HandleList(d.Printing))
+	r.Method(http.MethodPost, a+"/prints/{id}/reprint", printing.HandleReprint(d.Printing, d.Idempotency))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
 	"github.com/takeout/takeout/internal/staff"
@@ -47,6 +48,7 @@ type Deps struct {
 	Messages     *subscribemsg.Sender
 	Vouchers     *voucher.Service
 	Promotions   *promotion.Service
+	Printing     *printing.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

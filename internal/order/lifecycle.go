@@ -176,6 +176,12 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			}
 		case statemachine.AcceptDeadlineApplied:
 			// Written by the transition's UPDATE (OrderTransition).
+		case statemachine.QueuePrints:
+			if s.opts.Prints != nil {
+				if err := s.opts.Prints.QueueTx(ctx, tx, row.ID, row.MerchantID); err != nil {
+					return err
+				}
+			}
 		case statemachine.ConsumeStock:
 			if err := inventory.Consume(ctx, tx, row.ID); err != nil {
 				return err

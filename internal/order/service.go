@@ -67,6 +67,12 @@ type CustomerMessages interface {
 	Queues(status statemachine.Status) bool
 }
 
+// Prints queues, in the transaction that accepts an order, the tickets
+// it owes its merchant's printers (printing.Service).
+type Prints interface {
+	QueueTx(ctx context.Context, tx pgx.Tx, orderID, merchantID int64) error
+}
+
 // Options configure a Service.
 type Options struct {
 	Pool        *pgxpool.Pool
@@ -105,6 +111,9 @@ type Options struct {
 	// payments are not configured: nothing was paid, so nothing is
 	// refunded or closed).
 	Payments Payments
+	// Prints, when set, queues an accepted order's print tickets (the
+	// QueuePrints effect) in the accept's transaction.
+	Prints Prints
 	// GroupCommitMax and GroupCommitSlots configure the group commit of
 	// one-statement placements (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int

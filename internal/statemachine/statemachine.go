@@ -83,6 +83,9 @@ const (
 	// statement of their own.
 	StartAcceptDeadline   Effect = "start_accept_deadline"   // the order records when it must be accepted by, and what then (its merchant's rule)
 	AcceptDeadlineApplied Effect = "accept_deadline_applied" // the order records that the system moved it on at its deadline
+	// QueuePrints inserts the tickets the accepted order owes its
+	// merchant's printers: the print outbox, in the accept's transaction.
+	QueuePrints Effect = "queue_prints"
 )
 
 // OneStatement reports whether the one-statement path of a transition
@@ -122,10 +125,10 @@ func Table() []Transition {
 		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{StartAcceptDeadline, Notify}, "payment callback or active query"},
 		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, ClosePayment, Notify}, "user cancels"},
 		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "pay deadline passed"},
-		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{Notify}, "merchant accepts"},
+		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{QueuePrints, Notify}, "merchant accepts"},
 		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "merchant rejects"},
 		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "user cancels before acceptance"},
-		{Paid, AutoAccept, Accepted, []Actor{System}, []Effect{AcceptDeadlineApplied, Notify}, "accept deadline passed: accepted by the merchant's rule"},
+		{Paid, AutoAccept, Accepted, []Actor{System}, []Effect{AcceptDeadlineApplied, QueuePrints, Notify}, "accept deadline passed: accepted by the merchant's rule"},
 		{Paid, AutoReject, Refunding, []Actor{System}, []Effect{AcceptDeadlineApplied, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "accept deadline passed: rejected and refunded by the merchant's rule"},
 		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared, waiting for pickup"},
 		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches (READY is optional)"},

@@ -22,6 +22,12 @@ type Keys struct {
 	Platform       *rsa.PrivateKey
 	PlatformSerial string
 	APIv3Key       []byte
+	// Feie signs the printer simulator's Feie-like callbacks; the API
+	// verifies them with its public half.
+	Feie *rsa.PrivateKey
+	// PrinterSecret is the printer providers' client secret (Yilianyun)
+	// and UKEY (Feie) in development.
+	PrinterSecret string
 }
 
 // The file names in the key directory.
@@ -31,6 +37,13 @@ const (
 	platformPubFile = "platform_pub.pem"
 	apiv3KeyFile    = "apiv3.key"
 	apiEnvFile      = "api.env"
+	feieKeyFile     = "feie_key.pem"
+	feiePubFile     = "feie_pub.pem"
+	printerKeyFile  = "printers.key"
+	// YilianyunClientID and FeieUser are the printer simulator's
+	// development accounts.
+	YilianyunClientID = "1000000001"
+	FeieUser          = "dev@wxsim"
 	// PlatformSerial names the simulator's platform key (public-key mode).
 	PlatformSerial = "PUB_KEY_ID_WXSIM"
 	// MerchantSerial names the merchant's API certificate.
@@ -59,20 +72,24 @@ func LoadOrCreateKeys(dir, mchID string) (Keys, error) {
 	if err := os.WriteFile(filepath.Join(dir, platformPubFile), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
 		return Keys{}, err
 	}
-	apiv3Path := filepath.Join(dir, apiv3KeyFile)
-	b, err := os.ReadFile(apiv3Path) //nolint:gosec // G304: wxsim's own key directory
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		var raw [16]byte
-		_, _ = rand.Read(raw[:])
-		b = []byte(hex.EncodeToString(raw[:])) // 32 printable bytes
-		if err := os.WriteFile(apiv3Path, b, 0o600); err != nil {
-			return Keys{}, err
-		}
-	case err != nil:
+	if k.APIv3Key, err = loadOrCreateSecret(filepath.Join(dir, apiv3KeyFile)); err != nil {
 		return Keys{}, err
 	}
-	k.APIv3Key = []byte(strings.TrimSpace(string(b)))
+	if k.Feie, err = loadOrCreateRSA(filepath.Join(dir, feieKeyFile)); err != nil {
+		return Keys{}, err
+	}
+	feiePub, err := x509.MarshalPKIXPublicKey(&k.Feie.PublicKey)
+	if err != nil {
+		return Keys{}, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, feiePubFile), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: feiePub}), 0o600); err != nil {
+		return Keys{}, err
+	}
+	printerSecret, err := loadOrCreateSecret(filepath.Join(dir, printerKeyFile))
+	if err != nil {
+		return Keys{}, err
+	}
+	k.PrinterSecret = string(printerSecret)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return Keys{}, err
@@ -82,11 +99,35 @@ export TAKEOUT_WXPAY_MERCHANT_SERIAL='%s'
 export TAKEOUT_WXPAY_MERCHANT_KEY_FILE='%s'
 export TAKEOUT_WXPAY_PLATFORM_KEYS='%s=%s'
 export TAKEOUT_WXPAY_APIV3_KEY_FILE='%s'
-`, mchID, MerchantSerial, filepath.Join(abs, merchantKeyFile), PlatformSerial, filepath.Join(abs, platformPubFile), filepath.Join(abs, apiv3KeyFile))
+export TAKEOUT_YILIANYUN_CLIENT_ID='%s'
+export TAKEOUT_YILIANYUN_CLIENT_SECRET_FILE='%s'
+export TAKEOUT_FEIE_USER='%s'
+export TAKEOUT_FEIE_UKEY_FILE='%s'
+export TAKEOUT_FEIE_PUBLIC_KEY='%s'
+`, mchID, MerchantSerial, filepath.Join(abs, merchantKeyFile), PlatformSerial, filepath.Join(abs, platformPubFile), filepath.Join(abs, apiv3KeyFile),
+		YilianyunClientID, filepath.Join(abs, printerKeyFile), FeieUser, filepath.Join(abs, printerKeyFile), filepath.Join(abs, feiePubFile))
 	if err := os.WriteFile(filepath.Join(dir, apiEnvFile), []byte(env), 0o600); err != nil {
 		return Keys{}, err
 	}
 	return k, nil
+}
+
+// loadOrCreateSecret reads a secret of 32 printable bytes from path,
+// generating it on first run.
+func loadOrCreateSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // G304: wxsim's own key directory
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		var raw [16]byte
+		_, _ = rand.Read(raw[:])
+		b = []byte(hex.EncodeToString(raw[:]))
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	}
+	return []byte(strings.TrimSpace(string(b))), nil
 }
 
 func loadOrCreateRSA(path string) (*rsa.PrivateKey, error) {

@@ -303,6 +303,41 @@ type PaymentNotification struct {
 	ReceivedAt     time.Time
 }
 
+type PrintJob struct {
+	ID          int64
+	OrderID     int64
+	MerchantID  int64
+	PrinterID   int64
+	Trigger     string
+	Seq         int32
+	Attempt     int32
+	Status      string
+	Tries       int32
+	ProviderRef *string
+	LastError   string
+	NextTryAt   time.Time
+	FirstSentAt *time.Time
+	PrintedAt   *time.Time
+	PrintBy     time.Time
+	RequestedBy string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type Printer struct {
+	ID          int64
+	MerchantID  int64
+	Name        string
+	Provider    string
+	Device      string
+	Role        string
+	CategoryIds []int64
+	Enabled     bool
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type Promotion struct {
 	ID               int64
 	MerchantID       int64
