@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/printsim"
@@ -462,5 +464,54 @@ func TestPrintingCallbacksAndReprints(t *testing.T) {
 	all := strings.Join(papers, "")
 	if len(papers) != 3 || unmarked(papers) != 1 || !strings.Contains(all, printing.TicketMarkReprint+"2") || !strings.Contains(all, printing.TicketMarkReprint+"3") {
 		t.Fatalf("papers (%d):\n%s", len(papers), all)
+	}
+}
+
+// A ticket not printed by its deadline shows on the board with a
+// reprint button; a tap reprints it once, and the paper says 补打 #2.
+func TestBoardShowsLatePrints(t *testing.T) {
+	t.Parallel()
+	ps := newPrintShop(t, map[string]string{"TAKEOUT_PRINT_WITHIN": "1s"}, 100)
+	ps.printer(t, "Wok", "yilianyun", "YLYBOARD1", "kitchen")
+	ps.createStaff(t, "printboard", "correct horse battery")
+	ps.simConfig(t, printsim.Config{Offline: []string{"YLYBOARD1"}})
+	id := ps.acceptedOrder(t, "board-late", 1)
+	var ticketID string
+	waitUntil(t, "the ticket late", func() bool {
+		for _, tk := range ps.tickets(t, "?status=late") {
+			if tk.OrderID == id {
+				ticketID = tk.ID
+				return true
+			}
+		}
+		return false
+	})
+	b := browser(t)
+	boardLogin(t, b, ps.apis[0], "printboard", "correct horse battery")
+	row := fmt.Sprintf(`#prints-late li[data-ticket="%s"]`, ticketID)
+	var text string
+	runBrowser(t, b, 10*time.Second, "the late ticket on the board",
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		into(chromedp.Text(chromedp.CSS(row+" span")), &text))
+	if !strings.Contains(text, id[len(id)-6:]) || !strings.Contains(text, "Wok") {
+		t.Errorf("the banner says %q", text)
+	}
+	runBrowser(t, b, 10*time.Second, "reprint from the board",
+		chromedp.Click(chromedp.CSS(row+" button.reprint")),
+		chromedp.WaitVisible(chromedp.CSS(row+" button.reprint:disabled")))
+	waitUntil(t, "the reprint queued", func() bool {
+		return ps.count(t, "SELECT count(*) FROM print_jobs WHERE order_id = $1 AND trigger = 'reprint'", id) == 1
+	})
+	ps.simConfig(t, printsim.Config{})
+	waitUntil(t, "both tickets printed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM print_jobs WHERE order_id = $1 AND status = 'printed'", id) == 2
+	})
+	ps.sim.Wait()
+	papers := ps.papers("YLYBOARD1", id)
+	if len(papers) != 2 || unmarked(papers) != 1 || !strings.Contains(strings.Join(papers, ""), printing.TicketMarkReprint+"2") {
+		t.Fatalf("papers:\n%s", strings.Join(papers, "\n"))
+	}
+	if n := ps.count(t, "SELECT count(*) FROM print_jobs WHERE order_id = $1", id); n != 2 {
+		t.Errorf("%d tickets, want the first and one reprint", n)
 	}
 }

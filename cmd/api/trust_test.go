@@ -139,7 +139,20 @@ func TestEveryCreatingRouteReplays(t *testing.T) {
 	offered := ps.voucherTemplate(t, ps.admin, map[string]any{"name": "walked offer", "per_user_limit": 5})
 	claimer := ps.login(t, "creating-claim")
 	promoted := createMerchant(t, ps.stack, ps.apis[0], "Promoted Kitchen")
+	// A print ticket of the paid order, to reprint.
+	var ticket string
+	if err := ps.pool.QueryRow(t.Context(), `WITH p AS (INSERT INTO printers (merchant_id, name, provider, device, role)
+		    VALUES ($1, 'Walked', 'yilianyun', 'WALKEDREPRINT', 'kitchen') RETURNING id, merchant_id)
+		INSERT INTO print_jobs (order_id, merchant_id, printer_id, trigger, print_by)
+		SELECT $2, merchant_id, id, 'accept', now() FROM p RETURNING id::text`, mustID(t, ps.merchantID), mustID(t, paid)).Scan(&ticket); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]creatingCase{
+		"/admin/v1/merchants/{id}/printers": {ps.admin, "/admin/v1/merchants/" + ps.merchantID + "/printers",
+			`{"name":"Walked Printer","provider":"feie","device":"WALKED1","role":"receipt"}`,
+			count("SELECT count(*) FROM printers WHERE device = 'WALKED1'")},
+		"/admin/v1/prints/{id}/reprint": {ps.admin, "/admin/v1/prints/" + ticket + "/reprint", "",
+			count("SELECT count(*) FROM print_jobs WHERE trigger = 'reprint' AND order_id = $1", paid)},
 		"/admin/v1/voucher-templates": {ps.admin, "/admin/v1/voucher-templates", fmt.Sprintf(
 			`{"merchant_id":%q,"name":"walked","amount_fen":100,"funded_by":"merchant","claim_from":"2026-06-01T00:00:00Z","claim_until":"2027-06-01T00:00:00Z","valid_days":3,"budget":9}`, ps.merchantID),
 			count("SELECT count(*) FROM voucher_templates WHERE name = 'walked'")},

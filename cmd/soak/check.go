@@ -48,7 +48,7 @@ var invariantOrder = []string{
 	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
-	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline,
+	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline, invPrintedOnce,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may

@@ -23,6 +23,7 @@ import (
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/lab"
 	"github.com/takeout/takeout/internal/lab/ha"
+	"github.com/takeout/takeout/internal/printsim"
 	"github.com/takeout/takeout/internal/wxsim"
 )
 
@@ -83,6 +84,10 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
+	kitchen, err := st.checkKitchen(ctx, d, &f)
+	if err != nil {
+		return nil, err
+	}
 	f.add(invBoardRepeated, boardStats.Repeats, "")
 	for _, ex := range boardRepeated {
 		f.add(invBoardRepeated, 0, ex)
@@ -109,10 +114,6 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 		return nil, fmt.Errorf("discount counts: %w", err)
 	}
 	maps.Copy(rep.Workload, discounts)
-	kitchen, err := acceptDeadlineCounts(ctx, st.direct)
-	if err != nil {
-		return nil, fmt.Errorf("accept deadline counts: %w", err)
-	}
 	maps.Copy(rep.Workload, kitchen)
 	return rep, nil
 }
@@ -195,6 +196,9 @@ func startStack(ctx context.Context, o *options, logf func(string, ...any)) (*st
 		return st, err
 	}
 	logf("%d api instances ready; wxsim %s; callback gateway %s", len(st.insts), wxsimURL, st.gw.url)
+	if err := setPrintFaults(ctx, &http.Client{Timeout: 10 * time.Second}, wxsimURL, printFaults(st.gw.url+"/v1/printers/yilianyun/callback")); err != nil {
+		return st, err
+	}
 	if st.clog, err = openClientLog(filepath.Join(st.workDir, "client.jsonl")); err != nil {
 		return st, err
 	}
@@ -393,6 +397,12 @@ func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 		"TAKEOUT_WORKER_LEASE_TTL":             "30s",
 		"TAKEOUT_CATALOG_CACHE_TTL":            "60s",
 		"TAKEOUT_IDEMPOTENCY_PRUNE_INTERVAL":   "10m",
+		// The printer providers, in wxsim, with their faults (printFaults).
+		"TAKEOUT_YILIANYUN_API_BASE":  st.wxsimURL + "/yilianyun",
+		"TAKEOUT_FEIE_API_BASE":       st.wxsimURL + "/feie",
+		"TAKEOUT_FEIE_CALLBACK_URL":   st.gw.url + "/v1/printers/feie/callback",
+		"TAKEOUT_PRINT_TIMEOUT":       "2s",
+		"TAKEOUT_PRINT_CONFIRM_AFTER": "5s",
 	}
 }
 
@@ -453,6 +463,10 @@ loop:
 // it returns how long it took. The instances keep running.
 func (st *stack) settle(ctx context.Context, o options, d *driver, logf func(string, ...any)) time.Duration {
 	settleStart := time.Now()
+	// The printers' providers recover: the tickets left go out.
+	if err := setPrintFaults(ctx, d.client, st.wxsimURL, printsim.Config{}); err != nil {
+		logf("settle: %v", err)
+	}
 	bgDone := make(chan struct{})
 	go func() { d.background.Wait(); close(bgDone) }()
 	for time.Since(settleStart) < o.settle && ctx.Err() == nil {
@@ -645,6 +659,12 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 				return err
 			}
 		}
+		for _, p := range printersOf(i) {
+			var out struct{}
+			if err := post("/admin/v1/merchants/"+m.ID+"/printers", p, &out); err != nil {
+				return err
+			}
+		}
 		for _, p := range promotionsOf(i, d.o.duration) {
 			var out struct{}
 			if err := post("/admin/v1/merchants/"+m.ID+"/promotions", p, &out); err != nil {
@@ -763,7 +783,8 @@ func openWork(ctx context.Context, db querier) (int, error) {
 	err := db.QueryRow(ctx, `SELECT
 	    (SELECT count(*) FROM orders WHERE status IN ('PENDING_PAYMENT', 'REFUNDING', 'DELIVERING')) +
 	    (SELECT count(*) FROM orders WHERE status = 'PAID' AND accept_by IS NOT NULL) +
-	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING'))`).Scan(&n)
+	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')) +
+	    (SELECT count(*) FROM print_jobs WHERE status IN ('queued', 'sent'))`).Scan(&n)
 	return n, err
 }
 

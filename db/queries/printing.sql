@@ -103,12 +103,16 @@ RETURNING id;
 
 -- name: PrintJobsList :many
 -- Tickets newest first, of one merchant or all (0), by status: one of
--- the four, or 'late' (not printed by its print_by), or '' for any.
+-- the four, or 'late' (not printed by its print_by, and no later ticket
+-- of its order on its printer printed: a reprint made it good), or ''
+-- for any.
 SELECT sqlc.embed(j), sqlc.embed(p)
 FROM print_jobs j JOIN printers p ON p.id = j.printer_id
 WHERE (@merchant_id::bigint = 0 OR j.merchant_id = @merchant_id)
   AND (@status::text = ''
-       OR (@status = 'late' AND j.status <> 'printed' AND j.print_by < @now)
+       OR (@status = 'late' AND j.status <> 'printed' AND j.print_by < @now
+           AND NOT EXISTS (SELECT 1 FROM print_jobs x WHERE x.order_id = j.order_id AND x.printer_id = j.printer_id
+                                                       AND x.seq > j.seq AND x.status = 'printed'))
        OR j.status = @status)
   AND (@before_id::bigint = 0 OR j.id < @before_id)
 ORDER BY j.id DESC

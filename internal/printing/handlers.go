@@ -441,6 +441,10 @@ func HandleReprint(s *Service, idem *idempotency.Store) http.Handler {
 // provider's signed print callback, answered as the provider expects.
 func HandleCallback(s *Service, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := web.CheckQuery(r); err != nil {
+			web.Error(w, r, err)
+			return
+		}
 		prov, ok := s.Provider(chi.URLParam(r, "provider"))
 		if !ok {
 			web.Error(w, r, problem.New(problem.NotFound, "no such printer provider"))

@@ -117,6 +117,16 @@ func NewService(opts Options) (*Service, error) {
 	for _, p := range opts.Providers {
 		s.providers[p.Name()] = p
 	}
+	// Every series exists from the start, at 0, configured or not: an
+	// alert's increase() sees the first failure.
+	for _, name := range []string{"yilianyun", "feie"} {
+		for _, o := range []string{"sent", "printed", "retried", "unknown", "failed"} {
+			s.tickets.WithLabelValues(name, o)
+		}
+		for _, o := range []string{"printed", "repeated", "not_printed", "unknown", "rejected"} {
+			s.callbacks.WithLabelValues(name, o)
+		}
+	}
 	if opts.Registerer != nil {
 		for _, c := range []prometheus.Collector{s.tickets, s.callbacks} {
 			if err := opts.Registerer.Register(c); err != nil {

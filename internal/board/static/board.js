@@ -68,8 +68,8 @@ async function problemText(res) {
   }
 }
 
-async function request(method, path, body) {
-  const headers = { Authorization: `Bearer ${session.token}` };
+async function request(method, path, body, extraHeaders) {
+  const headers = { Authorization: `Bearer ${session.token}`, ...(extraHeaders || {}) };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
   noteServerTime(res);
@@ -93,6 +93,8 @@ function sessionEnded(message) {
   if (streamAbort) streamAbort.abort();
   if (ticker) clearInterval(ticker);
   ticker = null;
+  if (printsTimer) clearInterval(printsTimer);
+  printsTimer = null;
   session.clear();
   orders.clear();
   showLogin(message);
@@ -143,6 +145,67 @@ async function start() {
   await loadToday();
   if (!ticker) ticker = setInterval(tick, 1000);
   stream();
+  loadLatePrints();
+  if (!printsTimer) printsTimer = setInterval(loadLatePrints, PRINTS_EVERY_MS);
+}
+
+// The tickets the merchant's printers have not printed by their
+// deadline, with a reprint each; asked again every PRINTS_EVERY_MS.
+const PRINTS_EVERY_MS = 15000;
+let printsTimer = null;
+// reprintKeys keeps one Idempotency-Key per ticket until its reprint is
+// answered: a tap repeated, or retried after a lost answer, reprints once.
+const reprintKeys = new Map();
+
+function newKey() {
+  if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+async function loadLatePrints() {
+  if (!session.token) return;
+  try {
+    const res = await request('GET', `/admin/v1/prints?status=late&merchant_id=${session.merchantId}`);
+    if (!res.ok) return;
+    renderLatePrints((await res.json()).tickets);
+  } catch { /* the next round asks again */ }
+}
+
+function renderLatePrints(tickets) {
+  const list = $('#prints-list');
+  list.replaceChildren();
+  for (const tk of tickets) {
+    const li = document.createElement('li');
+    li.dataset.ticket = tk.id;
+    const what = document.createElement('span');
+    what.textContent = `Order …${tk.order_id.slice(-6)} · ${tk.printer.name}: ${tk.status === 'failed' ? 'failed' : 'not printed'}${tk.last_error ? ` (${tk.last_error})` : ''}`;
+    const b = document.createElement('button');
+    b.className = 'reprint';
+    b.textContent = 'Reprint';
+    b.addEventListener('click', () => reprint(tk.id, b));
+    li.append(what, b);
+    list.append(li);
+  }
+  $('#prints-late').hidden = tickets.length === 0;
+}
+
+async function reprint(id, button) {
+  button.disabled = true;
+  if (!reprintKeys.has(id)) reprintKeys.set(id, newKey());
+  try {
+    const res = await request('POST', `/admin/v1/prints/${id}/reprint`, undefined, { 'Idempotency-Key': reprintKeys.get(id) });
+    if (res.ok) {
+      reprintKeys.delete(id);
+      button.textContent = 'Reprinting…';
+      return;
+    }
+    boardError(`Cannot reprint: ${await problemText(res)}`);
+  } catch (err) {
+    if (session.token) boardError(`Cannot reach the service: ${err.message}`);
+  }
+  button.disabled = false;
 }
 
 // loadToday reads today's orders (local midnight on), newest first.

@@ -360,7 +360,9 @@ SELECT j.id, j.order_id, j.merchant_id, j.printer_id, j.trigger, j.seq, j.attemp
 FROM print_jobs j JOIN printers p ON p.id = j.printer_id
 WHERE ($1::bigint = 0 OR j.merchant_id = $1)
   AND ($2::text = ''
-       OR ($2 = 'late' AND j.status <> 'printed' AND j.print_by < $3)
+       OR ($2 = 'late' AND j.status <> 'printed' AND j.print_by < $3
+           AND NOT EXISTS (SELECT 1 FROM print_jobs x WHERE x.order_id = j.order_id AND x.printer_id = j.printer_id
+                                                       AND x.seq > j.seq AND x.status = 'printed'))
        OR j.status = $2)
   AND ($4::bigint = 0 OR j.id < $4)
 ORDER BY j.id DESC
@@ -381,7 +383,9 @@ type PrintJobsListRow struct {
 }
 
 // Tickets newest first, of one merchant or all (0), by status: one of
-// the four, or 'late' (not printed by its print_by), or ” for any.
+// the four, or 'late' (not printed by its print_by, and no later ticket
+// of its order on its printer printed: a reprint made it good), or ”
+// for any.
 func (q *Queries) PrintJobsList(ctx context.Context, db DBTX, arg PrintJobsListParams) ([]PrintJobsListRow, error) {
 	rows, err := db.Query(ctx, printJobsList,
 		arg.MerchantID,
