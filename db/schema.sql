@@ -981,6 +981,7 @@ CREATE TABLE public.print_jobs (
     requested_by text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    attempt_out integer DEFAULT 0 NOT NULL,
     CONSTRAINT print_jobs_attempt_check CHECK (((attempt >= 1) AND (attempt <= 99))),
     CONSTRAINT print_jobs_seq_check CHECK ((seq >= 1)),
     CONSTRAINT print_jobs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'sent'::text, 'printed'::text, 'failed'::text]))),

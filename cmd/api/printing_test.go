@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
@@ -16,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +37,8 @@ type printShop struct {
 	*shop
 	sim    *printsim.Server
 	simURL string
+	// env is the API's print settings, for a test's own providers.
+	env map[string]string
 }
 
 const printTestClientID = "1000000001"
@@ -87,7 +91,7 @@ func newPrintShop(t *testing.T, env map[string]string, stocks ...int32) *printSh
 		t.Fatal(err)
 	}
 	apiURL.Store(u)
-	return &printShop{shop: sh, sim: sim, simURL: simSrv.URL}
+	return &printShop{shop: sh, sim: sim, simURL: simSrv.URL, env: all}
 }
 
 // printer adds a printer to the shop's merchant.
@@ -373,6 +377,80 @@ func TestPrintingProviderFaults(t *testing.T) {
 						t.Errorf("%d tickets for one printer", n)
 					}
 				})
+			}
+		})
+	}
+}
+
+// crashingProvider is a provider whose process dies right after the
+// provider took the ticket: nothing after the call runs.
+type crashingProvider struct {
+	printing.Provider
+	t *testing.T
+}
+
+func (c crashingProvider) Print(ctx context.Context, device, ticketID, content string) (string, error) {
+	if _, err := c.Provider.Print(ctx, device, ticketID, content); err != nil {
+		c.t.Errorf("the send before the crash: %v", err)
+	}
+	runtime.Goexit()
+	return "", nil
+}
+
+// A process that dies between a provider's taking a ticket and the
+// write of what it answered leaves the ticket queued; the next process
+// sends it again. Yilianyun answers the repeated origin_id with the
+// earlier ticket: one paper. Feie has no such id: the second paper says
+// 重打 #2, never two unmarked papers.
+func TestPrintingCrashAfterSend(t *testing.T) {
+	t.Parallel()
+	for provider, want := range map[string]int{"yilianyun": 1, "feie": 2} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			// The API's sweep runs once, at its start: this test's own
+			// deliveries are the only ones.
+			ps := newPrintShop(t, map[string]string{"TAKEOUT_PRINT_SWEEP_INTERVAL": "1h"}, 1000)
+			device := strings.ToUpper(provider[:3]) + "CRASH"
+			ps.printer(t, "Kitchen", provider, device, "kitchen")
+			var prov printing.Provider = &printing.Yilianyun{Base: ps.env["TAKEOUT_YILIANYUN_API_BASE"], ClientID: printTestClientID,
+				ClientSecret: ps.env["TAKEOUT_YILIANYUN_CLIENT_SECRET"], HTTP: &http.Client{Timeout: 5 * time.Second}, Now: time.Now}
+			if provider == "feie" {
+				prov = &printing.Feie{Base: ps.env["TAKEOUT_FEIE_API_BASE"], User: "feie-user", UKey: ps.env["TAKEOUT_FEIE_UKEY"],
+					CallbackURL: ps.env["TAKEOUT_FEIE_CALLBACK_URL"], HTTP: &http.Client{Timeout: 5 * time.Second}, Now: time.Now}
+			}
+			deliver := func(p printing.Provider) {
+				svc, err := printing.NewService(printing.Options{Pool: ps.pool, Providers: []printing.Provider{p}, Now: time.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() {
+					defer close(done)
+					var id int64
+					if err := ps.pool.QueryRow(t.Context(), "SELECT id FROM print_jobs WHERE printer_id IN (SELECT id FROM printers WHERE device = $1)", device).Scan(&id); err != nil {
+						done <- err
+						return
+					}
+					done <- svc.Deliver(t.Context(), id)
+				}()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			id := ps.acceptedOrder(t, "crash-"+provider, 1)
+			deliver(crashingProvider{prov, t})
+			waitUntil(t, "the crashed send's paper", func() bool { return len(ps.papers(device, id)) == 1 })
+			deliver(prov)
+			waitUntil(t, "the ticket printed", func() bool {
+				return ps.count(t, "SELECT count(*) FROM print_jobs WHERE order_id = $1 AND status = 'printed'", id) == 1
+			})
+			ps.sim.Wait()
+			papers := ps.papers(device, id)
+			if len(papers) != want || unmarked(papers) != 1 {
+				t.Fatalf("the kitchen holds %d papers, %d unmarked; want %d, 1 unmarked:\n%s", len(papers), unmarked(papers), want, strings.Join(papers, "\n"))
+			}
+			if want == 2 && !strings.Contains(papers[1], printing.TicketMarkAttempt+"2") {
+				t.Errorf("the second paper is not marked %q:\n%s", printing.TicketMarkAttempt+"2", papers[1])
 			}
 		})
 	}

@@ -45,6 +45,15 @@ FROM order_items i LEFT JOIN dishes d ON d.id = i.dish_id
 WHERE i.order_id = @order_id
 ORDER BY i.line;
 
+-- name: PrintJobSending :execrows
+-- Before the provider is called: the attempt about to go out (the next
+-- one, when the last may have printed and its id is not safe again) and
+-- the start of its provider's idempotency window. Nothing when another
+-- try moved the ticket on.
+UPDATE print_jobs
+SET attempt = @next_attempt, attempt_out = @next_attempt, first_sent_at = coalesce(first_sent_at, @now), updated_at = @now
+WHERE id = @id AND status = 'queued' AND attempt = @attempt;
+
 -- name: PrintJobSent :execrows
 -- The provider took the ticket of this attempt.
 UPDATE print_jobs
@@ -54,10 +63,12 @@ WHERE id = @id AND status = 'queued' AND attempt = @attempt;
 
 -- name: PrintJobRetry :execrows
 -- A send that did not go through: try again at next_try_at, as attempt
--- next_attempt (one more when a paper may have come out).
+-- next_attempt (one more when a paper may have come out). A send that
+-- surely printed nothing takes back its attempt_out, so the same attempt
+-- goes out again.
 UPDATE print_jobs
 SET tries = tries + 1, attempt = @next_attempt, next_try_at = @next_try_at, last_error = @last_error,
-    first_sent_at = CASE WHEN @maybe_sent::boolean THEN coalesce(first_sent_at, @now) ELSE first_sent_at END,
+    attempt_out = CASE WHEN @maybe_sent::boolean THEN attempt_out ELSE attempt - 1 END,
     updated_at = @now
 WHERE id = @id AND status = 'queued' AND attempt = @attempt;
 

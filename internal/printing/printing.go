@@ -13,7 +13,9 @@
 // same id to a provider that answers a repeated id with the earlier
 // result (Yilianyun's origin_id, within its window); to one without
 // (Feie) it goes again as the next attempt, printed "重打 #2": the
-// kitchen may hold two, and the second says so.
+// kitchen may hold two, and the second says so. Each send writes its
+// attempt before the call, so a process dying in it leaves the same
+// trace as a timeout.
 package printing
 
 import (
@@ -237,6 +239,20 @@ func (s *Service) send(ctx context.Context, prov Provider, j dbsqlc.PrintJob, p 
 	if j.FirstSentAt != nil && now.Sub(*j.FirstSentAt) > s.opts.GiveUpAfter {
 		return s.fail(ctx, j, p.Provider, "not printed within "+s.opts.GiveUpAfter.String()+": "+j.LastError)
 	}
+	// Write the attempt before the call: should this process die before
+	// it records the outcome, the next try knows a paper may be out.
+	attempt := j.Attempt
+	if j.AttemptOut >= j.Attempt && !s.sameIDSafe(prov, j, now) {
+		attempt = min(j.Attempt+1, 99)
+	}
+	n, err := s.q.PrintJobSending(ctx, s.opts.Pool, dbsqlc.PrintJobSendingParams{ID: j.ID, Attempt: j.Attempt, NextAttempt: attempt, Now: now})
+	if err != nil || n == 0 {
+		return wrap("record the ticket going out", err)
+	}
+	if j.FirstSentAt == nil {
+		j.FirstSentAt = &now
+	}
+	j.Attempt, j.AttemptOut = attempt, attempt
 	content, err := s.render(ctx, j, p)
 	if err != nil {
 		return err
@@ -256,7 +272,7 @@ func (s *Service) send(ctx context.Context, prov Provider, j dbsqlc.PrintJob, p 
 		// the provider remembers it; otherwise the next paper says it
 		// may be a second one.
 		outcome, maybeSent = "unknown", true
-		if w := prov.IdempotencyWindow(); w == 0 || (j.FirstSentAt != nil && now.Sub(*j.FirstSentAt) > w-5*time.Minute) {
+		if !s.sameIDSafe(prov, j, now) {
 			next = min(j.Attempt+1, 99)
 		}
 	}
@@ -267,6 +283,15 @@ func (s *Service) send(ctx context.Context, prov Provider, j dbsqlc.PrintJob, p 
 		LastError: truncate(err.Error()), MaybeSent: maybeSent, Now: now,
 	})
 	return wrap("record the ticket's retry", err)
+}
+
+// sameIDSafe reports whether the ticket's id, sent before, can go again
+// without a second paper: its provider answers a repeat within its
+// idempotency window with the earlier result (kept 5 minutes clear of
+// the window's end, for the clocks and the request in flight).
+func (s *Service) sameIDSafe(prov Provider, j dbsqlc.PrintJob, now time.Time) bool {
+	w := prov.IdempotencyWindow()
+	return w > 0 && (j.FirstSentAt == nil || now.Sub(*j.FirstSentAt) <= w-5*time.Minute)
 }
 
 // confirm asks the provider whether a sent ticket came out.

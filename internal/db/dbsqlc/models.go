@@ -322,6 +322,7 @@ type PrintJob struct {
 	RequestedBy string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	AttemptOut  int32
 }
 
 type Printer struct {

@@ -133,7 +133,7 @@ func (q *Queries) PrintJobFind(ctx context.Context, db DBTX, arg PrintJobFindPar
 }
 
 const printJobGet = `-- name: PrintJobGet :one
-SELECT j.id, j.order_id, j.merchant_id, j.printer_id, j.trigger, j.seq, j.attempt, j.status, j.tries, j.provider_ref, j.last_error, j.next_try_at, j.first_sent_at, j.printed_at, j.print_by, j.requested_by, j.created_at, j.updated_at, p.id, p.merchant_id, p.name, p.provider, p.device, p.role, p.category_ids, p.enabled, p.version, p.created_at, p.updated_at
+SELECT j.id, j.order_id, j.merchant_id, j.printer_id, j.trigger, j.seq, j.attempt, j.status, j.tries, j.provider_ref, j.last_error, j.next_try_at, j.first_sent_at, j.printed_at, j.print_by, j.requested_by, j.created_at, j.updated_at, j.attempt_out, p.id, p.merchant_id, p.name, p.provider, p.device, p.role, p.category_ids, p.enabled, p.version, p.created_at, p.updated_at
 FROM print_jobs j JOIN printers p ON p.id = j.printer_id
 WHERE j.id = $1
 `
@@ -165,6 +165,7 @@ func (q *Queries) PrintJobGet(ctx context.Context, db DBTX, id int64) (PrintJobG
 		&i.PrintJob.RequestedBy,
 		&i.PrintJob.CreatedAt,
 		&i.PrintJob.UpdatedAt,
+		&i.PrintJob.AttemptOut,
 		&i.Printer.ID,
 		&i.Printer.MerchantID,
 		&i.Printer.Name,
@@ -250,7 +251,7 @@ func (q *Queries) PrintJobReprint(ctx context.Context, db DBTX, arg PrintJobRepr
 const printJobRetry = `-- name: PrintJobRetry :execrows
 UPDATE print_jobs
 SET tries = tries + 1, attempt = $1, next_try_at = $2, last_error = $3,
-    first_sent_at = CASE WHEN $4::boolean THEN coalesce(first_sent_at, $5) ELSE first_sent_at END,
+    attempt_out = CASE WHEN $4::boolean THEN attempt_out ELSE attempt - 1 END,
     updated_at = $5
 WHERE id = $6 AND status = 'queued' AND attempt = $7
 `
@@ -266,13 +267,45 @@ type PrintJobRetryParams struct {
 }
 
 // A send that did not go through: try again at next_try_at, as attempt
-// next_attempt (one more when a paper may have come out).
+// next_attempt (one more when a paper may have come out). A send that
+// surely printed nothing takes back its attempt_out, so the same attempt
+// goes out again.
 func (q *Queries) PrintJobRetry(ctx context.Context, db DBTX, arg PrintJobRetryParams) (int64, error) {
 	result, err := db.Exec(ctx, printJobRetry,
 		arg.NextAttempt,
 		arg.NextTryAt,
 		arg.LastError,
 		arg.MaybeSent,
+		arg.Now,
+		arg.ID,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const printJobSending = `-- name: PrintJobSending :execrows
+UPDATE print_jobs
+SET attempt = $1, attempt_out = $1, first_sent_at = coalesce(first_sent_at, $2), updated_at = $2
+WHERE id = $3 AND status = 'queued' AND attempt = $4
+`
+
+type PrintJobSendingParams struct {
+	NextAttempt int32
+	Now         time.Time
+	ID          int64
+	Attempt     int32
+}
+
+// Before the provider is called: the attempt about to go out (the next
+// one, when the last may have printed and its id is not safe again) and
+// the start of its provider's idempotency window. Nothing when another
+// try moved the ticket on.
+func (q *Queries) PrintJobSending(ctx context.Context, db DBTX, arg PrintJobSendingParams) (int64, error) {
+	result, err := db.Exec(ctx, printJobSending,
+		arg.NextAttempt,
 		arg.Now,
 		arg.ID,
 		arg.Attempt,
@@ -356,7 +389,7 @@ func (q *Queries) PrintJobsLeaseDue(ctx context.Context, db DBTX, arg PrintJobsL
 }
 
 const printJobsList = `-- name: PrintJobsList :many
-SELECT j.id, j.order_id, j.merchant_id, j.printer_id, j.trigger, j.seq, j.attempt, j.status, j.tries, j.provider_ref, j.last_error, j.next_try_at, j.first_sent_at, j.printed_at, j.print_by, j.requested_by, j.created_at, j.updated_at, p.id, p.merchant_id, p.name, p.provider, p.device, p.role, p.category_ids, p.enabled, p.version, p.created_at, p.updated_at
+SELECT j.id, j.order_id, j.merchant_id, j.printer_id, j.trigger, j.seq, j.attempt, j.status, j.tries, j.provider_ref, j.last_error, j.next_try_at, j.first_sent_at, j.printed_at, j.print_by, j.requested_by, j.created_at, j.updated_at, j.attempt_out, p.id, p.merchant_id, p.name, p.provider, p.device, p.role, p.category_ids, p.enabled, p.version, p.created_at, p.updated_at
 FROM print_jobs j JOIN printers p ON p.id = j.printer_id
 WHERE ($1::bigint = 0 OR j.merchant_id = $1)
   AND ($2::text = ''
@@ -420,6 +453,7 @@ func (q *Queries) PrintJobsList(ctx context.Context, db DBTX, arg PrintJobsListP
 			&i.PrintJob.RequestedBy,
 			&i.PrintJob.CreatedAt,
 			&i.PrintJob.UpdatedAt,
+			&i.PrintJob.AttemptOut,
 			&i.Printer.ID,
 			&i.Printer.MerchantID,
 			&i.Printer.Name,
