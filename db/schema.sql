@@ -84,17 +84,26 @@ CREATE TABLE public.orders (
     accept_by timestamp with time zone,
     accept_then text,
     accept_deadline_applied boolean DEFAULT false NOT NULL,
+    fulfilment text DEFAULT 'delivery'::text NOT NULL,
+    pickup_day date,
+    pickup_no integer,
+    slot_start timestamp with time zone,
+    slot_end timestamp with time zone,
     CONSTRAINT orders_accept_deadline_check CHECK (((accept_by IS NULL) = (accept_then IS NULL))),
     CONSTRAINT orders_accept_then_check CHECK ((accept_then = ANY (ARRAY['accept'::text, 'reject'::text]))),
     CONSTRAINT orders_content_digest_check CHECK ((length(content_digest) = 32)),
     CONSTRAINT orders_delivery_fee_fen_check CHECK ((delivery_fee_fen >= 0)),
     CONSTRAINT orders_discount_fen_check CHECK ((discount_fen >= 0)),
+    CONSTRAINT orders_fulfilment_check CHECK ((fulfilment = ANY (ARRAY['delivery'::text, 'pickup'::text]))),
     CONSTRAINT orders_intent_digest_check CHECK ((length(intent_digest) = 32)),
     CONSTRAINT orders_intent_seq_check CHECK ((intent_seq >= 1)),
     CONSTRAINT orders_items_total_fen_check CHECK ((items_total_fen > 0)),
     CONSTRAINT orders_merchant_discount_fen_check CHECK ((merchant_discount_fen >= 0)),
     CONSTRAINT orders_packaging_fee_fen_check CHECK ((packaging_fee_fen >= 0)),
+    CONSTRAINT orders_pickup_check CHECK ((((fulfilment = 'pickup'::text) = (pickup_no IS NOT NULL)) AND ((pickup_no IS NULL) = (pickup_day IS NULL)))),
+    CONSTRAINT orders_pickup_no_check CHECK ((pickup_no > 0)),
     CONSTRAINT orders_platform_discount_fen_check CHECK ((platform_discount_fen >= 0)),
+    CONSTRAINT orders_slot_check CHECK ((((slot_start IS NULL) = (slot_end IS NULL)) AND (slot_end > slot_start))),
     CONSTRAINT orders_status_check CHECK ((status = ANY (ARRAY['PENDING_PAYMENT'::text, 'PAID'::text, 'ACCEPTED'::text, 'READY'::text, 'DELIVERING'::text, 'COMPLETED'::text, 'CANCELLED'::text, 'REFUNDING'::text, 'REFUNDED'::text]))),
     CONSTRAINT orders_urge_count_check CHECK ((urge_count >= 0)),
     CONSTRAINT orders_version_check CHECK ((version > 0))
@@ -163,6 +172,14 @@ BEGIN
                     'accept_by', json_time(o.accept_by),
                     'then', o.accept_then,
                     'applied', o.accept_deadline_applied) END,
+            'fulfilment', o.fulfilment,
+            -- order.PickupNumber and order.Slot: null when the order has none.
+            'pickup', CASE WHEN o.pickup_no IS NOT NULL THEN json_build_object(
+                    'number', o.pickup_no,
+                    'day', to_char(o.pickup_day, 'YYYY-MM-DD')) END,
+            'slot', CASE WHEN o.slot_start IS NOT NULL THEN json_build_object(
+                    'start', json_time(o.slot_start),
+                    'end', json_time(o.slot_end)) END,
             'created_at', json_time(o.created_at),
             'updated_at', json_time(o.updated_at)));
 END
@@ -443,12 +460,14 @@ CREATE TABLE public.merchants (
     quote_version bigint DEFAULT 1 NOT NULL,
     accept_within_seconds integer DEFAULT 300 NOT NULL,
     accept_timeout_action text DEFAULT 'reject'::text NOT NULL,
+    fulfilment jsonb DEFAULT '{"pickup": false, "delivery": true, "scheduled": null}'::jsonb NOT NULL,
     CONSTRAINT merchants_accept_timeout_action_check CHECK ((accept_timeout_action = ANY (ARRAY['accept'::text, 'reject'::text]))),
     CONSTRAINT merchants_accept_within_seconds_check CHECK (((accept_within_seconds = 0) OR ((accept_within_seconds >= 10) AND (accept_within_seconds <= 7200)))),
     CONSTRAINT merchants_bands_location_check CHECK (((delivery_bands = '[]'::jsonb) OR (latitude IS NOT NULL))),
     CONSTRAINT merchants_closed_dates_check CHECK ((cardinality(closed_dates) <= 366)),
     CONSTRAINT merchants_delivery_bands_check CHECK ((jsonb_typeof(delivery_bands) = 'array'::text)),
     CONSTRAINT merchants_delivery_fee_fen_check CHECK (((delivery_fee_fen >= 0) AND (delivery_fee_fen <= 100000000))),
+    CONSTRAINT merchants_fulfilment_check CHECK ((jsonb_typeof(fulfilment) = 'object'::text)),
     CONSTRAINT merchants_latitude_check CHECK (((latitude >= ('-90'::integer)::double precision) AND (latitude <= (90)::double precision))),
     CONSTRAINT merchants_location_check CHECK (((latitude IS NULL) = (longitude IS NULL))),
     CONSTRAINT merchants_longitude_check CHECK (((longitude >= ('-180'::integer)::double precision) AND (longitude <= (180)::double precision))),
@@ -959,6 +978,17 @@ ALTER TABLE public.payments ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: pickup_counters; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.pickup_counters (
+    merchant_id bigint NOT NULL,
+    day date NOT NULL,
+    last integer NOT NULL,
+    CONSTRAINT pickup_counters_last_check CHECK ((last >= 0))
+);
+
+--
 -- Name: print_jobs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1282,6 +1312,27 @@ CREATE TABLE public.river_queue (
     metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
     paused_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+);
+
+--
+-- Name: slot_bookings; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slot_bookings (
+    merchant_id bigint NOT NULL,
+    slot_start timestamp with time zone NOT NULL,
+    taken integer NOT NULL,
+    CONSTRAINT slot_bookings_taken_check CHECK ((taken >= 0))
+);
+
+--
+-- Name: slot_holds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slot_holds (
+    order_id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    slot_start timestamp with time zone NOT NULL
 );
 
 --
@@ -1745,6 +1796,13 @@ ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_pkey PRIMARY KEY (id);
 
 --
+-- Name: pickup_counters pickup_counters_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.pickup_counters
+    ADD CONSTRAINT pickup_counters_pkey PRIMARY KEY (merchant_id, day);
+
+--
 -- Name: print_jobs print_jobs_order_id_printer_id_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1848,6 +1906,20 @@ ALTER TABLE ONLY public.river_notification
 
 ALTER TABLE ONLY public.river_queue
     ADD CONSTRAINT river_queue_pkey PRIMARY KEY (name);
+
+--
+-- Name: slot_bookings slot_bookings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slot_bookings
+    ADD CONSTRAINT slot_bookings_pkey PRIMARY KEY (merchant_id, slot_start);
+
+--
+-- Name: slot_holds slot_holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slot_holds
+    ADD CONSTRAINT slot_holds_pkey PRIMARY KEY (order_id);
 
 --
 -- Name: staff_accounts staff_accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1968,6 +2040,12 @@ CREATE INDEX orders_merchant_id_idx ON public.orders USING btree (merchant_id, i
 --
 
 CREATE INDEX orders_pay_deadline_idx ON public.orders USING btree (pay_deadline);
+
+--
+-- Name: orders_pickup_no_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX orders_pickup_no_key ON public.orders USING btree (merchant_id, pickup_day, pickup_no) WHERE (pickup_no IS NOT NULL);
 
 --
 -- Name: orders_user_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -2224,6 +2302,13 @@ ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
 
 --
+-- Name: pickup_counters pickup_counters_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.pickup_counters
+    ADD CONSTRAINT pickup_counters_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
 -- Name: print_jobs print_jobs_printer_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2264,6 +2349,20 @@ ALTER TABLE ONLY public.refunds
 
 ALTER TABLE ONLY public.refunds
     ADD CONSTRAINT refunds_payment_id_fkey FOREIGN KEY (payment_id) REFERENCES public.payments(id);
+
+--
+-- Name: slot_bookings slot_bookings_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slot_bookings
+    ADD CONSTRAINT slot_bookings_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: slot_holds slot_holds_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slot_holds
+    ADD CONSTRAINT slot_holds_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
 
 --
 -- Name: staff_accounts staff_accounts_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

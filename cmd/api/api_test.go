@@ -13,6 +13,7 @@ import (
 
 	"github.com/takeout/takeout/internal/catalog"
 	shopdelivery "github.com/takeout/takeout/internal/delivery"
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/hours"
 )
 
@@ -391,7 +392,8 @@ func createMerchant(t testing.TB, s *stack, api *instance, name string) string {
 	}
 	r.json(t, &m)
 	want := catalog.Merchant{Name: name, Status: "open", DeliveryFeeFen: 500, DeliveryBands: []shopdelivery.Band{}, TimeZone: "Asia/Shanghai",
-		Hours: []hours.PeriodJSON{}, ClosedDates: []string{}, AcceptWithinSeconds: 300, AcceptTimeoutAction: "reject", Version: 1}
+		Hours: []hours.PeriodJSON{}, ClosedDates: []string{}, AcceptWithinSeconds: 300, AcceptTimeoutAction: "reject",
+		Fulfilment: fulfilment.Rules{Delivery: true}, Version: 1}
 	if diff := cmp.Diff(want, m,
 		cmpIgnore("ID", "CreatedAt", "UpdatedAt")); diff != "" {
 		t.Errorf("created merchant (-want +got):\n%s", diff)

@@ -457,7 +457,7 @@ func TestShopRules(t *testing.T) {
 }
 
 // A genuine confirm token of a form before this one (v1 before options,
-// v2 before vouchers, v3 before promotions) is answered 410, as an expired one, and places
+// v2 before vouchers, v3 before promotions, v4 before pickup and slots) is answered 410, as an expired one, and places
 // nothing.
 func TestOutdatedTokenIsGone(t *testing.T) {
 	t.Parallel()
@@ -465,10 +465,10 @@ func TestOutdatedTokenIsGone(t *testing.T) {
 	user := sh.login(t, "outdated")
 	c := sh.confirm(t, sh.apis[0], user, sh.cart(1))
 	parts := strings.Split(c.ConfirmToken, ".")
-	if len(parts) != 3 || parts[0] != "v4" {
-		t.Fatalf("token %q is not v4.<payload>.<mac>", c.ConfirmToken)
+	if len(parts) != 3 || parts[0] != "v5" {
+		t.Fatalf("token %q is not v5.<payload>.<mac>", c.ConfirmToken)
 	}
-	for _, v := range []string{"v1", "v2", "v3"} {
+	for _, v := range []string{"v1", "v2", "v3", "v4"} {
 		signed := v + "." + parts[1]
 		mac := hmac.New(sm3.New, []byte(sh.env["TAKEOUT_CONFIRM_SECRET"]))
 		mac.Write([]byte(signed))

@@ -101,6 +101,7 @@ func submitScript(queries map[string]string, merchantID int64, dishes []int64) (
 			"address": `'{"name":"Bench","phone":"13800138000","detail":"1 Bench Road"}'`, "remark": "''",
 			"pay_deadline": "now() + interval '15 minutes'", "created_at": "now()",
 			"voucher_id": "NULL", "discount_fen": "0", "platform_discount_fen": "0", "merchant_discount_fen": "0", "promotions": "NULL",
+			"fulfilment": "'delivery'", "pickup_day": "NULL", "pickup_no": "NULL", "slot_start": "NULL", "slot_end": "NULL",
 		}},
 		{"ReservationInsert", map[string]string{"order_id": ":oid", "dish_id": ":dish", "qty": "1"}},
 		{"OrderItemInsert", map[string]string{"order_id": ":oid", "line": "0", "dish_id": ":dish", "name": "'Dish'", "qty": "1",

@@ -66,6 +66,14 @@ BEGIN
                     'accept_by', json_time(o.accept_by),
                     'then', o.accept_then,
                     'applied', o.accept_deadline_applied) END,
+            'fulfilment', o.fulfilment,
+            -- order.PickupNumber and order.Slot: null when the order has none.
+            'pickup', CASE WHEN o.pickup_no IS NOT NULL THEN json_build_object(
+                    'number', o.pickup_no,
+                    'day', to_char(o.pickup_day, 'YYYY-MM-DD')) END,
+            'slot', CASE WHEN o.slot_start IS NOT NULL THEN json_build_object(
+                    'start', json_time(o.slot_start),
+                    'end', json_time(o.slot_end)) END,
             'created_at', json_time(o.created_at),
             'updated_at', json_time(o.updated_at)));
 END

@@ -3,9 +3,16 @@
 -- the transaction that accepts it: a receipt printer always, a kitchen
 -- printer when the order has a dish of its categories (any, when it
 -- names none). No printers: no rows, one index probe.
+-- A scheduled order's tickets wait until its merchant's time before its
+-- slot (fulfilment.scheduled.print_before_minutes), due print_within
+-- after that.
 INSERT INTO print_jobs (order_id, merchant_id, printer_id, trigger, seq, print_by, next_try_at)
-SELECT @order_id, p.merchant_id, p.id, 'accept', 1, @print_by, @now
-FROM printers p
+SELECT @order_id, p.merchant_id, p.id, 'accept', 1, w.at + make_interval(secs => @print_within_seconds::double precision), w.at
+FROM printers p,
+     LATERAL (SELECT greatest(@now::timestamptz, (
+                 SELECT o.slot_start - make_interval(mins => coalesce((m.fulfilment -> 'scheduled' ->> 'print_before_minutes')::integer, 0))
+                 FROM orders o JOIN merchants m ON m.id = o.merchant_id
+                 WHERE o.id = @order_id)) AS at) w
 WHERE p.merchant_id = @merchant_id AND p.enabled
   AND (p.role = 'receipt' OR p.category_ids = '{}' OR EXISTS (
         SELECT 1 FROM order_items i JOIN dishes d ON d.id = i.dish_id
@@ -35,7 +42,7 @@ WHERE j.id = @id;
 -- name: PrintTicketOrder :one
 -- What a ticket prints of its order and merchant.
 SELECT o.id, o.created_at, o.items_total_fen, o.delivery_fee_fen, o.packaging_fee_fen, o.discount_fen, o.total_fen,
-       o.remark, o.address, m.name AS merchant_name, m.time_zone
+       o.remark, o.address, o.fulfilment, o.pickup_no, o.slot_start, o.slot_end, m.name AS merchant_name, m.time_zone
 FROM orders o JOIN merchants m ON m.id = o.merchant_id
 WHERE o.id = @id;
 

@@ -25,7 +25,7 @@ WHERE order_id = @order_id AND template_id = @template_id AND used_for = @status
 
 -- name: SubscribeMessageSubject :one
 -- What a message says and to whom.
-SELECT o.id, o.status, o.updated_at, u.openid, m.name AS merchant_name,
+SELECT o.id, o.status, o.updated_at, o.fulfilment, u.openid, m.name AS merchant_name,
        -- What the order's accept deadline did, if it did anything: the
        -- message says so.
        CASE WHEN o.accept_deadline_applied THEN o.accept_then ELSE '' END::text AS accept_deadline_did

@@ -11,6 +11,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/delivery"
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/hours"
 	"github.com/takeout/takeout/internal/promotion"
 )
@@ -39,11 +40,14 @@ type Merchant struct {
 	// AcceptWithinSeconds is how long the kitchen has to accept a paid
 	// order (0: no deadline), and AcceptTimeoutAction what happens to
 	// one still waiting then: "accept" or "reject" (with a full refund).
-	AcceptWithinSeconds int32     `json:"accept_within_seconds"`
-	AcceptTimeoutAction string    `json:"accept_timeout_action"`
-	Version             int64     `json:"version"`
-	CreatedAt           time.Time `json:"created_at"`
-	UpdatedAt           time.Time `json:"updated_at"`
+	AcceptWithinSeconds int32  `json:"accept_within_seconds"`
+	AcceptTimeoutAction string `json:"accept_timeout_action"`
+	// Fulfilment is how the merchant's orders reach their customers:
+	// delivery, pickup or both, and its time slots for later.
+	Fulfilment fulfilment.Rules `json:"fulfilment"`
+	Version    int64            `json:"version"`
+	CreatedAt  time.Time        `json:"created_at"`
+	UpdatedAt  time.Time        `json:"updated_at"`
 }
 
 // Location is a point in degrees.
@@ -151,6 +155,11 @@ func merchantFromRow(m dbsqlc.Merchant) Merchant {
 	// Written by this package, validated: an unreadable value shows empty.
 	_ = json.Unmarshal(m.DeliveryBands, &out.DeliveryBands)
 	_ = json.Unmarshal(m.WeeklyHours, &out.Hours)
+	if r, err := fulfilment.FromDB(m.Fulfilment); err == nil {
+		out.Fulfilment = r
+	} else {
+		out.Fulfilment = fulfilment.Default()
+	}
 	return out
 }
 

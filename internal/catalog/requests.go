@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/takeout/takeout/internal/delivery"
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/hours"
 
 	"github.com/takeout/takeout/internal/problem"
@@ -36,13 +37,16 @@ type MerchantRules struct {
 	TimeZone       *string             `json:"time_zone"`
 	Hours          *[]hours.PeriodJSON `json:"hours"`
 	ClosedDates    *[]string           `json:"closed_dates"`
+	// Fulfilment replaces the ways the merchant fulfils orders (delivery,
+	// pickup, scheduled slots) as a whole.
+	Fulfilment *fulfilment.Rules `json:"fulfilment"`
 }
 
 // changesQuote reports whether the rules change what an order costs or
 // when one may be placed.
 func (r MerchantRules) changesQuote() bool {
 	return r.DeliveryFeeFen != nil || r.MinOrderFen != nil || r.Location != nil || r.DeliveryBands != nil ||
-		r.TimeZone != nil || r.Hours != nil || r.ClosedDates != nil
+		r.TimeZone != nil || r.Hours != nil || r.ClosedDates != nil || r.Fulfilment != nil
 }
 
 func (r MerchantRules) validate() error {
@@ -51,6 +55,11 @@ func (r MerchantRules) validate() error {
 	}
 	if r.MinOrderFen != nil && (*r.MinOrderFen < 0 || *r.MinOrderFen > maxPriceFen) {
 		return problem.Field("min_order_fen", "must be between 0 and %d", maxPriceFen)
+	}
+	if r.Fulfilment != nil {
+		if field, err := r.Fulfilment.Check(); err != nil {
+			return problem.Field("fulfilment."+field, "%s", err.Error())
+		}
 	}
 	if l := r.Location; l != nil && (math.IsNaN(l.Lat) || l.Lat < -90 || l.Lat > 90 || math.IsNaN(l.Lng) || l.Lng < -180 || l.Lng > 180) {
 		return problem.Field("location", "lat must be between -90 and 90 and lng between -180 and 180 (degrees)")
@@ -156,7 +165,7 @@ func (r *UpdateMerchantRequest) Validate() error {
 		}
 	}
 	if r.Name == nil && r.Status == nil && !r.changesQuote() && !r.set() {
-		return problem.New(problem.InvalidRequest, "nothing to change: send name, status, delivery_fee_fen, min_order_fen, location, delivery_bands, time_zone, hours, closed_dates, accept_within_seconds or accept_timeout_action")
+		return problem.New(problem.InvalidRequest, "nothing to change: send name, status, delivery_fee_fen, min_order_fen, location, delivery_bands, time_zone, hours, closed_dates, fulfilment, accept_within_seconds or accept_timeout_action")
 	}
 	if err := validMerchantFields(r.Status); err != nil {
 		return err

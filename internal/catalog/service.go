@@ -368,6 +368,11 @@ func (s *Service) CreateMerchant(ctx context.Context, tx pgx.Tx, req CreateMerch
 			return Merchant{}, err
 		}
 	}
+	if r.Fulfilment != nil {
+		if p.Fulfilment, err = json.Marshal(*r.Fulfilment); err != nil {
+			return Merchant{}, err
+		}
+	}
 	// A savepoint, so that a refused row leaves tx usable.
 	row, err := db.WithTxV(ctx, tx, func(tx pgx.Tx) (dbsqlc.Merchant, error) { return s.q.MerchantInsert(ctx, tx, p) })
 	if err != nil {
@@ -432,6 +437,11 @@ func merchantUpdateParams(id int64, req UpdateMerchantRequest) (dbsqlc.MerchantU
 	}
 	if r.Hours != nil {
 		if p.WeeklyHours, err = json.Marshal(*r.Hours); err != nil {
+			return p, err
+		}
+	}
+	if r.Fulfilment != nil {
+		if p.Fulfilment, err = json.Marshal(*r.Fulfilment); err != nil {
 			return p, err
 		}
 	}

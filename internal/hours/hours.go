@@ -235,3 +235,34 @@ func FromDB(timeZone string, weekly []byte, closed []string) (Schedule, error) {
 	}
 	return Schedule{Location: loc, Weekly: p, Closed: closed}, nil
 }
+
+// Opening is one stretch of time the shop is open, as instants.
+type Opening struct {
+	From, To time.Time
+}
+
+// OpeningsOn are the openings that start on date (a day in Location; an
+// opening past midnight belongs to the day it starts), in order: none on
+// a closure, the whole day for a shop open around the clock.
+func (s Schedule) OpeningsOn(date time.Time) []Opening {
+	if s.Location == nil {
+		s.Location = time.UTC
+	}
+	date = date.In(s.Location)
+	day := time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, s.Location)
+	if s.closedOn(day) {
+		return nil
+	}
+	if len(s.Weekly) == 0 {
+		return []Opening{{From: day, To: day.AddDate(0, 0, 1)}}
+	}
+	var out []Opening
+	for _, p := range s.Weekly {
+		if p.Day == day.Weekday() {
+			from, to := s.span(day, p)
+			out = append(out, Opening{From: from, To: to})
+		}
+	}
+	slices.SortFunc(out, func(a, b Opening) int { return a.From.Compare(b.From) })
+	return out
+}

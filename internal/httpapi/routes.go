@@ -63,6 +63,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPost, "/v1/auth/wx-login", auth.HandleLogin(d.Pool, d.WeChat, d.Tokens))
 			r.Method(http.MethodGet, "/v1/merchants", catalog.HandleMerchants(d.Catalog))
 			r.Method(http.MethodGet, "/v1/merchants/{id}/menu", catalog.HandleMenu(d.Catalog))
+			r.Method(http.MethodGet, "/v1/merchants/{id}/slots", catalog.HandleSlots(d.Catalog))
 			r.Method(http.MethodGet, "/v1/voucher-templates", voucher.HandleOffers(d.Vouchers))
 			// Staff logins have their own limits, per account and address,
 			// shared by every instance.
@@ -113,6 +114,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
 			r.Method(http.MethodPost, a+"/orders/{id}/ready", order.HandleStaffAction(d.Orders, statemachine.MarkReady))
 			r.Method(http.MethodPost, a+"/orders/{id}/dispatch", order.HandleStaffAction(d.Orders, statemachine.Dispatch))
+			r.Method(http.MethodPost, a+"/orders/{id}/pick-up", order.HandleStaffAction(d.Orders, statemachine.PickUp))
 			r.Method(http.MethodPost, a+"/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
 			r.Method(http.MethodPost, a+"/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
 			r.Method(http.MethodPost, a+"/orders/{id}/refunds", payment.HandlePartialRefund(d.Payments, d.Idempotency, d.Pool))

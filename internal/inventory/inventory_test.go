@@ -224,7 +224,7 @@ func TestConcurrentTakesNeverOversell(t *testing.T) {
 						digest := sha256.Sum256(fmt.Append(nil, "order ", orderID))
 						if _, err := dbsqlc.New().OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
 							ID: orderID, UserID: user, MerchantID: s.merchant, IntentDigest: digest[:], ContentDigest: digest[:], IntentSeq: 1,
-							DigestAlg: "SM3", ItemsTotalFen: 1, TotalFen: 1, Address: []byte("{}"), PayDeadline: time.Now(), CreatedAt: time.Now(),
+							DigestAlg: "SM3", ItemsTotalFen: 1, TotalFen: 1, Address: []byte("{}"), PayDeadline: time.Now(), CreatedAt: time.Now(), Fulfilment: "delivery",
 						}); err != nil {
 							return err
 						}

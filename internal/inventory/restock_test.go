@@ -26,7 +26,7 @@ func (s shop) place(ctx context.Context, user, id int64, lines ...inventory.Line
 		digest := sha256.Sum256(fmt.Append(nil, "order ", id))
 		if _, err := dbsqlc.New().OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
 			ID: id, UserID: user, MerchantID: s.merchant, IntentDigest: digest[:], ContentDigest: digest[:], IntentSeq: 1,
-			DigestAlg: "SM3", ItemsTotalFen: 1, TotalFen: 1, Address: []byte("{}"), PayDeadline: time.Now(), CreatedAt: time.Now(),
+			DigestAlg: "SM3", ItemsTotalFen: 1, TotalFen: 1, Address: []byte("{}"), PayDeadline: time.Now(), CreatedAt: time.Now(), Fulfilment: "delivery",
 		}); err != nil {
 			return err
 		}

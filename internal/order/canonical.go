@@ -17,10 +17,10 @@ import (
 // every order so the form can evolve without breaking old digests. v1
 // (before options and packaging fees) had neither the option ids, the
 // packaging fees nor the location; v2 had no voucher and discount; v3 no
-// promotions. Their
+// promotions; v4 no fulfilment and slot. Their
 // tokens are no longer accepted (410), and their orders keep the digests
 // they were placed with.
-const DigestAlg = "sm3/v4"
+const DigestAlg = "sm3/v5"
 
 // Intent is the stable content of an order: who orders what from whom, at
 // which prices, delivered where, with which remark. It excludes anything
@@ -43,6 +43,11 @@ type Intent struct {
 	TotalFen   int64
 	Address    Address
 	Remark     string
+	// Fulfilment is how the order reaches the customer (delivery or
+	// pickup), and SlotStart the start of its time slot (unix seconds; 0
+	// for as soon as possible).
+	Fulfilment string
+	SlotStart  int64
 }
 
 // IntentItem is one line of an Intent: a dish with its chosen option
@@ -137,7 +142,7 @@ func normalizePhone(s string) string {
 // make two different intents encode alike. Option choices appear by id
 // only: their names and deltas are in the unit price, and may be renamed.
 //
-//	takeout-order/sm3/v4
+//	takeout-order/sm3/v5
 //	user:<id>
 //	merchant:<id>
 //	item:<dish id>:<qty>:<unit price fen>:<packaging fee fen>:<choice ids>
@@ -156,6 +161,8 @@ func normalizePhone(s string) string {
 //	address.detail:<len>:<text>
 //	address.location:<len>:<lat>,<lng>         (microdegrees; empty for none)
 //	remark:<len>:<text>
+//	fulfilment:<len>:<delivery|pickup>
+//	slot_start:<unix seconds>                  (0 for as soon as possible)
 //	intent_seq:<n>                             (intent digest only)
 func (in Intent) Canonical(seq int) []byte {
 	b := make([]byte, 0, 256+40*len(in.Items))
@@ -204,6 +211,8 @@ func (in Intent) Canonical(seq int) []byte {
 	}
 	b = appendString(b, "address.location", loc)
 	b = appendString(b, "remark", in.Remark)
+	b = appendString(b, "fulfilment", in.Fulfilment)
+	b = appendInt(b, "slot_start", in.SlotStart)
 	if seq > 0 {
 		b = appendInt(b, "intent_seq", int64(seq))
 	}

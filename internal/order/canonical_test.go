@@ -28,18 +28,19 @@ func fixedIntent() Intent {
 		Promotions: []IntentPromotion{{ID: 77, Version: 3, AmountFen: 300}},
 		Address: Address{Name: "  Li  Lei ", Phone: "138-0013 8000", Detail: "Room 1201,\tBuilding 5, 88 Keyuan Rd",
 			Location: &Location{Lat: 22.5431, Lng: 113.9348}},
-		Remark: "少辣 no  cilantro",
+		Remark:     "少辣 no  cilantro",
+		Fulfilment: "pickup", SlotStart: 1796522400,
 	}
 	in.Normalize()
 	return in
 }
 
 // The canonical form is part of the contract between instances and
-// versions: these exact bytes and digests must never change under sm3/v4.
+// versions: these exact bytes and digests must never change under sm3/v5.
 func TestCanonicalGolden(t *testing.T) {
 	t.Parallel()
 	in := fixedIntent()
-	want := "takeout-order/sm3/v4\n" +
+	want := "takeout-order/sm3/v5\n" +
 		"user:42\n" +
 		"merchant:7\n" +
 		"item:3:1:3200:100:4\n" +
@@ -57,6 +58,8 @@ func TestCanonicalGolden(t *testing.T) {
 		"address.detail:35:Room 1201, Building 5, 88 Keyuan Rd\n" +
 		"address.location:18:22543100,113934800\n" +
 		"remark:18:少辣 no cilantro\n" +
+		"fulfilment:6:pickup\n" +
+		"slot_start:1796522400\n" +
 		"intent_seq:1\n"
 	if got := string(in.Canonical(1)); got != want {
 		t.Fatalf("canonical form changed:\n got %q\nwant %q", got, want)
@@ -70,8 +73,8 @@ func TestCanonicalGolden(t *testing.T) {
 }
 
 const (
-	goldenIntentDigest  = "5a081f5dab3fd632b52737a7db014d13a63404550aa67409229b9606fa4f0cf9" // cross-checked with OpenSSL SM3
-	goldenContentDigest = "71ca206620b6b0c722897dac6a22e52266ed20ac289224e8d7c4c213b7df2e42"
+	goldenIntentDigest  = "b2f61726f947272b1b24cba913676ae7f70ebc06743a258378ce291a6c25bfcf" // cross-checked with OpenSSL SM3
+	goldenContentDigest = "ca4932358bfcf0c662e2322bbd24a9166b97d5e26f2d52b160f26c1ecf87f108"
 )
 
 // Every stable field changes the digest; the intent sequence separates
@@ -102,6 +105,9 @@ func TestDigestSensitivity(t *testing.T) {
 		"promotion amount":  func(in *Intent) { in.Promotions[0].AmountFen++ },
 		"no promotion":      func(in *Intent) { in.Promotions = nil },
 		"discount":          func(in *Intent) { in.DiscountFen++ },
+		"fulfilment":        func(in *Intent) { in.Fulfilment = "delivery" },
+		"slot":              func(in *Intent) { in.SlotStart += 1800 },
+		"no slot":           func(in *Intent) { in.SlotStart = 0 },
 		// Length prefixes: moving text between fields changes the bytes.
 		"shift": func(in *Intent) { in.Address.Name += "\naddress.phone:0:"; in.Address.Phone = "" },
 	}
@@ -126,7 +132,8 @@ func TestDigestSensitivity(t *testing.T) {
 		Promotions: []IntentPromotion{{ID: 77, Version: 3, AmountFen: 300}},
 		Address: Address{Name: "Li Lei", Phone: "13800138000", Detail: "Room 1201, Building 5, 88 Keyuan Rd",
 			Location: &Location{Lat: 22.54310000004, Lng: 113.9348}},
-		Remark: "少辣 no cilantro",
+		Remark:     "少辣 no cilantro",
+		Fulfilment: "pickup", SlotStart: 1796522400,
 	}
 	same.Normalize()
 	if same.IntentDigest(1) != d {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/promotion"
@@ -90,6 +91,9 @@ func (s *Service) ApplyTx(ctx context.Context, tx pgx.Tx, orderID int64, event s
 			out, err := s.load(ctx, tx, o)
 			return Applied{Order: out, Replayed: true}, err
 		}
+		if err := fitsFulfilment(o, event); err != nil {
+			return Applied{}, err
+		}
 		t := d.Transition
 		row, err := s.q.OrderTransition(ctx, tx, dbsqlc.OrderTransitionParams{
 			ID: o.ID, FromStatus: t.From, ToStatus: t.To, Version: o.Version,
@@ -138,9 +142,30 @@ func owns(a Actor, o dbsqlc.Order) bool {
 	}
 }
 
+// fitsFulfilment refuses a hand-over the order's fulfilment has not: a
+// delivery order is dispatched, a pickup order collected.
+func fitsFulfilment(o dbsqlc.Order, event statemachine.Event) error {
+	switch {
+	case event == statemachine.Dispatch && o.Fulfilment == fulfilment.Pickup:
+		return problem.New(problem.OrderStatusConflict, "this is a pickup order: the customer collects it (pick_up), nobody dispatches it").
+			With("current_status", o.Status).With("fulfilment", o.Fulfilment)
+	case event == statemachine.PickUp && o.Fulfilment != fulfilment.Pickup:
+		return problem.New(problem.OrderStatusConflict, "this is a delivery order: it is dispatched, not collected").
+			With("current_status", o.Status).With("fulfilment", o.Fulfilment)
+	}
+	return nil
+}
+
 func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Transition, row dbsqlc.Order, out Order) error {
 	for _, e := range t.Effects {
 		switch e {
+		case statemachine.ReleaseSlot:
+			if row.SlotStart == nil {
+				continue // holds none: no statement
+			}
+			if _, err := s.q.SlotRelease(ctx, tx, row.ID); err != nil {
+				return fmt.Errorf("give the slot back: %w", err)
+			}
 		case statemachine.ReleaseStock:
 			if _, err := inventory.Release(ctx, tx, row.ID); err != nil {
 				return err

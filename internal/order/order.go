@@ -51,8 +51,28 @@ type Order struct {
 	// and what happens then; null when the order has no deadline (its
 	// merchant sets none, or it was never paid).
 	AcceptDeadline *AcceptDeadline `json:"accept_deadline"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// Fulfilment is "delivery" or "pickup". Pickup is a pickup order's
+	// number, and Slot a scheduled order's time slot (null: as soon as
+	// possible).
+	Fulfilment string        `json:"fulfilment"`
+	Pickup     *PickupNumber `json:"pickup"`
+	Slot       *Slot         `json:"slot"`
+	CreatedAt  time.Time     `json:"created_at"`
+	UpdatedAt  time.Time     `json:"updated_at"`
+}
+
+// PickupNumber is what a customer says at the counter: one of the
+// merchant's numbers of the day (in its time zone) the order is
+// collected on.
+type PickupNumber struct {
+	Number int32  `json:"number"`
+	Day    string `json:"day"`
+}
+
+// Slot is the time slot a scheduled order is fulfilled in.
+type Slot struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 }
 
 // AcceptDeadline is a paid order's accept deadline, fixed from its
@@ -157,6 +177,13 @@ func orderFromRow(o dbsqlc.Order, items []dbsqlc.OrderItem, addr Address) Order 
 	}
 	if o.AcceptBy != nil && o.AcceptThen != nil {
 		out.AcceptDeadline = &AcceptDeadline{AcceptBy: o.AcceptBy.UTC(), Then: *o.AcceptThen, Applied: o.AcceptDeadlineApplied}
+	}
+	out.Fulfilment = o.Fulfilment
+	if o.PickupNo != nil && o.PickupDay.Valid {
+		out.Pickup = &PickupNumber{Number: *o.PickupNo, Day: o.PickupDay.Time.Format(time.DateOnly)}
+	}
+	if o.SlotStart != nil && o.SlotEnd != nil {
+		out.Slot = &Slot{Start: o.SlotStart.UTC(), End: o.SlotEnd.UTC()}
 	}
 	for i, it := range items {
 		out.Items[i] = itemFromRow(it)

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/problem"
@@ -102,8 +104,13 @@ func (sub *submission) Check() error {
 	if tok.Expired(now) {
 		return idempotency.ReplayOnly(ErrTokenExpired)
 	}
-	// The opening the cart was quoted in has ended (the stock take
-	// checks the closed flag and the rules themselves).
+	// The slot stopped taking orders, or the opening the cart was quoted
+	// in has ended (the stock take checks the closed flag and the rules
+	// themselves).
+	if tok.SlotCutoff != 0 && now.Unix() > tok.SlotCutoff {
+		return idempotency.ReplayOnly(problem.New(problem.SlotUnavailable, "the slot stopped taking orders at %s: choose a later one",
+			time.Unix(tok.SlotCutoff, 0).UTC().Format(time.RFC3339)))
+	}
 	if tok.OpenUntil != 0 && now.Unix() >= tok.OpenUntil {
 		var next time.Time
 		if tok.NextOpen > 0 {
@@ -188,16 +195,33 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 	if err != nil {
 		return Placed{}, err
 	}
+	if o.PickupDay.Valid {
+		// The number first: its counter is the one row every pickup
+		// placement of the merchant's day waits for, and it is held
+		// before anything else is, so no two placements wait on each
+		// other. A duplicate (answered below) gives it back.
+		n, err := s.q.PickupNumberTake(ctx, tx, dbsqlc.PickupNumberTakeParams{MerchantID: o.MerchantID, Day: o.PickupDay})
+		if err != nil {
+			return Placed{}, fmt.Errorf("take a pickup number: %w", err)
+		}
+		o.PickupNo = &n
+	}
 	row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
 		ID: o.ID, UserID: o.UserID, MerchantID: o.MerchantID, IntentDigest: o.IntentDigest, ContentDigest: o.ContentDigest, IntentSeq: o.IntentSeq,
 		DigestAlg: o.DigestAlg, ItemsTotalFen: o.ItemsTotalFen, PackagingFeeFen: o.PackagingFeeFen, DeliveryFeeFen: o.DeliveryFeeFen, TotalFen: o.TotalFen,
 		Address: o.Address, Remark: o.Remark, PayDeadline: o.PayDeadline, CreatedAt: o.CreatedAt,
 		VoucherID: o.VoucherID, DiscountFen: o.DiscountFen, PlatformDiscountFen: o.PlatformDiscountFen, MerchantDiscountFen: o.MerchantDiscountFen,
 		Promotions: o.Promotions,
+		Fulfilment: o.Fulfilment, PickupDay: o.PickupDay, PickupNo: o.PickupNo, SlotStart: o.SlotStart, SlotEnd: o.SlotEnd,
 	})
 	var p Placed
 	switch {
 	case errors.Is(err, db.ErrNotFound):
+		if o.PickupNo != nil {
+			if err := s.q.PickupNumberGiveBack(ctx, tx, dbsqlc.PickupNumberGiveBackParams{MerchantID: o.MerchantID, Day: o.PickupDay, Number: *o.PickupNo}); err != nil {
+				return Placed{}, fmt.Errorf("give a pickup number back: %w", err)
+			}
+		}
 		existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: o.UserID, IntentDigest: o.IntentDigest})
 		if err != nil {
 			return Placed{}, fmt.Errorf("read placed order: %w", err)
@@ -221,7 +245,21 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 // PostgreSQL in one round trip with the first statement that takes its
 // stock (they depend on nothing but their arguments).
 func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token, beforeTake func(dbsqlc.DBTX, Placed) error) (Order, error) {
+	if row.SlotStart != nil {
+		// The slot before the stock, as a cancel gives them back.
+		if _, err := s.q.SlotTake(ctx, tx, dbsqlc.SlotTakeParams{MerchantID: row.MerchantID, SlotStart: *row.SlotStart}); errors.Is(err, db.ErrNotFound) {
+			return Order{}, problem.New(problem.SlotFull, "the slot from %s is fully booked: choose another", row.SlotStart.UTC().Format(time.RFC3339)).
+				With("slot_start", row.SlotStart.UTC().Format(time.RFC3339))
+		} else if err != nil {
+			return Order{}, fmt.Errorf("take the slot: %w", err)
+		}
+	}
 	pipe := db.NewPipeline(tx)
+	if row.SlotStart != nil {
+		if err := s.q.SlotHoldInsert(ctx, pipe, dbsqlc.SlotHoldInsertParams{OrderID: row.ID, MerchantID: row.MerchantID, SlotStart: *row.SlotStart}); err != nil {
+			return Order{}, fmt.Errorf("hold the slot: %w", err)
+		}
+	}
 	lines := stockLines(tok)
 	if err := inventory.Hold(ctx, pipe, row.ID, lines); err != nil {
 		return Order{}, err
@@ -283,14 +321,28 @@ func (s *Service) newOrderRow(tok Token, in Intent) (dbsqlc.Order, error) {
 	if err != nil {
 		return dbsqlc.Order{}, err
 	}
-	return dbsqlc.Order{
+	o := dbsqlc.Order{
 		ID: tok.OrderID, UserID: tok.UserID, MerchantID: tok.MerchantID, IntentDigest: digest[:], ContentDigest: digestBytes(in.ContentDigest()),
 		IntentSeq: int32(tok.Seq), DigestAlg: DigestAlg, Status: statemachine.PendingPayment, //nolint:gosec // G115: small, from our signed token
 		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen, TotalFen: in.TotalFen,
 		Address: addr, Remark: in.Remark, Version: 1, PayDeadline: now.Add(s.opts.PayWindow), CreatedAt: now, UpdatedAt: now,
 		VoucherID: tok.voucher(), DiscountFen: tok.discountFen(), PlatformDiscountFen: platform, MerchantDiscountFen: merchant,
-		Promotions: promos,
-	}, nil
+		Promotions: promos, Fulfilment: fulfilment.Delivery,
+	}
+	if tok.Fulfilment != "" {
+		o.Fulfilment = tok.Fulfilment
+	}
+	if sl := tok.slot(); sl != nil {
+		o.SlotStart, o.SlotEnd = &sl.Start, &sl.End
+	}
+	if o.Fulfilment == fulfilment.Pickup {
+		loc, err := time.LoadLocation(tok.TimeZone)
+		if err != nil {
+			return dbsqlc.Order{}, fmt.Errorf("merchant time zone %q: %w", tok.TimeZone, err)
+		}
+		o.PickupDay = pgtype.Date{Time: fulfilment.PickupDay(loc, o.SlotStart, now), Valid: true}
+	}
+	return o, nil
 }
 
 // voucher is the token's voucher id, nil for none.
@@ -392,6 +444,11 @@ const codeTakeNeedsFullPath = "TK001"
 // stock needs the full take (a busy, short or changed dish): the caller
 // then runs place in a transaction.
 func (s *Service) placeDirect(ctx context.Context, tok Token, in Intent, reply Reply, recordRow idempotency.RecordRower) (idempotency.Record, bool, error) {
+	if tok.Fulfilment == fulfilment.Pickup || tok.SlotStart != 0 {
+		// A pickup number and a slot wait for their rows: the transaction
+		// path takes them.
+		return idempotency.Record{}, false, nil
+	}
 	row, err := s.newOrderRow(tok, in)
 	if err != nil {
 		return idempotency.Record{}, false, err

@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/problem"
 	"github.com/takeout/takeout/internal/web"
 )
@@ -39,6 +41,31 @@ type ConfirmRequest struct {
 	// VoucherID is a voucher of the customer's wallet to spend on the
 	// order (optional).
 	VoucherID string `json:"voucher_id"`
+	// Fulfilment is "delivery" (the default) or "pickup": the customer
+	// collects the order at the counter (the address names who, its
+	// detail may be empty, and there is no delivery fee).
+	Fulfilment string `json:"fulfilment"`
+	// SlotStart (RFC 3339, optional) orders for a later time slot, one of
+	// GET /v1/merchants/{id}/slots; none is as soon as possible.
+	SlotStart string `json:"slot_start"`
+}
+
+// way is the request's fulfilment, delivery when left out.
+func (r *ConfirmRequest) way() string {
+	if r.Fulfilment == "" {
+		return fulfilment.Delivery
+	}
+	return r.Fulfilment
+}
+
+// slot is the requested slot's start, nil for as soon as possible.
+func (r *ConfirmRequest) slot() *time.Time {
+	t, err := time.Parse(time.RFC3339, r.SlotStart)
+	if r.SlotStart == "" || err != nil { // validated
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // ConfirmItem is a dish, the option choices chosen for it (ids), and how
@@ -97,6 +124,16 @@ func (r *ConfirmRequest) Validate() error {
 			return err
 		}
 	}
+	switch r.Fulfilment {
+	case "", fulfilment.Delivery, fulfilment.Pickup:
+	default:
+		return problem.Field("fulfilment", `must be "delivery" or "pickup"`)
+	}
+	if r.SlotStart != "" {
+		if _, err := time.Parse(time.RFC3339, r.SlotStart); err != nil {
+			return problem.Field("slot_start", "must be a time, RFC 3339 (a slot's start from GET /v1/merchants/{id}/slots)")
+		}
+	}
 	if r.Address == nil {
 		return problem.Field("address", "required")
 	}
@@ -114,7 +151,7 @@ func (r *ConfirmRequest) Validate() error {
 		return problem.Field("address.phone", "must be 5 to 20 digits, optionally after a leading +")
 	}
 	switch n := utf8.RuneCountInString(a.Detail); {
-	case n == 0:
+	case n == 0 && r.way() == fulfilment.Delivery:
 		return problem.Field("address.detail", "required")
 	case n > 200:
 		return problem.Field("address.detail", "at most 200 characters")

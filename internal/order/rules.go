@@ -8,6 +8,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db/dbsqlc"
 	"github.com/takeout/takeout/internal/delivery"
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/hours"
 	"github.com/takeout/takeout/internal/problem"
 )
@@ -22,6 +23,7 @@ type merchantRules struct {
 	bands        []delivery.Band
 	schedule     hours.Schedule
 	quoteVersion int64
+	ways         fulfilment.Rules
 }
 
 func rulesFromRow(r dbsqlc.QuoteCartRow) (merchantRules, error) {
@@ -34,7 +36,44 @@ func rulesFromRow(r dbsqlc.QuoteCartRow) (merchantRules, error) {
 	if m.schedule, err = hours.FromDB(r.TimeZone, r.WeeklyHours, r.ClosedDates); err != nil {
 		return merchantRules{}, fmt.Errorf("merchant hours: %w", err)
 	}
+	if m.ways, err = fulfilment.FromDB(r.Fulfilment); err != nil {
+		return merchantRules{}, err
+	}
 	return m, nil
+}
+
+// fulfils checks that the merchant fulfils orders the way asked, and in
+// the slot asked (nil: as soon as possible, while it takes orders now):
+// one of its slots open for orders at now. It returns the slot, and the
+// end of the opening an order for now was quoted in (zero: none in sight).
+func (m merchantRules) fulfils(way string, start *time.Time, now time.Time) (*fulfilment.Slot, time.Time, error) {
+	if !m.ways.Offers(way) {
+		offered := []string{}
+		for _, w := range []string{fulfilment.Delivery, fulfilment.Pickup} {
+			if m.ways.Offers(w) {
+				offered = append(offered, w)
+			}
+		}
+		return nil, time.Time{}, problem.New(problem.FulfilmentUnavailable, "the merchant does not offer %s; it offers %v", way, offered).
+			With("offered", offered)
+	}
+	if start == nil {
+		until, err := m.takingOrders(now)
+		return nil, until, err
+	}
+	if !m.open {
+		return nil, time.Time{}, ErrMerchantClosed
+	}
+	if m.ways.Scheduled == nil {
+		return nil, time.Time{}, problem.New(problem.SlotUnavailable, "the merchant takes no orders for later: leave slot_start out")
+	}
+	slot, ok := m.ways.Find(m.schedule, now, *start)
+	if !ok {
+		return nil, time.Time{}, problem.New(problem.SlotUnavailable,
+			"%s is not one of the merchant's slots open for orders now: choose one of GET /v1/merchants/{id}/slots", start.Format(time.RFC3339)).
+			With("slot_start", start.Format(time.RFC3339))
+	}
+	return &slot, time.Time{}, nil
 }
 
 // takingOrders says whether the merchant takes orders at now, and until

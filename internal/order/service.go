@@ -22,6 +22,7 @@ import (
 
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/db/dbsqlc"
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/inventory"
 	"github.com/takeout/takeout/internal/orderid"
@@ -229,10 +230,14 @@ type ConfirmResponse struct {
 	Discounts   []Discount `json:"discounts"`
 	// Skipped are the merchant's promotions the cart does not get, each
 	// with its reason.
-	Skipped   []promotion.Skipped `json:"skipped"`
-	TotalFen  int64               `json:"total_fen"`
-	ExpiresAt time.Time           `json:"expires_at"`
-	Duplicate bool                `json:"duplicate"`
+	Skipped  []promotion.Skipped `json:"skipped"`
+	TotalFen int64               `json:"total_fen"`
+	// Fulfilment is "delivery" or "pickup", and Slot the time slot the
+	// order is for (null: as soon as possible).
+	Fulfilment string    `json:"fulfilment"`
+	Slot       *Slot     `json:"slot"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Duplicate  bool      `json:"duplicate"`
 }
 
 // Discount is a discount an order gets: a promotion of the merchant's
@@ -334,13 +339,16 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
-	openUntil, err := rules.takingOrders(s.now())
+	way := req.way()
+	slot, openUntil, err := rules.fulfils(way, req.slot(), s.now())
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
-	fee, err := rules.deliveryFee(req.Address.Normalize())
-	if err != nil {
-		return ConfirmResponse{}, err
+	var fee int64 // collected: no delivery
+	if way == fulfilment.Delivery {
+		if fee, err = rules.deliveryFee(req.Address.Normalize()); err != nil {
+			return ConfirmResponse{}, err
+		}
 	}
 	byID := make(map[int64]quotedDish, len(rows))
 	for _, r := range rows {
@@ -351,14 +359,23 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		}
 	}
 
-	in, tokItems, err := priceCart(req, ids, byID, Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: fee, Address: *req.Address, Remark: req.Remark})
+	base := Intent{UserID: userID, MerchantID: merchantID, DeliveryFeeFen: fee, Address: *req.Address, Remark: req.Remark, Fulfilment: way}
+	tok0 := Token{Fulfilment: way, TimeZone: rules.schedule.Location.String()}
+	if slot != nil {
+		base.SlotStart = slot.Start.Unix()
+		tok0.SlotStart, tok0.SlotEnd, tok0.SlotCutoff = slot.Start.Unix(), slot.End.Unix(), slot.Cutoff.Unix()
+	}
+	in, tokItems, err := priceCart(req, ids, byID, base)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
-	if err := rules.checkMinimum(in); err != nil {
-		return ConfirmResponse{}, err
+	// The minimum is what a delivery is worth the merchant's while.
+	if way == fulfilment.Delivery {
+		if err := rules.checkMinimum(in); err != nil {
+			return ConfirmResponse{}, err
+		}
 	}
-	tok0 := Token{QuoteVersion: rules.quoteVersion}
+	tok0.QuoteVersion = rules.quoteVersion
 	if !openUntil.IsZero() {
 		tok0.OpenUntil = openUntil.Unix()
 		tok0.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
@@ -568,6 +585,7 @@ func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokI
 		ConfirmToken: signed, OrderID: strconv.FormatInt(orderID, 10), Digest: digest.String(),
 		ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen,
 		DiscountFen: in.DiscountFen, Discounts: discounts, TotalFen: in.TotalFen, ExpiresAt: exp, Duplicate: duplicate,
+		Fulfilment: tok.Fulfilment, Slot: tok.slot(),
 	}
 	for _, it := range orderItems(orderID, tok) {
 		resp.Items = append(resp.Items, itemFromRow(it))

@@ -17,17 +17,18 @@ import (
 )
 
 // The confirm token carries everything submit needs, signed with HMAC-SM3
-// under a server secret: "v4.<base64url payload>.<base64url mac>". A token
+// under a server secret: "v5.<base64url payload>.<base64url mac>". A token
 // whose MAC does not verify is rejected before anything else is read, so a
 // forged or altered token never reaches Redis or the database. The
 // version moves with the canonical form (DigestAlg): a token of an older
-// one (v1, before options; v2, before vouchers; v3, before promotions)
+// one (v1, before options; v2, before vouchers; v3, before promotions;
+// v4, before pickup and slots)
 // verifies, and is then answered as outdated.
 
-const tokenVersion = "v4"
+const tokenVersion = "v5"
 
 // oldTokenVersions are the versions answered as outdated.
-var oldTokenVersions = []string{"v1", "v2", "v3"}
+var oldTokenVersions = []string{"v1", "v2", "v3", "v4"}
 
 // Token is the signed content of a confirm token.
 type Token struct {
@@ -58,6 +59,15 @@ type Token struct {
 	// Promotions are the merchant's promotions the cart gets, by id; FeeFen
 	// is the delivery fee after a free delivery's waiver.
 	Promotions []TokenPromotion `json:"pr,omitempty"`
+	// Fulfilment is "delivery" or "pickup". A scheduled order's slot is
+	// SlotStart to SlotEnd (unix seconds; 0: as soon as possible), which
+	// can be ordered until SlotCutoff. TimeZone is the merchant's: a
+	// pickup order's number is of the merchant's day.
+	Fulfilment string `json:"fl"`
+	SlotStart  int64  `json:"ss,omitempty"`
+	SlotEnd    int64  `json:"se,omitempty"`
+	SlotCutoff int64  `json:"sc,omitempty"`
+	TimeZone   string `json:"tz,omitempty"`
 }
 
 // TokenPromotion is a promotion a cart was quoted with, at its version:
@@ -206,7 +216,7 @@ func (s *Signer) Verify(raw string) (Token, error) {
 // Intent rebuilds the intent the token was issued for.
 func (t Token) Intent() Intent {
 	in := Intent{UserID: t.UserID, MerchantID: t.MerchantID, DeliveryFeeFen: t.FeeFen, VoucherID: t.VoucherID,
-		DiscountFen: t.discountFen(), Address: t.Address, Remark: t.Remark}
+		DiscountFen: t.discountFen(), Address: t.Address, Remark: t.Remark, Fulfilment: t.Fulfilment, SlotStart: t.SlotStart}
 	for _, p := range t.Promotions {
 		in.Promotions = append(in.Promotions, IntentPromotion{ID: p.ID, Version: p.Version, AmountFen: p.AmountFen})
 	}
@@ -222,3 +232,11 @@ func (t Token) Intent() Intent {
 
 // Expired reports whether the token has expired at now.
 func (t Token) Expired(now time.Time) bool { return now.Unix() >= t.ExpiresAt }
+
+// slot is the token's time slot, nil for as soon as possible.
+func (t Token) slot() *Slot {
+	if t.SlotStart == 0 {
+		return nil
+	}
+	return &Slot{Start: time.Unix(t.SlotStart, 0).UTC(), End: time.Unix(t.SlotEnd, 0).UTC()}
+}

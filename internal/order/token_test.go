@@ -23,7 +23,8 @@ func sampleToken() Token {
 		},
 		FeeFen: 300, VoucherID: 901, VoucherFen: 500, VoucherFundedBy: "merchant",
 		Promotions: []TokenPromotion{{ID: 77, Version: 3, Kind: "spend_save", Name: "30 off 300", AmountFen: 300, FundedBy: "merchant", Budget: true}},
-		Address:    in.Address, Remark: in.Remark}
+		Address:    in.Address, Remark: in.Remark,
+		Fulfilment: in.Fulfilment, SlotStart: in.SlotStart, SlotEnd: in.SlotStart + 1800, SlotCutoff: in.SlotStart - 3600, TimeZone: "Asia/Shanghai"}
 }
 
 func TestTokenRoundTripAndTampering(t *testing.T) {
@@ -59,7 +60,7 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 		"other key":       other,
 		"no signature":    parts[0] + "." + parts[1],
 		"empty signature": parts[0] + "." + parts[1] + ".",
-		"wrong version":   "v5" + tok[2:],
+		"wrong version":   "v6" + tok[2:],
 		"garbage":         "hello",
 		"empty":           "",
 	} {
@@ -68,16 +69,17 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 		}
 	}
 	// A genuine token of an earlier form (v1 before options, v2 before
-	// vouchers, v3 before promotions) is outdated, not invalid (the submit answers 410); the
-	// same bytes with a forged MAC stay invalid.
-	for _, v := range []string{"v1", "v2", "v3"} {
+	// vouchers, v3 before promotions, v4 before pickup and slots) is
+	// outdated, not invalid (the submit answers 410); the same bytes with a
+	// forged MAC stay invalid.
+	for _, v := range []string{"v1", "v2", "v3", "v4"} {
 		signed := v + "." + parts[1]
 		old := signed + "." + base64.RawURLEncoding.EncodeToString(s.mac([]byte(signed)))
 		if _, err := s.Verify(old); !errors.Is(err, errTokenOutdated) {
 			t.Errorf("%s token: %v, want outdated", v, err)
 		}
 		if _, err := s.Verify(signed + "." + parts[2]); !errors.Is(err, errTokenSignature) {
-			t.Errorf("%s token with a v4 MAC: %v, want a bad signature", v, err)
+			t.Errorf("%s token with a v5 MAC: %v, want a bad signature", v, err)
 		}
 	}
 	if !sampleToken().Expired(time.Unix(sampleToken().ExpiresAt, 0)) || sampleToken().Expired(time.Unix(sampleToken().ExpiresAt-1, 0)) {

@@ -146,11 +146,12 @@ func (s *Service) Provider(name string) (Provider, bool) {
 }
 
 // QueueTx inserts the tickets an order accepted in tx owes its
-// merchant's printers (none without printers).
+// merchant's printers (none without printers). A scheduled order's wait
+// until its merchant's time before its slot.
 func (s *Service) QueueTx(ctx context.Context, tx pgx.Tx, orderID, merchantID int64) error {
 	now := s.opts.Now()
 	if _, err := s.q.PrintJobsQueueForOrder(ctx, tx, dbsqlc.PrintJobsQueueForOrderParams{
-		OrderID: orderID, MerchantID: merchantID, PrintBy: now.Add(s.opts.PrintWithin), Now: now,
+		OrderID: orderID, MerchantID: merchantID, PrintWithinSeconds: s.opts.PrintWithin.Seconds(), Now: now,
 	}); err != nil {
 		return fmt.Errorf("queue print tickets: %w", err)
 	}

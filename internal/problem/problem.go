@@ -60,6 +60,9 @@ var (
 	VoucherBudgetSpent     = Type{"voucher-budget-spent", http.StatusConflict, "Every voucher of this kind has been claimed"}
 	VoucherUnavailable     = Type{"voucher-unavailable", http.StatusConflict, "The voucher cannot be spent on this order"}
 	PromotionUnavailable   = Type{"promotion-unavailable", http.StatusConflict, "A promotion the cart was quoted with no longer applies"}
+	FulfilmentUnavailable  = Type{"fulfilment-unavailable", http.StatusConflict, "The merchant does not fulfil orders that way"}
+	SlotUnavailable        = Type{"slot-unavailable", http.StatusConflict, "The time slot cannot be ordered"}
+	SlotFull               = Type{"slot-full", http.StatusConflict, "The time slot is fully booked"}
 )
 
 // All lists every Type, for documentation checks.
@@ -71,7 +74,7 @@ func All() []Type {
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
 		RateLimited, StaffLoginFailed, VoucherNotClaimable, VoucherLimitReached, VoucherBudgetSpent,
-		VoucherUnavailable, PromotionUnavailable,
+		VoucherUnavailable, PromotionUnavailable, FulfilmentUnavailable, SlotUnavailable, SlotFull,
 	}
 }
 

@@ -46,6 +46,7 @@ const (
 	Refund       Event = "refund"        // the merchant cancels an accepted order (e.g. sold out)
 	MarkReady    Event = "ready"         // the food is prepared, waiting for pickup
 	Dispatch     Event = "dispatch"      // the merchant hands it to delivery
+	PickUp       Event = "pick_up"       // the customer collected a pickup order at the counter
 	Complete     Event = "complete"      // delivered: the merchant says so or the customer confirms receipt
 	AutoComplete Event = "auto_complete" // delivering for too long: taken as delivered
 	RefundDone   Event = "refunded"      // the refund succeeded
@@ -86,6 +87,10 @@ const (
 	// QueuePrints inserts the tickets the accepted order owes its
 	// merchant's printers: the print outbox, in the accept's transaction.
 	QueuePrints Effect = "queue_prints"
+	// ReleaseSlot gives a scheduled order's time slot back to its
+	// capacity, exactly once; it runs before ReleaseStock, in the order
+	// the placement took them.
+	ReleaseSlot Effect = "release_slot"
 )
 
 // OneStatement reports whether the one-statement path of a transition
@@ -123,18 +128,19 @@ type Transition struct {
 func Table() []Transition {
 	return []Transition{
 		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{StartAcceptDeadline, Notify}, "payment callback or active query"},
-		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, ClosePayment, Notify}, "user cancels"},
-		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "pay deadline passed"},
+		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, ClosePayment, Notify}, "user cancels"},
+		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "pay deadline passed"},
 		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{QueuePrints, Notify}, "merchant accepts"},
-		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "merchant rejects"},
-		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "user cancels before acceptance"},
+		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "merchant rejects"},
+		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "user cancels before acceptance"},
 		{Paid, AutoAccept, Accepted, []Actor{System}, []Effect{AcceptDeadlineApplied, QueuePrints, Notify}, "accept deadline passed: accepted by the merchant's rule"},
-		{Paid, AutoReject, Refunding, []Actor{System}, []Effect{AcceptDeadlineApplied, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "accept deadline passed: rejected and refunded by the merchant's rule"},
-		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared, waiting for pickup"},
+		{Paid, AutoReject, Refunding, []Actor{System}, []Effect{AcceptDeadlineApplied, ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "accept deadline passed: rejected and refunded by the merchant's rule"},
+		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared: the rider or the customer is told"},
 		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches (READY is optional)"},
-		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
-		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "picked up"},
-		{Ready, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseStock, RequestRefund, Notify}, "merchant cancels a prepared order"},
+		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
+		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "the rider picked it up"},
+		{Ready, PickUp, Completed, []Actor{Merchant, Admin}, []Effect{ConsumeStock, Notify}, "the customer collected a pickup order"},
+		{Ready, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels a prepared order"},
 		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin}, []Effect{Notify}, "delivered, or the customer confirms receipt"},
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},
 		{Refunding, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "refund callback or query, or settled by an operator"},
@@ -142,9 +148,9 @@ func Table() []Transition {
 		// A voucher goes back with a whole refund before acceptance (the
 		// customer loses nothing by the merchant's refusal); once the
 		// kitchen accepted, it was spent.
-		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "partial refunds came to all that was paid"},
-		{Accepted, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
-		{Ready, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseStock, Notify}, "partial refunds came to all that was paid"},
+		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "partial refunds came to all that was paid"},
+		{Accepted, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, Notify}, "partial refunds came to all that was paid"},
+		{Ready, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, Notify}, "partial refunds came to all that was paid"},
 		{Delivering, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},
 		{Completed, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},
 	}

@@ -38,7 +38,7 @@ import (
 )
 
 // Statuses are the order statuses a customer may be messaged about.
-var Statuses = []statemachine.Status{statemachine.Accepted, statemachine.Delivering, statemachine.Completed, statemachine.Cancelled, statemachine.Refunded}
+var Statuses = []statemachine.Status{statemachine.Accepted, statemachine.Ready, statemachine.Delivering, statemachine.Completed, statemachine.Cancelled, statemachine.Refunded}
 
 // JobInserter inserts a job in a transaction (a River client).
 type JobInserter interface {
@@ -243,9 +243,13 @@ func (s *Sender) send(ctx context.Context, tpl string, status statemachine.Statu
 // statusText is what a message says of a status (the template's phrase
 // field takes at most 5 Chinese characters).
 var statusText = map[statemachine.Status]string{
-	statemachine.Accepted: "商家已接单", statemachine.Delivering: "配送中", statemachine.Completed: "已送达",
+	statemachine.Accepted: "商家已接单", statemachine.Ready: "已出餐", statemachine.Delivering: "配送中", statemachine.Completed: "已送达",
 	statemachine.Cancelled: "已取消", statemachine.Refunded: "已退款",
 }
+
+// pickupText is what a message says instead to a customer who collects
+// the order: come and get it, and collected.
+var pickupText = map[statemachine.Status]string{statemachine.Ready: "请取餐", statemachine.Completed: "已取餐"}
 
 // deadlineText is what a message says instead when the merchant's accept
 // deadline, not the merchant, decided: accepted automatically, or
@@ -256,8 +260,11 @@ var deadlineText = map[string]map[statemachine.Status]string{
 }
 
 // phrase is the message's status phrase.
-func phrase(status statemachine.Status, deadlineDid string) string {
+func phrase(status statemachine.Status, deadlineDid, fulfilment string) string {
 	if t, ok := deadlineText[deadlineDid][status]; ok {
+		return t
+	}
+	if t, ok := pickupText[status]; ok && fulfilment == "pickup" {
 		return t
 	}
 	return statusText[status]
@@ -277,7 +284,7 @@ func message(tpl, state string, status statemachine.Status, subj dbsqlc.Subscrib
 		"miniprogram_state": state, "lang": "zh_CN",
 		"data": map[string]map[string]string{
 			"character_string1": {"value": id},
-			"phrase2":           {"value": phrase(status, subj.AcceptDeadlineDid)},
+			"phrase2":           {"value": phrase(status, subj.AcceptDeadlineDid, subj.Fulfilment)},
 			"thing3":            {"value": merchant},
 			"time4":             {"value": subj.UpdatedAt.In(chinaTime).Format("2006-01-02 15:04")},
 		},

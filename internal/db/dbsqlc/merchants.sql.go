@@ -10,7 +10,7 @@ import (
 )
 
 const merchantGetByID = `-- name: MerchantGetByID :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action FROM merchants WHERE id = $1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment FROM merchants WHERE id = $1
 `
 
 func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merchant, error) {
@@ -34,12 +34,13 @@ func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merch
 		&i.QuoteVersion,
 		&i.AcceptWithinSeconds,
 		&i.AcceptTimeoutAction,
+		&i.Fulfilment,
 	)
 	return i, err
 }
 
 const merchantGetByName = `-- name: MerchantGetByName :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
 `
 
 func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (Merchant, error) {
@@ -63,18 +64,20 @@ func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (
 		&i.QuoteVersion,
 		&i.AcceptWithinSeconds,
 		&i.AcceptTimeoutAction,
+		&i.Fulfilment,
 	)
 	return i, err
 }
 
 const merchantInsert = `-- name: MerchantInsert :one
 INSERT INTO merchants (name, status, delivery_fee_fen, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates,
-                       accept_within_seconds, accept_timeout_action)
+                       accept_within_seconds, accept_timeout_action, fulfilment)
 VALUES ($1, $2, $3, $4, $5, $6,
         coalesce($7::jsonb, '[]'), coalesce($8::text, 'Asia/Shanghai'),
         coalesce($9::jsonb, '[]'), coalesce($10::text[], '{}'),
-        coalesce($11::integer, 300), coalesce($12::text, 'reject'))
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action
+        coalesce($11::integer, 300), coalesce($12::text, 'reject'),
+        coalesce($13::jsonb, '{"delivery": true, "pickup": false, "scheduled": null}'))
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment
 `
 
 type MerchantInsertParams struct {
@@ -90,6 +93,7 @@ type MerchantInsertParams struct {
 	ClosedDates         []string
 	AcceptWithinSeconds *int32
 	AcceptTimeoutAction *string
+	Fulfilment          []byte
 }
 
 // What is left out (NULL) takes the column's default.
@@ -107,6 +111,7 @@ func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInser
 		arg.ClosedDates,
 		arg.AcceptWithinSeconds,
 		arg.AcceptTimeoutAction,
+		arg.Fulfilment,
 	)
 	var i Merchant
 	err := row.Scan(
@@ -127,12 +132,13 @@ func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInser
 		&i.QuoteVersion,
 		&i.AcceptWithinSeconds,
 		&i.AcceptTimeoutAction,
+		&i.Fulfilment,
 	)
 	return i, err
 }
 
 const merchantList = `-- name: MerchantList :many
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action FROM merchants ORDER BY id
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment FROM merchants ORDER BY id
 `
 
 func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error) {
@@ -162,6 +168,7 @@ func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error)
 			&i.QuoteVersion,
 			&i.AcceptWithinSeconds,
 			&i.AcceptTimeoutAction,
+			&i.Fulfilment,
 		); err != nil {
 			return nil, err
 		}
@@ -189,13 +196,14 @@ UPDATE merchants SET
     closed_dates     = coalesce($11::text[], closed_dates),
     accept_within_seconds = coalesce($12::integer, accept_within_seconds),
     accept_timeout_action = coalesce($13::text, accept_timeout_action),
+    fulfilment       = coalesce($14::jsonb, fulfilment),
     -- A change of what an order costs or when it may be placed: quotes
     -- made before it no longer take stock.
-    quote_version    = quote_version + CASE WHEN $14::boolean THEN 1 ELSE 0 END,
+    quote_version    = quote_version + CASE WHEN $15::boolean THEN 1 ELSE 0 END,
     version          = version + 1,
     updated_at       = now()
-WHERE id = $15 AND version = $16
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action
+WHERE id = $16 AND version = $17
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment
 `
 
 type MerchantUpdateParams struct {
@@ -212,6 +220,7 @@ type MerchantUpdateParams struct {
 	ClosedDates         []string
 	AcceptWithinSeconds *int32
 	AcceptTimeoutAction *string
+	Fulfilment          []byte
 	QuoteChanged        bool
 	ID                  int64
 	Version             int64
@@ -233,6 +242,7 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		arg.ClosedDates,
 		arg.AcceptWithinSeconds,
 		arg.AcceptTimeoutAction,
+		arg.Fulfilment,
 		arg.QuoteChanged,
 		arg.ID,
 		arg.Version,
@@ -256,6 +266,7 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		&i.QuoteVersion,
 		&i.AcceptWithinSeconds,
 		&i.AcceptTimeoutAction,
+		&i.Fulfilment,
 	)
 	return i, err
 }

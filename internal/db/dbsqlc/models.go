@@ -149,6 +149,7 @@ type Merchant struct {
 	QuoteVersion        int64
 	AcceptWithinSeconds int32
 	AcceptTimeoutAction string
+	Fulfilment          []byte
 }
 
 type NewCustomerClaim struct {
@@ -204,6 +205,11 @@ type Order struct {
 	AcceptBy              *time.Time
 	AcceptThen            *string
 	AcceptDeadlineApplied bool
+	Fulfilment            string
+	PickupDay             pgtype.Date
+	PickupNo              *int32
+	SlotStart             *time.Time
+	SlotEnd               *time.Time
 }
 
 type OrderAcceptDeadline struct {
@@ -301,6 +307,12 @@ type PaymentNotification struct {
 	OrderID        *int64
 	Outcome        string
 	ReceivedAt     time.Time
+}
+
+type PickupCounter struct {
+	MerchantID int64
+	Day        pgtype.Date
+	Last       int32
 }
 
 type PrintJob struct {
@@ -424,6 +436,18 @@ type RiverJob struct {
 	Tags         []string
 	UniqueKey    []byte
 	UniqueStates pgtype.Bits
+}
+
+type SlotBooking struct {
+	MerchantID int64
+	SlotStart  time.Time
+	Taken      int32
+}
+
+type SlotHold struct {
+	OrderID    int64
+	MerchantID int64
+	SlotStart  time.Time
 }
 
 type StaffAccount struct {

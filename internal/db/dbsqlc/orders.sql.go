@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/takeout/takeout/internal/statemachine"
 )
 
@@ -93,7 +94,7 @@ func (q *Queries) AcceptDeadlinesDue(ctx context.Context, db DBTX, arg AcceptDea
 }
 
 const orderGetByID = `-- name: OrderGetByID :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders WHERE id = $1
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end FROM orders WHERE id = $1
 `
 
 func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, error) {
@@ -128,12 +129,17 @@ func (q *Queries) OrderGetByID(ctx context.Context, db DBTX, id int64) (Order, e
 		&i.AcceptBy,
 		&i.AcceptThen,
 		&i.AcceptDeadlineApplied,
+		&i.Fulfilment,
+		&i.PickupDay,
+		&i.PickupNo,
+		&i.SlotStart,
+		&i.SlotEnd,
 	)
 	return i, err
 }
 
 const orderGetByUserDigest = `-- name: OrderGetByUserDigest :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders WHERE user_id = $1 AND intent_digest = $2
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end FROM orders WHERE user_id = $1 AND intent_digest = $2
 `
 
 type OrderGetByUserDigestParams struct {
@@ -173,12 +179,17 @@ func (q *Queries) OrderGetByUserDigest(ctx context.Context, db DBTX, arg OrderGe
 		&i.AcceptBy,
 		&i.AcceptThen,
 		&i.AcceptDeadlineApplied,
+		&i.Fulfilment,
+		&i.PickupDay,
+		&i.PickupNo,
+		&i.SlotStart,
+		&i.SlotEnd,
 	)
 	return i, err
 }
 
 const orderGetForUpdate = `-- name: OrderGetForUpdate :one
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders WHERE id = $1 FOR UPDATE
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end FROM orders WHERE id = $1 FOR UPDATE
 `
 
 // The order, locked: refund requests of one order take turns.
@@ -214,6 +225,11 @@ func (q *Queries) OrderGetForUpdate(ctx context.Context, db DBTX, id int64) (Ord
 		&i.AcceptBy,
 		&i.AcceptThen,
 		&i.AcceptDeadlineApplied,
+		&i.Fulfilment,
+		&i.PickupDay,
+		&i.PickupNo,
+		&i.SlotStart,
+		&i.SlotEnd,
 	)
 	return i, err
 }
@@ -280,12 +296,14 @@ func (q *Queries) OrderHistoryInsert(ctx context.Context, db DBTX, arg OrderHist
 const orderInsert = `-- name: OrderInsert :one
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                     items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at,
-                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions)
+                    voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions,
+                    fulfilment, pickup_day, pickup_no, slot_start, slot_end)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
         $8, $9, $10, $11, $12, $13, $14, $15, $15,
-        $16, $17, $18, $19, coalesce($20::jsonb, '[]'))
+        $16, $17, $18, $19, coalesce($20::jsonb, '[]'),
+        $21, $22, $23, $24, $25)
 ON CONFLICT DO NOTHING
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end
 `
 
 type OrderInsertParams struct {
@@ -309,6 +327,11 @@ type OrderInsertParams struct {
 	PlatformDiscountFen int64
 	MerchantDiscountFen int64
 	Promotions          []byte
+	Fulfilment          string
+	PickupDay           pgtype.Date
+	PickupNo            *int32
+	SlotStart           *time.Time
+	SlotEnd             *time.Time
 }
 
 // ON CONFLICT DO NOTHING with every unique index as arbiter: a duplicate
@@ -338,6 +361,11 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		arg.PlatformDiscountFen,
 		arg.MerchantDiscountFen,
 		arg.Promotions,
+		arg.Fulfilment,
+		arg.PickupDay,
+		arg.PickupNo,
+		arg.SlotStart,
+		arg.SlotEnd,
 	)
 	var i Order
 	err := row.Scan(
@@ -369,6 +397,11 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		&i.AcceptBy,
 		&i.AcceptThen,
 		&i.AcceptDeadlineApplied,
+		&i.Fulfilment,
+		&i.PickupDay,
+		&i.PickupNo,
+		&i.SlotStart,
+		&i.SlotEnd,
 	)
 	return i, err
 }
@@ -555,7 +588,7 @@ func (q *Queries) OrderLatestByContent(ctx context.Context, db DBTX, arg OrderLa
 }
 
 const orderListByUser = `-- name: OrderListByUser :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end FROM orders
 WHERE user_id = $1 AND ($2::bigint IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3
@@ -606,6 +639,11 @@ func (q *Queries) OrderListByUser(ctx context.Context, db DBTX, arg OrderListByU
 			&i.AcceptBy,
 			&i.AcceptThen,
 			&i.AcceptDeadlineApplied,
+			&i.Fulfilment,
+			&i.PickupDay,
+			&i.PickupNo,
+			&i.SlotStart,
+			&i.SlotEnd,
 		); err != nil {
 			return nil, err
 		}
@@ -757,7 +795,7 @@ func (q *Queries) OrderPlace(ctx context.Context, db DBTX, arg OrderPlaceParams)
 }
 
 const orderSearch = `-- name: OrderSearch :many
-SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied FROM orders
+SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end FROM orders
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::bigint IS NULL OR merchant_id = $2)
   AND ($3::bigint IS NULL OR user_id = $3)
@@ -825,6 +863,11 @@ func (q *Queries) OrderSearch(ctx context.Context, db DBTX, arg OrderSearchParam
 			&i.AcceptBy,
 			&i.AcceptThen,
 			&i.AcceptDeadlineApplied,
+			&i.Fulfilment,
+			&i.PickupDay,
+			&i.PickupNo,
+			&i.SlotStart,
+			&i.SlotEnd,
 		); err != nil {
 			return nil, err
 		}
@@ -882,7 +925,7 @@ UPDATE orders SET status = $1, version = version + 1, updated_at = now(),
         ELSE accept_then END,
     accept_deadline_applied = accept_deadline_applied OR $3::boolean
 WHERE orders.id = $4 AND orders.status = $5 AND orders.version = $6
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end
 `
 
 type OrderTransitionParams struct {
@@ -938,6 +981,11 @@ func (q *Queries) OrderTransition(ctx context.Context, db DBTX, arg OrderTransit
 		&i.AcceptBy,
 		&i.AcceptThen,
 		&i.AcceptDeadlineApplied,
+		&i.Fulfilment,
+		&i.PickupDay,
+		&i.PickupNo,
+		&i.SlotStart,
+		&i.SlotEnd,
 	)
 	return i, err
 }
@@ -946,7 +994,7 @@ const orderUrge = `-- name: OrderUrge :one
 UPDATE orders SET urged_at = $1, urge_count = urge_count + 1
 WHERE id = $2 AND user_id = $3 AND status = ANY($4::text[])
   AND (urged_at IS NULL OR urged_at <= $5)
-RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied
+RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end
 `
 
 type OrderUrgeParams struct {
@@ -997,6 +1045,11 @@ func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (
 		&i.AcceptBy,
 		&i.AcceptThen,
 		&i.AcceptDeadlineApplied,
+		&i.Fulfilment,
+		&i.PickupDay,
+		&i.PickupNo,
+		&i.SlotStart,
+		&i.SlotEnd,
 	)
 	return i, err
 }

@@ -478,8 +478,12 @@ func (q *Queries) PrintJobsList(ctx context.Context, db DBTX, arg PrintJobsListP
 
 const printJobsQueueForOrder = `-- name: PrintJobsQueueForOrder :execrows
 INSERT INTO print_jobs (order_id, merchant_id, printer_id, trigger, seq, print_by, next_try_at)
-SELECT $1, p.merchant_id, p.id, 'accept', 1, $2, $3
-FROM printers p
+SELECT $1, p.merchant_id, p.id, 'accept', 1, w.at + make_interval(secs => $2::double precision), w.at
+FROM printers p,
+     LATERAL (SELECT greatest($3::timestamptz, (
+                 SELECT o.slot_start - make_interval(mins => coalesce((m.fulfilment -> 'scheduled' ->> 'print_before_minutes')::integer, 0))
+                 FROM orders o JOIN merchants m ON m.id = o.merchant_id
+                 WHERE o.id = $1)) AS at) w
 WHERE p.merchant_id = $4 AND p.enabled
   AND (p.role = 'receipt' OR p.category_ids = '{}' OR EXISTS (
         SELECT 1 FROM order_items i JOIN dishes d ON d.id = i.dish_id
@@ -488,20 +492,23 @@ ON CONFLICT (order_id, printer_id, seq) DO NOTHING
 `
 
 type PrintJobsQueueForOrderParams struct {
-	OrderID    int64
-	PrintBy    time.Time
-	Now        time.Time
-	MerchantID int64
+	OrderID            int64
+	PrintWithinSeconds float64
+	Now                time.Time
+	MerchantID         int64
 }
 
 // The tickets an accepted order owes its merchant's printers, written by
 // the transaction that accepts it: a receipt printer always, a kitchen
 // printer when the order has a dish of its categories (any, when it
 // names none). No printers: no rows, one index probe.
+// A scheduled order's tickets wait until its merchant's time before its
+// slot (fulfilment.scheduled.print_before_minutes), due print_within
+// after that.
 func (q *Queries) PrintJobsQueueForOrder(ctx context.Context, db DBTX, arg PrintJobsQueueForOrderParams) (int64, error) {
 	result, err := db.Exec(ctx, printJobsQueueForOrder,
 		arg.OrderID,
-		arg.PrintBy,
+		arg.PrintWithinSeconds,
 		arg.Now,
 		arg.MerchantID,
 	)
@@ -558,7 +565,7 @@ func (q *Queries) PrintTicketLines(ctx context.Context, db DBTX, orderID int64) 
 
 const printTicketOrder = `-- name: PrintTicketOrder :one
 SELECT o.id, o.created_at, o.items_total_fen, o.delivery_fee_fen, o.packaging_fee_fen, o.discount_fen, o.total_fen,
-       o.remark, o.address, m.name AS merchant_name, m.time_zone
+       o.remark, o.address, o.fulfilment, o.pickup_no, o.slot_start, o.slot_end, m.name AS merchant_name, m.time_zone
 FROM orders o JOIN merchants m ON m.id = o.merchant_id
 WHERE o.id = $1
 `
@@ -573,6 +580,10 @@ type PrintTicketOrderRow struct {
 	TotalFen        int64
 	Remark          string
 	Address         []byte
+	Fulfilment      string
+	PickupNo        *int32
+	SlotStart       *time.Time
+	SlotEnd         *time.Time
 	MerchantName    string
 	TimeZone        string
 }
@@ -591,6 +602,10 @@ func (q *Queries) PrintTicketOrder(ctx context.Context, db DBTX, id int64) (Prin
 		&i.TotalFen,
 		&i.Remark,
 		&i.Address,
+		&i.Fulfilment,
+		&i.PickupNo,
+		&i.SlotStart,
+		&i.SlotEnd,
 		&i.MerchantName,
 		&i.TimeZone,
 	)

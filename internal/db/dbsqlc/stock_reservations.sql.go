@@ -64,7 +64,7 @@ func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuot
 
 const quoteCart = `-- name: QuoteCart :many
 SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
-       m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version,
+       m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version, m.fulfilment,
        d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
        d.packaging_fee_fen, d.options_version,
        -- The dish's option groups and choices, in menu order, one object
@@ -105,6 +105,7 @@ type QuoteCartRow struct {
 	WeeklyHours     []byte
 	ClosedDates     []string
 	QuoteVersion    int64
+	Fulfilment      []byte
 	DishID          *int64
 	Name            *string
 	PriceFen        *int64
@@ -141,6 +142,7 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 			&i.WeeklyHours,
 			&i.ClosedDates,
 			&i.QuoteVersion,
+			&i.Fulfilment,
 			&i.DishID,
 			&i.Name,
 			&i.PriceFen,

@@ -122,7 +122,7 @@ func (q *Queries) OrderSubscriptionsOf(ctx context.Context, db DBTX, orderID int
 }
 
 const subscribeMessageSubject = `-- name: SubscribeMessageSubject :one
-SELECT o.id, o.status, o.updated_at, u.openid, m.name AS merchant_name,
+SELECT o.id, o.status, o.updated_at, o.fulfilment, u.openid, m.name AS merchant_name,
        -- What the order's accept deadline did, if it did anything: the
        -- message says so.
        CASE WHEN o.accept_deadline_applied THEN o.accept_then ELSE '' END::text AS accept_deadline_did
@@ -134,6 +134,7 @@ type SubscribeMessageSubjectRow struct {
 	ID                int64
 	Status            statemachine.Status
 	UpdatedAt         time.Time
+	Fulfilment        string
 	Openid            string
 	MerchantName      string
 	AcceptDeadlineDid string
@@ -147,6 +148,7 @@ func (q *Queries) SubscribeMessageSubject(ctx context.Context, db DBTX, orderID 
 		&i.ID,
 		&i.Status,
 		&i.UpdatedAt,
+		&i.Fulfilment,
 		&i.Openid,
 		&i.MerchantName,
 		&i.AcceptDeadlineDid,
