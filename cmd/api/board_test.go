@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/takeout/takeout/internal/fulfilment"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/wxsim"
 )
@@ -62,17 +66,75 @@ func into[T any](a chromedp.Action[T], v *T) chromedp.Action[chromedp.Void] {
 	})
 }
 
-// boardLogin opens api's board and logs in until the stream is live.
-func boardLogin(t *testing.T, ctx context.Context, api *instance, username, password string) {
+// boardLanguages are the board's languages, its default first.
+var boardLanguages = []string{"zh-CN", "en"}
+
+// boardWords are the board's words in one language, read from the one
+// place the board keeps them (internal/board/static/strings.json).
+type boardWords map[string]string
+
+func wordsOf(t *testing.T, lang string) boardWords {
 	t.Helper()
+	b, err := os.ReadFile("../../internal/board/static/strings.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all map[string]boardWords
+	if err := json.Unmarshal(b, &all); err != nil {
+		t.Fatal(err)
+	}
+	w, ok := all[lang]
+	if !ok {
+		t.Fatalf("the board has no %s", lang)
+	}
+	return w
+}
+
+// say is what the board shows for key with its {names} filled in
+// (name, value pairs).
+func (w boardWords) say(key string, vars ...string) string {
+	text := w[key]
+	for i := 0; i+1 < len(vars); i += 2 {
+		text = strings.ReplaceAll(text, "{"+vars[i]+"}", vars[i+1])
+	}
+	return text
+}
+
+// countdown reads the minutes and seconds of a countdown the board shows
+// for key ({t}); false when text is not that line.
+func (w boardWords) countdown(key, text string) (time.Duration, bool) {
+	pattern := "^" + strings.ReplaceAll(regexp.QuoteMeta(w[key]), `\{t\}`, `(\d+):(\d\d)`) + "$"
+	m := regexp.MustCompile(pattern).FindStringSubmatch(text)
+	if m == nil {
+		return 0, false
+	}
+	min, _ := strconv.Atoi(m[1])
+	sec, _ := strconv.Atoi(m[2])
+	return time.Duration(min)*time.Minute + time.Duration(sec)*time.Second, true
+}
+
+// boardLogin opens api's board in lang (the default, zh-CN, without
+// asking for it) and logs in until the stream is live.
+func boardLogin(t *testing.T, ctx context.Context, api *instance, lang, username, password string) {
+	t.Helper()
+	page := api.url + "/board/"
+	if lang != boardLanguages[0] {
+		page += "?lang=" + lang
+	}
+	var htmlLang, button string
 	runBrowser(t, ctx, 15*time.Second, "log in on the board",
-		chromedp.Navigate(api.url+"/board/"),
+		chromedp.Navigate(page),
 		chromedp.WaitVisible(chromedp.CSS("#username")),
+		into(chromedp.Evaluate[string](`document.documentElement.lang`), &htmlLang),
+		into(chromedp.Text(chromedp.CSS("#login-button")), &button),
 		chromedp.SendKeys(chromedp.CSS("#username"), username),
 		chromedp.SendKeys(chromedp.CSS("#password"), password),
 		chromedp.Click(chromedp.CSS("#login-button")),
 		chromedp.WaitVisible(chromedp.CSS("#live.on")),
 	)
+	if w := wordsOf(t, lang); htmlLang != lang || button != w["login.submit"] {
+		t.Errorf("the board speaks %q (its button says %q), want %s (%q)", htmlLang, button, lang, w["login.submit"])
+	}
 }
 
 func card(column, id string) string {
@@ -90,18 +152,29 @@ func (ps *payShop) payOrder(t *testing.T, code string, qty int32) string {
 	return o.ID
 }
 
-// The board in a real browser: staff log in, a paid order appears within
-// 2 seconds without a reload, one tap accepts it (ACCEPTED in the
-// database), a second board on another instance sees the card move, and
-// the API's refusals show on the card.
+// The board in a real browser, in each of its languages: staff log in, a
+// paid order appears within 2 seconds without a reload, one tap accepts
+// it (ACCEPTED in the database), a second board on another instance sees
+// the card move, and the API's refusals show on the card in the board's
+// words.
 func TestBoardInABrowser(t *testing.T) {
 	t.Parallel()
+	for _, lang := range boardLanguages {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			boardInABrowser(t, lang)
+		})
+	}
+}
+
+func boardInABrowser(t *testing.T, lang string) {
+	w := wordsOf(t, lang)
 	ps := newPayShop(t, nil, 100, 100)
 	ps.apis = append(ps.apis, ps.start(t, ps.payEnv))
 	ps.createStaff(t, "counter", "correct horse battery")
 	a, b := browser(t), browser(t)
-	boardLogin(t, a, ps.apis[0], "counter", "correct horse battery")
-	boardLogin(t, b, ps.apis[1], "counter", "correct horse battery")
+	boardLogin(t, a, ps.apis[0], lang, "counter", "correct horse battery")
+	boardLogin(t, b, ps.apis[1], lang, "counter", "correct horse battery")
 
 	id := ps.payOrder(t, "board-1", 2)
 	paidAt := time.Now()
@@ -124,35 +197,44 @@ func TestBoardInABrowser(t *testing.T) {
 		into(chromedp.Evaluate[bool](fmt.Sprintf(`act(%q, "accept", document.querySelector(%q)), true`, id, card("accepted", id))), nil),
 		chromedp.WaitVisible(chromedp.CSS(card("accepted", id)+" .card-error")),
 		into(chromedp.Text(chromedp.CSS(card("accepted", id)+" .card-error")), &note))
-	if note != "Already accepted by a colleague." {
-		t.Errorf("late accept says %q", note)
+	if want := w.say("already", "action", w["action.accept"]); note != want {
+		t.Errorf("late accept says %q, want %q", note, want)
 	}
+	refused := w.say("problem.order-status-conflict", "action", w["action.reject"], "status", w["status.ACCEPTED"])
 	runBrowser(t, b, 5*time.Second, "a refused reject",
 		into(chromedp.Evaluate[bool](fmt.Sprintf(`act(%q, "reject", document.querySelector(%q)), true`, id, card("accepted", id))), nil),
-		into(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent.includes("cannot reject this order: it is ACCEPTED")`, card("accepted", id)+" .card-error")), nil))
+		into(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent === %q`, card("accepted", id)+" .card-error", refused)), nil))
+	// The card's words: its status, its total as the kitchen reads it.
+	var status, total string
+	runBrowser(t, b, time.Second, "the card's words",
+		into(chromedp.Text(chromedp.CSS(card("accepted", id)+" .status")), &status),
+		into(chromedp.Text(chromedp.CSS(card("accepted", id)+" .total")), &total))
+	if status != w["status.ACCEPTED"] || total != "¥25.00" {
+		t.Errorf("the card says %q, %q; want %q, ¥25.00 (two dishes of ¥10.00 and ¥5.00 delivery)", status, total, w["status.ACCEPTED"])
+	}
 
 	// A wrong password is said plainly on the login form.
 	c := browser(t)
 	var loginError string
 	runBrowser(t, c, 10*time.Second, "a wrong password",
-		chromedp.Navigate(ps.apis[1].url+"/board/"),
+		chromedp.Navigate(ps.apis[1].url+"/board/?lang="+lang),
 		chromedp.WaitVisible(chromedp.CSS("#username")),
 		chromedp.SendKeys(chromedp.CSS("#username"), "counter"),
 		chromedp.SendKeys(chromedp.CSS("#password"), "not it"),
 		chromedp.Click(chromedp.CSS("#login-button")),
 		chromedp.WaitVisible(chromedp.CSS("#login-error")),
 		into(chromedp.Text(chromedp.CSS("#login-error")), &loginError))
-	if loginError != "wrong username or password" {
-		t.Errorf("login error %q", loginError)
+	if loginError != w["problem.staff-login-failed"] {
+		t.Errorf("login error %q, want %q", loginError, w["problem.staff-login-failed"])
 	}
 
-	screenshots(t, ps, a, b)
+	screenshots(t, ps, lang, a, b)
 }
 
 // screenshots fills the board (a few orders in each column) and saves a
 // phone and a desktop view, to TAKEOUT_BOARD_SCREENSHOTS when set (the
 // README's come from there) or the test's temporary directory.
-func screenshots(t *testing.T, ps *payShop, phone, desktop context.Context) {
+func screenshots(t *testing.T, ps *payShop, lang string, phone, desktop context.Context) {
 	t.Helper()
 	dir := os.Getenv("TAKEOUT_BOARD_SCREENSHOTS")
 	if dir == "" {
@@ -172,7 +254,11 @@ func screenshots(t *testing.T, ps *payShop, phone, desktop context.Context) {
 	runBrowser(t, desktop, 5*time.Second, "the desktop board",
 		chromedp.EmulateViewport(1400, 800),
 		chromedp.WaitVisible(chromedp.CSS(card("delivering", ids[2]))))
-	for name, ctx := range map[string]context.Context{"board-phone.png": phone, "board-desktop.png": desktop} {
+	suffix := ""
+	if lang != boardLanguages[0] {
+		suffix = "-" + lang
+	}
+	for name, ctx := range map[string]context.Context{"board-phone" + suffix + ".png": phone, "board-desktop" + suffix + ".png": desktop} {
 		var png []byte
 		runBrowser(t, ctx, 10*time.Second, "screenshot "+name,
 			chromedp.WaitVisible(chromedp.CSS(card("new", ids[4]))),
@@ -186,16 +272,27 @@ func screenshots(t *testing.T, ps *payShop, phone, desktop context.Context) {
 	}
 }
 
-// The accept deadline on the board: a paid order's card counts down to
-// its deadline and says what happens then; one in its last minute turns
-// urgent and rings the louder ring; when the system applies the
-// merchant's rule, the card moves without a reload and says why.
+// The accept deadline on the board, in each of its languages: a paid
+// order's card counts down to its deadline and says what happens then;
+// one in its last minute turns urgent and rings the louder ring; when the
+// system applies the merchant's rule, the card moves without a reload and
+// says why.
 func TestBoardAcceptDeadlineCountdown(t *testing.T) {
 	t.Parallel()
+	for _, lang := range boardLanguages {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			boardAcceptDeadlineCountdown(t, lang)
+		})
+	}
+}
+
+func boardAcceptDeadlineCountdown(t *testing.T, lang string) {
+	w := wordsOf(t, lang)
 	ps := newPayShop(t, nil, 100)
 	ps.createStaff(t, "deadline", "correct horse battery")
 	b := browser(t)
-	boardLogin(t, b, ps.apis[0], "deadline", "correct horse battery")
+	boardLogin(t, b, ps.apis[0], lang, "deadline", "correct horse battery")
 
 	ps.setAcceptRule(t, 600, "reject")
 	calm := ps.payOrder(t, "countdown-calm", 1)
@@ -203,8 +300,8 @@ func TestBoardAcceptDeadlineCountdown(t *testing.T) {
 	runBrowser(t, b, 5*time.Second, "the countdown on a paid card",
 		chromedp.WaitVisible(chromedp.CSS(card("new", calm)+" .deadline")),
 		into(chromedp.Text(chromedp.CSS(card("new", calm)+" .deadline")), &first))
-	if !strings.HasPrefix(first, "Auto-reject in 9:5") && first != "Auto-reject in 10:00" {
-		t.Errorf("the countdown says %q, want about ten minutes to an auto-reject", first)
+	if left, ok := w.countdown("deadline.in.reject", first); !ok || left < 9*time.Minute+50*time.Second || left > 10*time.Minute {
+		t.Errorf("the countdown says %q, want about ten minutes to an auto-reject (%q)", first, w["deadline.in.reject"])
 	}
 	// The card shows whole seconds rounded up, each second: two ticks
 	// later it has moved on by at least one.
@@ -229,18 +326,96 @@ func TestBoardAcceptDeadlineCountdown(t *testing.T) {
 		into(chromedp.Poll[bool](`Number(document.body.dataset.urgentRings || 0) >= 1`), &rings))
 	var text string
 	runBrowser(t, b, time.Second, "the urgent countdown", into(chromedp.Text(chromedp.CSS(card("new", hurry)+" .deadline")), &text))
-	if !strings.HasPrefix(text, "Auto-accept in 0:0") && !strings.HasPrefix(text, "Auto-accept in 0:10") && text != "Auto-accepting now…" {
-		t.Errorf("the urgent card says %q", text)
+	if left, ok := w.countdown("deadline.in.accept", text); (!ok || left > 10*time.Second) && text != w["deadline.now.accept"] {
+		t.Errorf("the urgent card says %q, want at most ten seconds to an auto-accept (%q)", text, w["deadline.in.accept"])
 	}
 	runBrowser(t, b, 20*time.Second, "the card accepted at its deadline, without a reload",
 		chromedp.WaitVisible(chromedp.CSS(card("accepted", hurry)+" .deadline.applied")),
 		into(chromedp.Text(chromedp.CSS(card("accepted", hurry)+" .deadline")), &text))
-	if text != "Accepted automatically: not accepted in time." {
-		t.Errorf("the accepted card says %q", text)
+	if text != w["deadline.applied.accept"] {
+		t.Errorf("the accepted card says %q, want %q", text, w["deadline.applied.accept"])
 	}
 	if n := ps.count(t, `SELECT count(*) FROM order_status_history WHERE order_id = $1 AND actor = 'system:accept-deadline'`, hurry); n != 1 {
 		t.Errorf("%d history rows by the deadline", n)
 	}
 	// The calm order is still waiting, and still counting down.
 	runBrowser(t, b, time.Second, "the calm card still new", chromedp.WaitVisible(chromedp.CSS(card("new", calm)+" .deadline")))
+}
+
+// Pickup and scheduled orders on the board, in each of its languages: a
+// pickup order's card shows its number and offers no dispatch; marked
+// ready it moves to the pickup column, and one tap when the customer
+// collects it completes it. An accepted scheduled order waits in the
+// scheduled column with its slot in the merchant's time (Shanghai's,
+// whatever the browser's clock).
+func TestBoardPickupAndScheduled(t *testing.T) {
+	t.Parallel()
+	for _, lang := range boardLanguages {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			boardPickupAndScheduled(t, lang)
+		})
+	}
+}
+
+func boardPickupAndScheduled(t *testing.T, lang string) {
+	w := wordsOf(t, lang)
+	sh := newShop(t, 1, nil, 100)
+	sh.setFulfilment(t, fulfilment.Rules{Delivery: true, Pickup: true, Scheduled: &fulfilment.Scheduling{
+		SlotMinutes: 30, LeadMinutes: 0, DaysAhead: 1, Capacity: 5, PrintBeforeMinutes: 15}})
+	user := sh.login(t, "board-pickup")
+	c := sh.confirm(t, sh.apis[0], user, sh.pickupCart(1))
+	r := sh.submit(t, sh.apis[0], user, "board-pickup", c.ConfirmToken)
+	if r.status != 201 {
+		t.Fatalf("pickup order: %d %s", r.status, r.body)
+	}
+	p := placedOrder(t, r)
+	slot := sh.slots(t).Slots[len(sh.slots(t).Slots)-1] // tomorrow's last
+	cart := sh.cart(1)
+	cart["slot_start"] = slot.Start.Format(time.RFC3339)
+	c = sh.confirm(t, sh.apis[0], user, cart)
+	r = sh.submit(t, sh.apis[0], user, "board-scheduled", c.ConfirmToken)
+	if r.status != 201 {
+		t.Fatalf("scheduled order: %d %s", r.status, r.body)
+	}
+	s := placedOrder(t, r)
+	for _, id := range []string{p.ID, s.ID} {
+		sh.markPaid(t, id)
+		if r := sh.staffAction(t, id, "accept"); r.status != 200 {
+			t.Fatalf("accept: %d %s", r.status, r.body)
+		}
+	}
+	sh.createStaff(t, "pickup-board", "correct horse battery")
+	b := browser(t)
+	boardLogin(t, b, sh.apis[0], lang, "pickup-board", "correct horse battery")
+
+	var number, slotText string
+	var buttons []string
+	runBrowser(t, b, 5*time.Second, "the pickup and the scheduled cards",
+		chromedp.WaitVisible(chromedp.CSS(card("accepted", p.ID)+" .pickup")),
+		into(chromedp.Text(chromedp.CSS(card("accepted", p.ID)+" .pickup")), &number),
+		into(chromedp.Evaluate[[]string](fmt.Sprintf(`[...document.querySelectorAll(%q)].map((b) => b.dataset.action)`, card("accepted", p.ID)+" .actions button")), &buttons),
+		chromedp.WaitVisible(chromedp.CSS(card("scheduled", s.ID)+" .slot")),
+		into(chromedp.Text(chromedp.CSS(card("scheduled", s.ID)+" .slot")), &slotText))
+	if want := w.say("pickup", "n", strconv.Itoa(int(p.Pickup.Number))); number != want {
+		t.Errorf("the pickup card says %q, want %q", number, want)
+	}
+	if strings.Join(buttons, ",") != "ready" {
+		t.Errorf("an accepted pickup order offers %v, want ready alone", buttons)
+	}
+	local := shanghai(t)
+	from, to := slot.Start.In(local).Format("15:04"), slot.End.In(local).Format("15:04")
+	if !strings.Contains(slotText, from) || !strings.HasSuffix(slotText, to) || !strings.HasPrefix(slotText, strings.Split(w["slot"], "{")[0]) {
+		t.Errorf("the scheduled card says %q, want the slot %s–%s in Shanghai's time (%q)", slotText, from, to, w["slot"])
+	}
+
+	runBrowser(t, b, 5*time.Second, "ready: into the pickup column",
+		chromedp.Click(chromedp.CSS(card("accepted", p.ID)+` button[data-action="ready"]`)),
+		chromedp.WaitVisible(chromedp.CSS(card("pickup", p.ID)+` button[data-action="pick-up"]`)))
+	runBrowser(t, b, 5*time.Second, "collected: done",
+		chromedp.Click(chromedp.CSS(card("pickup", p.ID)+` button[data-action="pick-up"]`)),
+		chromedp.WaitVisible(chromedp.CSS(card("done", p.ID))))
+	if n := sh.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'COMPLETED'", p.ID); n != 1 {
+		t.Errorf("the collected order is not COMPLETED")
+	}
 }

@@ -565,7 +565,7 @@ func TestBoardShowsLatePrints(t *testing.T) {
 		return false
 	})
 	b := browser(t)
-	boardLogin(t, b, ps.apis[0], "printboard", "correct horse battery")
+	boardLogin(t, b, ps.apis[0], "zh-CN", "printboard", "correct horse battery")
 	row := fmt.Sprintf(`#prints-late li[data-ticket="%s"]`, ticketID)
 	var text string
 	runBrowser(t, b, 10*time.Second, "the late ticket on the board",

@@ -1,8 +1,10 @@
 // Package board serves the merchant order board: a static page (HTML, CSS
 // and one small script, embedded in the binary, no build step) on which
-// staff log in, see today's orders by status, hear a new paid order
-// arrive over the live order stream, and accept, reject, dispatch and
-// complete with one tap each.
+// staff log in, see today's orders by status (pickup and scheduled orders
+// in columns of their own), hear a new paid order arrive over the live
+// order stream, and accept, reject, ready, dispatch, hand over and
+// complete with one tap each. It speaks Simplified Chinese, or English
+// by choice; its words are all in static/strings.json.
 package board
 
 import (

@@ -83,6 +83,13 @@ const (
 	ticketRemark       = "备注: "
 	ticketAddress      = "地址: "
 	ticketNoKitchenDue = "(本单无此档口菜品)"
+	// TicketLinePickup heads a pickup order's number; a pickup order
+	// says so, and names who collects it instead of an address.
+	TicketLinePickup = "取餐号 "
+	ticketPickup     = "到店自取"
+	ticketCollector  = "取餐人: "
+	// TicketLineSlot is a scheduled order's slot.
+	TicketLineSlot = "预约 "
 )
 
 // Yuan formats fen as a kitchen reads an amount: ¥25.00.
@@ -122,11 +129,18 @@ func (t ticket) render() string {
 	if t.job.Attempt > 1 {
 		line(TicketMarkAttempt, strconv.Itoa(int(t.job.Attempt)))
 	}
-	line(ticketLineOrder, strconv.FormatInt(t.order.ID, 10))
 	loc, err := time.LoadLocation(t.order.TimeZone)
 	if err != nil {
 		loc = time.UTC
 	}
+	pickup := t.order.Fulfilment == "pickup"
+	if pickup && t.order.PickupNo != nil {
+		line(TicketLinePickup, strconv.Itoa(int(*t.order.PickupNo)), "  ", ticketPickup)
+	}
+	if t.order.SlotStart != nil && t.order.SlotEnd != nil {
+		line(TicketLineSlot, t.order.SlotStart.In(loc).Format("2006-01-02 15:04"), "-", t.order.SlotEnd.In(loc).Format("15:04"))
+	}
+	line(ticketLineOrder, strconv.FormatInt(t.order.ID, 10))
 	line(ticketLinePlaced, t.order.CreatedAt.In(loc).Format("2006-01-02 15:04"))
 	line(ticketRule)
 	printed := 0
@@ -157,7 +171,9 @@ func (t ticket) render() string {
 		if t.order.PackagingFeeFen > 0 {
 			line(ticketPackaging, Yuan(t.order.PackagingFeeFen))
 		}
-		line(ticketDelivery, Yuan(t.order.DeliveryFeeFen))
+		if !pickup {
+			line(ticketDelivery, Yuan(t.order.DeliveryFeeFen))
+		}
 		if t.order.DiscountFen > 0 {
 			line(ticketDiscount, Yuan(t.order.DiscountFen))
 		}
@@ -167,7 +183,10 @@ func (t ticket) render() string {
 			Phone  string `json:"phone"`
 			Detail string `json:"detail"`
 		}
-		if json.Unmarshal(t.order.Address, &addr) == nil && addr.Detail != "" {
+		switch ok := json.Unmarshal(t.order.Address, &addr) == nil; {
+		case ok && pickup:
+			line(ticketCollector, addr.Name, " ", addr.Phone)
+		case ok && addr.Detail != "":
 			line(ticketAddress, addr.Name, " ", addr.Phone, " ", addr.Detail)
 		}
 	}

@@ -1,22 +1,35 @@
-// The order board: log in, load today's orders, follow the merchant's
+// The order board: log in, load the open orders, follow the merchant's
 // live order stream (Server-Sent Events read through fetch, so the staff
-// token goes in a header, never in a URL), act with one tap.
+// token goes in a header, never in a URL), act with one tap. It speaks
+// Simplified Chinese, or English by choice: every word it shows is in
+// strings.json, and times are the merchant's clock.
 'use strict';
 
+const pickup = (o) => o.fulfilment === 'pickup';
+// A scheduled order waits in its own column, by slot, until it is ready.
 const COLUMNS = [
-  { key: 'new', title: 'New', statuses: ['PAID'] },
-  { key: 'accepted', title: 'Accepted', statuses: ['ACCEPTED'] },
-  { key: 'ready', title: 'Ready', statuses: ['READY'] },
-  { key: 'delivering', title: 'Delivering', statuses: ['DELIVERING'] },
-  { key: 'done', title: 'Done', statuses: ['COMPLETED', 'CANCELLED', 'REFUNDING', 'REFUNDED'] },
+  { key: 'new', show: (o) => o.status === 'PAID' },
+  { key: 'accepted', show: (o) => o.status === 'ACCEPTED' && !o.slot },
+  { key: 'scheduled', show: (o) => o.status === 'ACCEPTED' && !!o.slot },
+  { key: 'ready', show: (o) => o.status === 'READY' && !pickup(o) },
+  { key: 'pickup', show: (o) => o.status === 'READY' && pickup(o) },
+  { key: 'delivering', show: (o) => o.status === 'DELIVERING' },
+  { key: 'done', show: (o) => ['COMPLETED', 'CANCELLED', 'REFUNDING', 'REFUNDED'].includes(o.status) },
 ];
-const ACTIONS = {
-  PAID: [['accept', 'Accept'], ['reject', 'Reject']],
-  ACCEPTED: [['ready', 'Ready'], ['dispatch', 'Dispatch']],
-  READY: [['dispatch', 'Dispatch']],
-  DELIVERING: [['complete', 'Complete']],
-};
-const DONE_WORDS = { accept: 'accepted', reject: 'rejected', ready: 'marked ready', dispatch: 'dispatched', complete: 'completed' };
+// actions are the taps an order offers: a delivery order is dispatched,
+// a pickup order collected once ready.
+function actions(o) {
+  switch (o.status) {
+    case 'PAID': return ['accept', 'reject'];
+    case 'ACCEPTED': return pickup(o) ? ['ready'] : ['ready', 'dispatch'];
+    case 'READY': return pickup(o) ? ['pick-up'] : ['dispatch'];
+    case 'DELIVERING': return ['complete'];
+    default: return [];
+  }
+}
+// How long the open orders are looked back for: a scheduled order may
+// have been placed days before its slot.
+const OPEN_DAYS = 8;
 // In the last minute before a paid order's accept deadline its card turns
 // urgent and the board rings louder, again every URGENT_RING_MS while any
 // order is urgent.
@@ -24,6 +37,66 @@ const URGENT_MS = 60 * 1000;
 const URGENT_RING_MS = 15 * 1000;
 
 const $ = (sel) => document.querySelector(sel);
+
+// The language: zh-CN unless chosen otherwise (?lang=en, or the switch,
+// remembered on this device).
+let strings = {};
+let lang = new URLSearchParams(location.search).get('lang') || localStorage.getItem('takeout.lang') || 'zh-CN';
+// t is the text of key in the board's language, its {names} filled in.
+function t(key, vars) {
+  const text = strings[key] ?? key;
+  return text.replace(/\{(\w+)\}/g, (m, name) => (vars && name in vars ? String(vars[name]) : m));
+}
+
+async function loadStrings() {
+  const all = await (await fetch('strings.json', { cache: 'no-cache' })).json();
+  if (!all[lang]) lang = 'zh-CN';
+  strings = all[lang];
+  document.documentElement.lang = lang;
+  document.title = t('title');
+  for (const el of document.querySelectorAll('[data-text]')) el.textContent = t(el.dataset.text);
+}
+
+async function switchLanguage() {
+  lang = lang === 'zh-CN' ? 'en' : 'zh-CN';
+  localStorage.setItem('takeout.lang', lang);
+  await loadStrings();
+  if (session.token) {
+    $('#who').textContent = t('who', { user: session.username, merchant: session.merchantId });
+    setLive($('#live').classList.contains('on'));
+    render();
+    loadLatePrints();
+  }
+}
+
+// The merchant's clock: its time zone (Asia/Shanghai until read).
+let timeZone = 'Asia/Shanghai';
+const clockFormat = () => new Intl.DateTimeFormat(lang, { timeZone, hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+const dayFormat = () => new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
+const clock = (iso) => clockFormat().format(new Date(iso));
+// when is a time of day, with its date when it is not today's.
+function when(iso) {
+  const d = new Date(iso);
+  if (dayFormat().format(d) === dayFormat().format(new Date(serverNow()))) return clock(iso);
+  return `${new Intl.DateTimeFormat(lang, { timeZone, month: 'numeric', day: 'numeric' }).format(d)} ${clock(iso)}`;
+}
+// midnight is the start of the merchant's day, as an instant.
+function midnight() {
+  const now = new Date(serverNow());
+  const p = Object.fromEntries(new Intl.DateTimeFormat('en-CA', {
+    timeZone, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23',
+  }).formatToParts(now).map((x) => [x.type, x.value]));
+  const wall = Date.UTC(+p.year, +p.month - 1, +p.day, +p.hour, +p.minute, +p.second);
+  const offset = wall - Math.floor(now.getTime() / 1000) * 1000;
+  return new Date(Date.UTC(+p.year, +p.month - 1, +p.day) - offset);
+}
+
+async function loadTimeZone() {
+  try {
+    const res = await fetch(`/v1/merchants/${session.merchantId}/menu`);
+    if (res.ok) timeZone = (await res.json()).merchant.time_zone || timeZone;
+  } catch { /* the default clock */ }
+}
 const session = {
   get token() { return sessionStorage.getItem('takeout.token'); },
   get merchantId() { return sessionStorage.getItem('takeout.merchant'); },
@@ -58,10 +131,17 @@ function noteServerTime(res) {
   clockSkew = Math.abs(skew) > 2000 ? skew : 0;
 }
 
-// problemText is what the API said went wrong (RFC 9457 detail).
-async function problemText(res) {
+// problemText is what the API said went wrong (RFC 9457): in the board's
+// words for the problems staff meet, else the API's detail.
+async function problemText(res, action) {
   try {
     const p = await res.json();
+    const type = (p.type || '').split('/').pop();
+    if (type === 'order-status-conflict' && p.fulfilment) return t(p.fulfilment === 'pickup' ? 'problem.pickup-order' : 'problem.delivery-order');
+    if (type === 'order-status-conflict' && p.current_status) {
+      return t('problem.order-status-conflict', { action: t(`action.${action}`), status: t(`status.${p.current_status}`) });
+    }
+    if (strings[`problem.${type}`]) return t(`problem.${type}`);
     return p.detail || p.title || `HTTP ${res.status}`;
   } catch {
     return `HTTP ${res.status}`;
@@ -74,7 +154,7 @@ async function request(method, path, body, extraHeaders) {
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
   noteServerTime(res);
   if (res.status === 401) {
-    sessionEnded('Your session ended: log in again.');
+    sessionEnded(t('session.ended'));
     throw new Error('session ended');
   }
   return res;
@@ -120,7 +200,7 @@ $('#login-form').addEventListener('submit', async (e) => {
     $('#password').value = '';
     start();
   } catch (err) {
-    showLogin(`Cannot reach the service: ${err.message}`);
+    showLogin(t('error.reach', { message: err.message }));
   } finally {
     button.disabled = false;
   }
@@ -128,8 +208,9 @@ $('#login-form').addEventListener('submit', async (e) => {
 
 $('#logout').addEventListener('click', async () => {
   try { await request('POST', '/admin/v1/auth/logout'); } catch { /* leaving anyway */ }
-  sessionEnded('Logged out.');
+  sessionEnded(t('session.out'));
 });
+for (const b of document.querySelectorAll('.lang')) b.addEventListener('click', switchLanguage);
 
 function boardError(message) {
   const el = $('#board-error');
@@ -140,8 +221,9 @@ function boardError(message) {
 async function start() {
   $('#login-view').hidden = true;
   $('#board-view').hidden = false;
-  $('#who').textContent = `${session.username} · merchant ${session.merchantId}`;
+  $('#who').textContent = t('who', { user: session.username, merchant: session.merchantId });
   render();
+  await loadTimeZone();
   await loadToday();
   if (!ticker) ticker = setInterval(tick, 1000);
   stream();
@@ -180,10 +262,11 @@ function renderLatePrints(tickets) {
     const li = document.createElement('li');
     li.dataset.ticket = tk.id;
     const what = document.createElement('span');
-    what.textContent = `Order …${tk.order_id.slice(-6)} · ${tk.printer.name}: ${tk.status === 'failed' ? 'failed' : 'not printed'}${tk.last_error ? ` (${tk.last_error})` : ''}`;
+    const state = t(tk.status === 'failed' ? 'prints.failed' : 'prints.late') + (tk.last_error ? ` (${tk.last_error})` : '');
+    what.textContent = t('prints.line', { order: tk.order_id.slice(-6), printer: tk.printer.name, state });
     const b = document.createElement('button');
     b.className = 'reprint';
-    b.textContent = 'Reprint';
+    b.textContent = t('prints.reprint');
     b.addEventListener('click', () => reprint(tk.id, b));
     li.append(what, b);
     list.append(li);
@@ -198,45 +281,55 @@ async function reprint(id, button) {
     const res = await request('POST', `/admin/v1/prints/${id}/reprint`, undefined, { 'Idempotency-Key': reprintKeys.get(id) });
     if (res.ok) {
       reprintKeys.delete(id);
-      button.textContent = 'Reprinting…';
+      button.textContent = t('prints.reprinting');
       return;
     }
-    boardError(`Cannot reprint: ${await problemText(res)}`);
+    boardError(t('error.reprint', { message: await problemText(res) }));
   } catch (err) {
-    if (session.token) boardError(`Cannot reach the service: ${err.message}`);
+    if (session.token) boardError(t('error.reach', { message: err.message }));
   }
   button.disabled = false;
 }
 
-// loadToday reads today's orders (local midnight on), newest first.
+// loadToday reads the orders of the merchant's day, and those still
+// open from the days before (scheduled orders placed ahead of their slot).
 async function loadToday() {
-  const midnight = new Date();
-  midnight.setHours(0, 0, 0, 0);
-  let cursor = null;
+  const today = midnight();
+  const before = new Date(today.getTime() - OPEN_DAYS * 86400000);
   try {
-    for (let page = 0; page < 10; page++) {
-      let path = `/admin/v1/orders?merchant_id=${session.merchantId}&from=${encodeURIComponent(midnight.toISOString())}&limit=200`;
-      if (cursor) path += `&cursor=${encodeURIComponent(cursor)}`;
-      const res = await request('GET', path);
-      if (!res.ok) {
-        boardError(`Cannot load today's orders: ${await problemText(res)}`);
-        return;
-      }
-      const body = await res.json();
-      body.orders.forEach((o) => upsert(o));
-      cursor = body.next_cursor;
-      if (!cursor) break;
-    }
-    boardError('');
+    const ok = await loadOrders(`from=${encodeURIComponent(today.toISOString())}`)
+      && await loadOrders(`status=PAID&from=${encodeURIComponent(before.toISOString())}`)
+      && await loadOrders(`status=ACCEPTED&from=${encodeURIComponent(before.toISOString())}`)
+      && await loadOrders(`status=READY&from=${encodeURIComponent(before.toISOString())}`);
+    if (ok) boardError('');
   } catch (err) {
-    if (session.token) boardError(`Cannot load today's orders: ${err.message}`);
+    if (session.token) boardError(t('error.load', { message: err.message }));
   }
   render();
 }
 
+// loadOrders reads the merchant's orders that query selects, page by page.
+async function loadOrders(query) {
+  let cursor = null;
+  for (let page = 0; page < 10; page++) {
+    let path = `/admin/v1/orders?merchant_id=${session.merchantId}&${query}&limit=200`;
+    if (cursor) path += `&cursor=${encodeURIComponent(cursor)}`;
+    const res = await request('GET', path);
+    if (!res.ok) {
+      boardError(t('error.load', { message: await problemText(res) }));
+      return false;
+    }
+    const body = await res.json();
+    body.orders.forEach((o) => upsert(o));
+    cursor = body.next_cursor;
+    if (!cursor) break;
+  }
+  return true;
+}
+
 function setLive(on) {
   const el = $('#live');
-  el.textContent = on ? 'live' : 'reconnecting…';
+  el.textContent = t(on ? 'live.on' : 'live.off');
   el.classList.toggle('on', on);
 }
 
@@ -251,7 +344,7 @@ async function stream() {
       if (lastEventId) headers['Last-Event-ID'] = lastEventId;
       const res = await fetch(`/admin/v1/merchants/${session.merchantId}/orders/stream`, { headers, signal: ctrl.signal, cache: 'no-store' });
       if (res.status === 401) {
-        sessionEnded('Your session ended: log in again.');
+        sessionEnded(t('session.ended'));
         return;
       }
       if (!res.ok) throw new Error(await problemText(res));
@@ -272,7 +365,7 @@ async function stream() {
       }
     } catch (err) {
       if (err.name === 'AbortError' || !session.token) return;
-      boardError(`Live updates interrupted (${err.message}); reconnecting…`);
+      boardError(t('error.stream', { message: err.message }));
     }
     setLive(false);
     await new Promise((r) => setTimeout(r, 2000));
@@ -367,8 +460,8 @@ const countdown = (ms) => {
 function showDeadline(el) {
   const line = el.querySelector('.deadline');
   const left = Date.parse(line.dataset.acceptBy) - serverNow();
-  const what = line.dataset.then === 'accept' ? 'accept' : 'reject';
-  line.textContent = left > 0 ? `Auto-${what} in ${countdown(left)}` : `Auto-${what}ing now…`;
+  const then = line.dataset.then === 'accept' ? 'accept' : 'reject';
+  line.textContent = left > 0 ? t(`deadline.in.${then}`, { t: countdown(left) }) : t(`deadline.now.${then}`);
   el.classList.toggle('urgent', left <= URGENT_MS);
   return left;
 }
@@ -395,16 +488,26 @@ function tick() {
 }
 
 const yuan = (fen) => `¥${(fen / 100).toFixed(2)}`;
-const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 
 function card(o) {
   const el = $('#card-template').content.firstElementChild.cloneNode(true);
   el.dataset.orderId = o.id;
   el.dataset.status = o.status;
   el.classList.toggle('fresh', fresh.has(o.id));
+  el.dataset.fulfilment = o.fulfilment || 'delivery';
   el.querySelector('.no').textContent = `#${o.id.slice(-6)}`;
-  el.querySelector('.time').textContent = clock(o.created_at);
-  el.querySelector('.status').textContent = o.status;
+  el.querySelector('.time').textContent = when(o.created_at);
+  el.querySelector('.status').textContent = t(`status.${o.status}`);
+  if (o.pickup) {
+    const p = el.querySelector('.pickup');
+    p.textContent = t('pickup', { n: o.pickup.number });
+    p.hidden = false;
+  }
+  if (o.slot) {
+    const s = el.querySelector('.slot');
+    s.textContent = t('slot', { from: when(o.slot.start), to: clock(o.slot.end) });
+    s.hidden = false;
+  }
   const items = el.querySelector('.items');
   for (const it of o.items) {
     const li = document.createElement('li');
@@ -412,8 +515,9 @@ function card(o) {
     li.textContent = `${it.name}${opts ? ` (${opts})` : ''} × ${it.qty}`;
     items.append(li);
   }
-  el.querySelector('.remark').textContent = o.remark ? `Note: ${o.remark}` : '';
-  el.querySelector('.address').textContent = o.address ? `${o.address.name} · ${o.address.detail}` : '';
+  el.querySelector('.remark').textContent = o.remark ? t('remark', { remark: o.remark }) : '';
+  const a = o.address;
+  el.querySelector('.address').textContent = a ? [a.name, pickup(o) ? a.phone : a.detail].filter(Boolean).join(' · ') : '';
   el.querySelector('.total').textContent = yuan(o.total_fen);
   const deadline = o.accept_deadline;
   const line = el.querySelector('.deadline');
@@ -423,7 +527,7 @@ function card(o) {
     line.hidden = false;
     showDeadline(el);
   } else if (deadline && deadline.applied) {
-    line.textContent = deadline.then === 'accept' ? 'Accepted automatically: not accepted in time.' : 'Not accepted in time: rejected and refunded.';
+    line.textContent = t(`deadline.applied.${deadline.then === 'accept' ? 'accept' : 'reject'}`);
     line.classList.add('applied');
     line.hidden = false;
   }
@@ -433,14 +537,14 @@ function card(o) {
     err.textContent = note.text;
     err.hidden = false;
   }
-  const actions = el.querySelector('.actions');
-  for (const [action, label] of ACTIONS[o.status] || []) {
+  const buttons = el.querySelector('.actions');
+  for (const action of actions(o)) {
     const b = document.createElement('button');
-    b.textContent = label;
+    b.textContent = t(`action.${action}`);
     b.className = action;
     b.dataset.action = action;
     b.addEventListener('click', () => act(o.id, action, el));
-    actions.append(b);
+    buttons.append(b);
   }
   return el;
 }
@@ -454,17 +558,17 @@ async function act(id, action, el) {
       const o = await res.json();
       if (res.headers.get('Idempotent-Replayed') === 'true') {
         const auto = action === 'accept' && o.accept_deadline && o.accept_deadline.applied;
-        notes.set(id, { text: auto ? 'Already accepted automatically at its deadline.' : `Already ${DONE_WORDS[action]} by a colleague.` });
+        notes.set(id, { text: auto ? t('already.auto') : t('already', { action: t(`action.${action}`) }) });
       } else {
         notes.delete(id);
       }
       fresh.delete(id);
       upsert(o);
     } else {
-      notes.set(id, { text: await problemText(res) });
+      notes.set(id, { text: await problemText(res, action) });
     }
   } catch (err) {
-    if (session.token) notes.set(id, { text: `Cannot reach the service: ${err.message}` });
+    if (session.token) notes.set(id, { text: t('error.reach', { message: err.message }) });
   }
   render();
 }
@@ -476,27 +580,29 @@ function render() {
   tabs.replaceChildren();
   const all = [...orders.values()];
   for (const col of COLUMNS) {
-    const list = all.filter((o) => col.statuses.includes(o.status));
-    // The kitchen works oldest first; finished orders show the latest first.
-    list.sort((a, b) => (col.key === 'done' ? b.updated_at.localeCompare(a.updated_at) : a.created_at.localeCompare(b.created_at)));
+    const list = all.filter(col.show);
+    // The kitchen works oldest first, scheduled orders by slot; finished
+    // orders show the latest first.
+    const key = (o) => (o.slot ? o.slot.start : o.created_at);
+    list.sort((a, b) => (col.key === 'done' ? b.updated_at.localeCompare(a.updated_at) : key(a).localeCompare(key(b))));
     const section = document.createElement('section');
     section.className = 'column';
     section.id = `col-${col.key}`;
     section.dataset.column = col.key;
     const h = document.createElement('h2');
-    h.textContent = `${col.title} (${list.length})`;
+    h.textContent = `${t(`col.${col.key}`)} (${list.length})`;
     section.append(h);
     if (list.length === 0) {
       const p = document.createElement('p');
       p.className = 'empty';
-      p.textContent = 'Nothing here.';
+      p.textContent = t('empty');
       section.append(p);
     }
     list.forEach((o) => section.append(card(o)));
     columns.append(section);
     const a = document.createElement('a');
     a.href = `#col-${col.key}`;
-    a.append(col.title);
+    a.append(t(`col.${col.key}`));
     const n = document.createElement('span');
     n.className = 'count';
     n.textContent = list.length;
@@ -505,5 +611,7 @@ function render() {
   }
 }
 
-if (session.token) start();
-else showLogin();
+loadStrings().then(() => {
+  if (session.token) start();
+  else showLogin();
+});
