@@ -48,7 +48,7 @@ var invariantOrder = []string{
 	invRestocksOnce, invOversold, invReservations, invPaidTwice, invMoneyKept, invPaidWithoutPayment, invRefundExceeds,
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
-	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline, invPrintedOnce,
+	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline, invPrintedOnce, invPickupOnce, invSlotsConserved,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may
@@ -110,6 +110,8 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		checkPayments,
 		checkHistories,
 		checkAcceptDeadlines,
+		checkPickupNumbers,
+		checkSlots,
 		func(ctx context.Context, db querier, f *findings) error { return checkStuck(ctx, db, dl, f) },
 		checkJobs,
 		checkAnomalies,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -243,6 +244,20 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			want: map[string]int{invPromotionBudget: 1}},
 		{name: "a first-order discount without its claim", acks: ack1001, plant: append(slices.Clone(promoted1001), `DELETE FROM new_customer_claims`),
 			want: map[string]int{invFirstOrderOnce: 1}},
+		{name: "a pickup order with the day's first number", acks: ack1001, plant: pickup1001(1, 1), want: map[string]int{}},
+		{name: "a pickup number skipped, the counter past it", acks: ack1001, plant: pickup1001(2, 2),
+			want: map[string]int{invPickupOnce: 1}},
+		{name: "a pickup counter behind its numbers", acks: ack1001, plant: pickup1001(1, 0),
+			want: map[string]int{invPickupOnce: 1}},
+		{name: "a slot held and counted", acks: ack1001, plant: slot1001(1, true), want: map[string]int{}},
+		{name: "a slot counted without its hold", acks: ack1001, plant: slot1001(1, false),
+			want: map[string]int{invSlotsConserved: 2}},
+		{name: "a slot over its capacity", acks: ack1001, plant: append(slot1001(1, true), fmt.Sprintf(`UPDATE slot_bookings SET taken = %d`, soakSlotCapacity+1)),
+			want: map[string]int{invSlotsConserved: 1}},
+		{name: "a cancelled order that gave its slot back", acks: ack1001, plant: append(append(slot1001(1, true), cancel1001...),
+			`DELETE FROM slot_holds`, `UPDATE slot_bookings SET taken = 0`), want: map[string]int{}},
+		{name: "a cancelled order still holding its slot", acks: ack1001, plant: append(slot1001(1, true), cancel1001...),
+			want: map[string]int{invSlotsConserved: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},
@@ -282,6 +297,29 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pickup1001 makes order 1001 a pickup order with number n of its
+// merchant's day, the day's counter at last (none for 0).
+func pickup1001(n, last int) []string {
+	plant := []string{fmt.Sprintf(`UPDATE orders SET fulfilment = 'pickup', pickup_day = '2026-12-07', pickup_no = %d`, n)}
+	if last > 0 {
+		plant = append(plant, fmt.Sprintf(`INSERT INTO pickup_counters (merchant_id, day, last) SELECT merchant_id, '2026-12-07', %d FROM orders`, last))
+	}
+	return plant
+}
+
+// slot1001 makes order 1001 a scheduled order, its slot counted taken
+// times, with its hold or without.
+func slot1001(taken int, hold bool) []string {
+	plant := []string{
+		`UPDATE orders SET slot_start = '2026-12-07T04:00:00Z', slot_end = '2026-12-07T04:15:00Z'`,
+		fmt.Sprintf(`INSERT INTO slot_bookings (merchant_id, slot_start, taken) SELECT merchant_id, slot_start, %d FROM orders`, taken),
+	}
+	if hold {
+		plant = append(plant, `INSERT INTO slot_holds (order_id, merchant_id, slot_start) SELECT id, merchant_id, slot_start FROM orders`)
+	}
+	return plant
 }
 
 // An adjustment retried into the ledger twice is found: more ledger rows

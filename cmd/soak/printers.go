@@ -128,7 +128,10 @@ func checkPrints(ctx context.Context, db querier, papers []printsim.Paper, f *fi
 		FROM orders o
 		JOIN printers p ON p.merchant_id = o.merchant_id AND p.enabled
 		LEFT JOIN print_jobs j ON j.order_id = o.id AND j.printer_id = p.id AND j.seq = 1
-		WHERE EXISTS (SELECT 1 FROM order_status_history h WHERE h.order_id = o.id AND h.to_status = 'ACCEPTED')`)
+		WHERE EXISTS (SELECT 1 FROM order_status_history h WHERE h.order_id = o.id AND h.to_status = 'ACCEPTED')
+		  -- A scheduled order's tickets not due yet (before its slot) are
+		  -- not owed.
+		  AND NOT (j.status = 'queued' AND j.tries = 0 AND j.next_try_at > now() AND o.slot_start IS NOT NULL)`)
 	if err != nil {
 		return err
 	}
@@ -198,5 +201,10 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, fmt.Errorf("accept deadline counts: %w", err)
 	}
 	maps.Copy(counts, deadlines)
+	ways, err := fulfilmentCounts(ctx, st.direct)
+	if err != nil {
+		return nil, fmt.Errorf("fulfilment counts: %w", err)
+	}
+	maps.Copy(counts, ways)
 	return counts, nil
 }

@@ -636,7 +636,7 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 		if err != nil {
 			return err
 		}
-		mer := merchant{ID: m.ID, Staff: staff, ByDistance: i == 2, Lat: 22.5, Lng: 113.9}
+		mer := merchant{ID: m.ID, Staff: staff, ByDistance: i == 2, Lat: 22.5, Lng: 113.9, Pickup: fulfilmentOf(i) != nil}
 		for j := range 5 {
 			var di dish
 			if err := post("/admin/v1/merchants/"+m.ID+"/dishes",
@@ -683,6 +683,9 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 func merchantRules(i int, run time.Duration, now time.Time) map[string]any {
 	m := map[string]any{"name": fmt.Sprintf("Soak Kitchen %d", i), "delivery_fee_fen": 300 + 100*i}
 	m["accept_within_seconds"], m["accept_timeout_action"] = acceptRuleOf(i)
+	if f := fulfilmentOf(i); f != nil {
+		m["fulfilment"] = f
+	}
 	switch i {
 	case 1:
 		m["min_order_fen"] = 1500

@@ -56,6 +56,8 @@ type merchant struct {
 	// ByDistance: the merchant prices delivery by distance from Lat, Lng.
 	ByDistance bool
 	Lat, Lng   float64
+	// Pickup: the merchant offers pickup and time slots too.
+	Pickup bool
 }
 
 // driver plays the users, the merchants' staff and the payment platform's
@@ -210,6 +212,8 @@ type confirmRequest struct {
 	Address    map[string]any `json:"address"`
 	Remark     string         `json:"remark"`
 	VoucherID  string         `json:"voucher_id,omitempty"`
+	Fulfilment string         `json:"fulfilment,omitempty"`
+	SlotStart  string         `json:"slot_start,omitempty"`
 }
 
 type confirmed struct {
@@ -245,6 +249,7 @@ func (d *driver) purchase(ctx context.Context, user int, token *string) {
 	if d.wallets != nil && rand.IntN(100) < 30 {
 		req.VoucherID = d.voucherToSpend(ctx, user, *token)
 	}
+	d.chooseFulfilment(ctx, m, *token, &req)
 	c, ok := d.confirm(ctx, user, pid, token, req)
 	if !ok {
 		return
@@ -523,6 +528,7 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 			var page struct {
 				Orders []struct {
 					ID             string `json:"id"`
+					Fulfilment     string `json:"fulfilment"`
 					AcceptDeadline *struct {
 						AcceptBy time.Time `json:"accept_by"`
 					} `json:"accept_deadline"`
@@ -532,7 +538,7 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 			for _, o := range page.Orders {
 				h := fnv.New32a()
 				_, _ = h.Write([]byte(o.ID + s.status))
-				action := s.pick(h.Sum32() % 100)
+				action := staffAction(s.pick(h.Sum32()%100), s.status, o.Fulfilment)
 				if action == atDeadline {
 					if o.AcceptDeadline != nil && !racing[o.ID] {
 						racing[o.ID] = true
