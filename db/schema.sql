@@ -1315,6 +1315,25 @@ CREATE TABLE public.river_queue (
 );
 
 --
+-- Name: shipping_uploads; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.shipping_uploads (
+    order_id bigint NOT NULL,
+    logistics_type smallint NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    tries integer DEFAULT 0 NOT NULL,
+    errcode integer,
+    last_error text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    uploaded_at timestamp with time zone,
+    leased_until timestamp with time zone,
+    CONSTRAINT shipping_uploads_logistics_type_check CHECK ((logistics_type = ANY (ARRAY[2, 4]))),
+    CONSTRAINT shipping_uploads_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'uploaded'::text, 'refused'::text, 'failed'::text, 'skipped'::text])))
+);
+
+--
 -- Name: slot_bookings; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1908,6 +1927,13 @@ ALTER TABLE ONLY public.river_queue
     ADD CONSTRAINT river_queue_pkey PRIMARY KEY (name);
 
 --
+-- Name: shipping_uploads shipping_uploads_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.shipping_uploads
+    ADD CONSTRAINT shipping_uploads_pkey PRIMARY KEY (order_id);
+
+--
 -- Name: slot_bookings slot_bookings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2174,6 +2200,12 @@ CREATE INDEX river_notification_created_at_idx ON public.river_notification USIN
 CREATE INDEX river_notification_topic_id_idx ON public.river_notification USING btree (topic, id);
 
 --
+-- Name: shipping_uploads_attention_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX shipping_uploads_attention_idx ON public.shipping_uploads USING btree (created_at) WHERE (status = ANY (ARRAY['refused'::text, 'failed'::text, 'pending'::text]));
+
+--
 -- Name: staff_accounts_merchant_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2349,6 +2381,13 @@ ALTER TABLE ONLY public.refunds
 
 ALTER TABLE ONLY public.refunds
     ADD CONSTRAINT refunds_payment_id_fkey FOREIGN KEY (payment_id) REFERENCES public.payments(id);
+
+--
+-- Name: shipping_uploads shipping_uploads_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.shipping_uploads
+    ADD CONSTRAINT shipping_uploads_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
 
 --
 -- Name: slot_bookings slot_bookings_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -148,6 +148,8 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"POST /admin/v1/orders/{id}/complete":   {"/admin/v1/orders/" + orderA.ID + "/complete", "", nil, staffOnly(409, 404, 409)},
 		"POST /admin/v1/orders/{id}/refund":     {"/admin/v1/orders/" + orderA.ID + "/refund", "", nil, staffOnly(409, 404, 409)},
 		"GET /admin/v1/jobs/dead":               {"/admin/v1/jobs/dead", "", nil, staffOnly(403, 403, 200)},
+		"GET /admin/v1/shipping":                {"/admin/v1/shipping", "", nil, staffOnly(403, 403, 200)},
+		"POST /admin/v1/shipping/{id}/retry":    {"/admin/v1/shipping/" + orderA.ID + "/retry", "", nil, staffOnly(403, 403, 404)},
 		"POST /admin/v1/tokens/revoke":          {"/admin/v1/tokens/revoke", `{"token":"not-a-token"}`, nil, staffOnly(403, 403, 400)},
 		// Payments are not configured here: the refunds routes answer 503.
 		"GET /admin/v1/refunds":                          {"/admin/v1/refunds", "", nil, staffOnly(403, 403, 503)},

@@ -39,6 +39,7 @@ import (
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/shipping"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/subscribemsg"
@@ -127,6 +128,8 @@ type app struct {
 	staff       *staff.Service
 	messages    *subscribemsg.Sender
 	prints      *printing.Service
+	shipping    *shipping.Service
+	wxTokens    *subscribemsg.AccessTokens
 	handler     http.Handler
 
 	closers []func() // run in reverse by close
@@ -244,6 +247,10 @@ func (a *app) buildServices(ctx context.Context) error {
 	if a.messages.Enabled() {
 		messages = a.messages
 	}
+	var ships order.Shipping // nil unless uploads are on
+	if cfg.ShippingUpload {
+		ships = a.shipping
+	}
 	var effects *payment.Effects
 	var orderPayments order.Payments // nil unless payments are configured
 	if cfg.PaymentsEnabled() {
@@ -252,7 +259,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	}
 	orders, err := order.NewService(order.Options{
 		Events: a.hub, Messages: messages,
-		Payments: orderPayments, Prints: a.prints, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
+		Payments: orderPayments, Prints: a.prints, Shipping: ships, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, MaxTotalFen: cfg.OrderMaxTotalFen, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
 		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: a.reg,
@@ -278,7 +285,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		Logger: logger, Pool: pool, Redis: a.rds, Migrator: a.migrator, Tokens: tokens, Revocations: a.revocations,
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
-		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints,
+		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints, Shipping: a.shipping,
 		Promotions:   promotion.NewService(promotion.Options{Pool: pool, MenuChanged: a.catalog.Changed}),
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
@@ -311,12 +318,24 @@ func (a *app) buildLive(tokens *auth.Tokens, inserter *jobs.Client) error {
 	for st, tpl := range byStatus {
 		templates[statemachine.Status(st)] = tpl
 	}
+	a.wxTokens = subscribemsg.NewAccessTokens(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout), a.rds, a.logger, time.Now)
 	a.messages, err = subscribemsg.NewSender(subscribemsg.Options{
 		Pool: a.pool, Jobs: inserter, Templates: templates, Base: cfg.WeChatAPIBase, State: cfg.MiniProgramState,
-		Tokens: subscribemsg.NewAccessTokens(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout), a.rds, a.logger, time.Now),
+		Tokens: a.wxTokens,
 		// Untraced: the send's URL carries the access token.
 		HTTP:   &http.Client{Timeout: cfg.WeChatTimeout},
 		Logger: a.logger, Registerer: a.reg, MaxAttempts: cfg.JobMaxAttempts,
+	})
+	if err != nil {
+		return err
+	}
+	// Built whether or not uploads are on: operators' list and retry
+	// answer either way; only the orders' effect depends on the setting.
+	a.shipping, err = shipping.NewService(shipping.Options{
+		Pool: a.pool, Jobs: inserter, Base: cfg.WeChatAPIBase, Tokens: a.wxTokens,
+		// Untraced: the calls' URLs carry the access token.
+		HTTP:   &http.Client{Timeout: cfg.WeChatTimeout},
+		Logger: a.logger, Registerer: a.reg, MaxAttempts: cfg.JobMaxAttempts, Now: time.Now,
 	})
 	return err
 }
@@ -401,6 +420,8 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 	})
 	river.AddWorker(workers, &idempotency.PruneWorker{Store: a.idem})
 	river.AddWorker(workers, &subscribemsg.Worker{S: a.messages})
+	river.AddWorker(workers, &shipping.Worker{S: a.shipping})
+	kinds = append(kinds, shipping.Args{}.Kind())
 	river.AddWorker(workers, &orderstream.PruneWorker{Hub: a.hub, Retention: cfg.OrderEventsRetention, Now: time.Now})
 	river.AddWorker(workers, &staff.PruneWorker{S: a.staff})
 	kinds = append(kinds, subscribemsg.Args{}.Kind(), orderstream.PruneArgs{}.Kind(), staff.PruneArgs{}.Kind())

@@ -49,6 +49,7 @@ var invariantOrder = []string{
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
 	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline, invPrintedOnce, invPickupOnce, invSlotsConserved,
+	invShippedOnce,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may

@@ -206,5 +206,10 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, fmt.Errorf("fulfilment counts: %w", err)
 	}
 	maps.Copy(counts, ways)
+	shipped, err := checkShipping(ctx, d.client, st.wxsimURL, st.direct, f)
+	if err != nil {
+		return nil, fmt.Errorf("check shipping: %w", err)
+	}
+	maps.Copy(counts, shipped)
 	return counts, nil
 }

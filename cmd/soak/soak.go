@@ -403,6 +403,8 @@ func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 		"TAKEOUT_FEIE_CALLBACK_URL":   st.gw.url + "/v1/printers/feie/callback",
 		"TAKEOUT_PRINT_TIMEOUT":       "2s",
 		"TAKEOUT_PRINT_CONFIRM_AFTER": "5s",
+		// Every dispatched or collected order's payment shipped at wxsim.
+		"TAKEOUT_WECHAT_SHIPPING_UPLOAD": "true",
 	}
 }
 

@@ -164,10 +164,14 @@ type Config struct {
 	OrderEventsRetention time.Duration `env:"TAKEOUT_ORDER_EVENTS_RETENTION" envDefault:"72h"`
 	// SubscribeTemplates is "STATUS=template_id,...": the WeChat
 	// subscribe message template of each status a customer is told of
-	// (ACCEPTED, DELIVERING, COMPLETED, CANCELLED, REFUNDED); empty sends
-	// none. MiniProgramState is the version a message opens.
+	// (ACCEPTED, READY, DELIVERING, COMPLETED, CANCELLED, REFUNDED); empty
+	// sends none. MiniProgramState is the version a message opens.
 	SubscribeTemplates string `env:"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES"`
 	MiniProgramState   string `env:"TAKEOUT_WECHAT_MINIPROGRAM_STATE" envDefault:"formal"`
+	// ShippingUpload tells WeChat how each paid order went out
+	// (upload_shipping_info), for mini-programs whose payments WeChat
+	// holds until it knows; it needs payments.
+	ShippingUpload bool `env:"TAKEOUT_WECHAT_SHIPPING_UPLOAD" envDefault:"false"`
 
 	// WeChat Pay: payments are enabled when the merchant key is set.
 	WxPayAPIBase        string `env:"TAKEOUT_WXPAY_API_BASE" envDefault:"http://127.0.0.1:8090"`
@@ -434,6 +438,7 @@ func (c Config) validateIdentity(k *checker) {
 	check(c.WeChatAppID != "", "TAKEOUT_WECHAT_APPID: must not be empty")
 	check(c.WeChatAppSecret != "", "TAKEOUT_WECHAT_APP_SECRET (or _FILE): required")
 	check(c.WeChatTimeout > 0, "TAKEOUT_WECHAT_TIMEOUT: want a positive duration")
+	check(!c.ShippingUpload || c.PaymentsEnabled(), "TAKEOUT_WECHAT_SHIPPING_UPLOAD: needs payments (TAKEOUT_WXPAY_MERCHANT_KEY): only WeChat Pay payments are shipped")
 	check(c.CatalogCacheTTL > 0, "TAKEOUT_CATALOG_CACHE_TTL: want a positive duration")
 	check(c.CatalogCacheSize > 0, "TAKEOUT_CATALOG_CACHE_SIZE: want a positive number")
 	check(len(c.ConfirmSecret) >= minSecretBytes, "TAKEOUT_CONFIRM_SECRET (or _FILE): required, at least %d bytes", minSecretBytes)

@@ -15,6 +15,7 @@ import (
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
+	"github.com/takeout/takeout/internal/shipping"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
 	"github.com/takeout/takeout/internal/subscribemsg"
@@ -122,6 +123,8 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/refunds", payment.HandleRefunds(d.Payments))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/retry", payment.HandleRefundAction(d.Payments, true))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/settle", payment.HandleRefundAction(d.Payments, false))
+			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/shipping", shipping.HandleList(d.Shipping))
+			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/shipping/{id}/retry", shipping.HandleRetry(d.Shipping))
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))

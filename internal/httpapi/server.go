@@ -23,6 +23,7 @@ import (
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/shipping"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/subscribemsg"
 	"github.com/takeout/takeout/internal/voucher"
@@ -49,6 +50,7 @@ type Deps struct {
 	Vouchers     *voucher.Service
 	Promotions   *promotion.Service
 	Printing     *printing.Service
+	Shipping     *shipping.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

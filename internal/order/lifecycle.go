@@ -211,6 +211,12 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			if err := inventory.Consume(ctx, tx, row.ID); err != nil {
 				return err
 			}
+		case statemachine.UploadShipping:
+			if s.opts.Shipping != nil {
+				if err := s.opts.Shipping.QueueTx(ctx, tx, row.ID, row.Fulfilment == fulfilment.Pickup); err != nil {
+					return err
+				}
+			}
 		case statemachine.ScheduleAutoComplete:
 			if _, err := s.opts.Jobs.InsertTx(ctx, tx, AutoCompleteArgs{OrderID: row.ID}, &river.InsertOpts{
 				ScheduledAt: s.now().Add(s.opts.AutoCompleteAfter),

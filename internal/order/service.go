@@ -74,6 +74,13 @@ type Prints interface {
 	QueueTx(ctx context.Context, tx pgx.Tx, orderID, merchantID int64) error
 }
 
+// Shipping queues, in the transaction that dispatches an order or hands
+// it over at the counter, the upload that tells WeChat how it went out
+// (shipping.Service).
+type Shipping interface {
+	QueueTx(ctx context.Context, tx pgx.Tx, orderID int64, pickup bool) error
+}
+
 // Options configure a Service.
 type Options struct {
 	Pool        *pgxpool.Pool
@@ -115,6 +122,9 @@ type Options struct {
 	// Prints, when set, queues an accepted order's print tickets (the
 	// QueuePrints effect) in the accept's transaction.
 	Prints Prints
+	// Shipping, when set, queues the shipping upload of an order
+	// dispatched or collected (the UploadShipping effect).
+	Shipping Shipping
 	// GroupCommitMax and GroupCommitSlots configure the group commit of
 	// one-statement placements (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int

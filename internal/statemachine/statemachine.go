@@ -91,6 +91,10 @@ const (
 	// capacity, exactly once; it runs before ReleaseStock, in the order
 	// the placement took them.
 	ReleaseSlot Effect = "release_slot"
+	// UploadShipping tells WeChat how the order went out (dispatched, or
+	// collected), once per order: the upload's row and job, in the
+	// transition's transaction.
+	UploadShipping Effect = "upload_shipping"
 )
 
 // OneStatement reports whether the one-statement path of a transition
@@ -136,10 +140,10 @@ func Table() []Transition {
 		{Paid, AutoAccept, Accepted, []Actor{System}, []Effect{AcceptDeadlineApplied, QueuePrints, Notify}, "accept deadline passed: accepted by the merchant's rule"},
 		{Paid, AutoReject, Refunding, []Actor{System}, []Effect{AcceptDeadlineApplied, ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "accept deadline passed: rejected and refunded by the merchant's rule"},
 		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared: the rider or the customer is told"},
-		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "merchant dispatches (READY is optional)"},
+		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "merchant dispatches (READY is optional)"},
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
-		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, Notify}, "the rider picked it up"},
-		{Ready, PickUp, Completed, []Actor{Merchant, Admin}, []Effect{ConsumeStock, Notify}, "the customer collected a pickup order"},
+		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "the rider picked it up"},
+		{Ready, PickUp, Completed, []Actor{Merchant, Admin}, []Effect{ConsumeStock, UploadShipping, Notify}, "the customer collected a pickup order"},
 		{Ready, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels a prepared order"},
 		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin}, []Effect{Notify}, "delivered, or the customer confirms receipt"},
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},

@@ -60,6 +60,7 @@ type MessageLog struct {
 
 func (s *Server) withMessages() {
 	m := &messages{appID: s.appID, secret: s.appSecret, now: time.Now, tokenTTL: 7200 * time.Second, quota: map[[2]string]int{}}
+	s.msgs = m
 	s.mux.HandleFunc("POST /cgi-bin/stable_token", m.stableToken)
 	s.mux.HandleFunc("POST /cgi-bin/message/subscribe/send", m.send)
 	s.mux.HandleFunc("POST /sim/subscribe", m.subscribe)
@@ -133,12 +134,20 @@ func (m *messages) send(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"errcode": code, "errmsg": text})
 }
 
+// validToken reports whether token is the current access token.
+func (m *messages) validToken(token string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return token != "" && token == m.token && m.now().Before(m.expires)
+}
+
 func (m *messages) deliver(token string, msg SentMessage) (int, string) {
+	if !m.validToken(token) {
+		return 40001, "invalid credential, access_token is invalid or not latest"
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
-	case token == "" || token != m.token || !m.now().Before(m.expires):
-		return 40001, "invalid credential, access_token is invalid or not latest"
 	case msg.TemplateID == "":
 		return 40037, "invalid template_id"
 	case msg.ToUser == "":

@@ -76,6 +76,7 @@ type payments struct {
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
 func (s *Server) WithPayments(o PayOptions) *Server {
 	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}}
+	s.withShipping(p)
 	s.mux.HandleFunc("POST /v3/pay/transactions/jsapi", p.merchant("prepay", p.prepay))
 	s.mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{no}", p.merchant("query", p.query))
 	s.mux.HandleFunc("POST /v3/pay/transactions/out-trade-no/{no}/close", p.merchant("close", p.close))

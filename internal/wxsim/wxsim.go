@@ -20,6 +20,7 @@ type Server struct {
 	appID     string
 	appSecret string
 	mux       *http.ServeMux
+	msgs      *messages
 }
 
 // New returns a simulator that accepts the given app id and secret.

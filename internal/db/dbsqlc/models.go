@@ -438,6 +438,19 @@ type RiverJob struct {
 	UniqueStates pgtype.Bits
 }
 
+type ShippingUpload struct {
+	OrderID       int64
+	LogisticsType int16
+	Status        string
+	Tries         int32
+	Errcode       *int32
+	LastError     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	UploadedAt    *time.Time
+	LeasedUntil   *time.Time
+}
+
 type SlotBooking struct {
 	MerchantID int64
 	SlotStart  time.Time
