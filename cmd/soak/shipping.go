@@ -50,7 +50,8 @@ func checkShipping(ctx context.Context, client *http.Client, wxsimURL string, db
 	}
 	rows, err := db.Query(ctx, `
 		SELECT o.id, coalesce(s.status, ''),
-		       coalesce((SELECT p.out_trade_no FROM payments p WHERE p.order_id = o.id AND p.transaction_id IS NOT NULL ORDER BY p.paid_at, p.id LIMIT 1), '')
+		       coalesce((SELECT p.out_trade_no FROM payments p WHERE p.order_id = o.id AND p.transaction_id IS NOT NULL ORDER BY p.paid_at, p.id LIMIT 1), ''),
+		       o.status = 'REFUNDED' OR EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.status = 'REFUNDED')
 		FROM orders o LEFT JOIN shipping_uploads s ON s.order_id = o.id
 		WHERE EXISTS (SELECT 1 FROM order_status_history h WHERE h.order_id = o.id
 		              AND (h.to_status = 'DELIVERING' OR (h.from_status = 'READY' AND h.to_status = 'COMPLETED')))`)
@@ -62,7 +63,8 @@ func checkShipping(ctx context.Context, client *http.Client, wxsimURL string, db
 	for rows.Next() {
 		var id int64
 		var status, outTradeNo string
-		if err := rows.Scan(&id, &status, &outTradeNo); err != nil {
+		var refunded bool
+		if err := rows.Scan(&id, &status, &outTradeNo, &refunded); err != nil {
 			return nil, err
 		}
 		counts["shipping_uploads"]++
@@ -76,6 +78,8 @@ func checkShipping(ctx context.Context, client *http.Client, wxsimURL string, db
 			broken = "dispatched without a shipping upload"
 		case status == "pending" || status == "failed":
 			broken = "its upload is " + status
+		case (status == "refused" || status == "skipped") && !refunded:
+			broken = "its upload was " + status + ", and it was not refunded"
 		case n > 1:
 			broken = fmt.Sprintf("WeChat took %d uploads of its payment", n)
 		case status == "uploaded" && n != 1:

@@ -123,14 +123,20 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/refunds", payment.HandleRefunds(d.Payments))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/retry", payment.HandleRefundAction(d.Payments, true))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/settle", payment.HandleRefundAction(d.Payments, false))
-			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/shipping", shipping.HandleList(d.Shipping))
-			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/shipping/{id}/retry", shipping.HandleRetry(d.Shipping))
-			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
-			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
+			operatorRoutes(r, d, a)
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandleInspect(d.Idempotency))
 			r.With(auth.RequireAdmin).Method(http.MethodDelete, a+"/idempotency-keys/{user_id}/{key}", idempotency.HandlePurge(d.Idempotency))
 		})
 	})
+}
+
+// operatorRoutes are admins' routes of work that needs an operator:
+// shipping uploads WeChat refused and dead jobs.
+func operatorRoutes(r chi.Router, d Deps, a string) {
+	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/shipping", shipping.HandleList(d.Shipping))
+	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/shipping/{id}/retry", shipping.HandleRetry(d.Shipping))
+	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
+	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
 }
 
 // discountRoutes are staff's routes of promotions and voucher templates.

@@ -156,15 +156,28 @@ func fitsFulfilment(o dbsqlc.Order, event statemachine.Event) error {
 	return nil
 }
 
+// kitchenEffect runs an effect of the kitchen's side of a transition:
+// the slot given back, the print tickets and the shipping upload queued.
+func (s *Service) kitchenEffect(ctx context.Context, tx pgx.Tx, e statemachine.Effect, row dbsqlc.Order) error {
+	switch {
+	case e == statemachine.ReleaseSlot && row.SlotStart != nil: // none held: no statement
+		if _, err := s.q.SlotRelease(ctx, tx, row.ID); err != nil {
+			return fmt.Errorf("give the slot back: %w", err)
+		}
+	case e == statemachine.QueuePrints && s.opts.Prints != nil:
+		return s.opts.Prints.QueueTx(ctx, tx, row.ID, row.MerchantID)
+	case e == statemachine.UploadShipping && s.opts.Shipping != nil:
+		return s.opts.Shipping.QueueTx(ctx, tx, row.ID, row.Fulfilment == fulfilment.Pickup)
+	}
+	return nil
+}
+
 func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Transition, row dbsqlc.Order, out Order) error {
 	for _, e := range t.Effects {
 		switch e {
-		case statemachine.ReleaseSlot:
-			if row.SlotStart == nil {
-				continue // holds none: no statement
-			}
-			if _, err := s.q.SlotRelease(ctx, tx, row.ID); err != nil {
-				return fmt.Errorf("give the slot back: %w", err)
+		case statemachine.ReleaseSlot, statemachine.QueuePrints, statemachine.UploadShipping:
+			if err := s.kitchenEffect(ctx, tx, e, row); err != nil {
+				return err
 			}
 		case statemachine.ReleaseStock:
 			if _, err := inventory.Release(ctx, tx, row.ID); err != nil {
@@ -201,21 +214,9 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 			}
 		case statemachine.AcceptDeadlineApplied:
 			// Written by the transition's UPDATE (OrderTransition).
-		case statemachine.QueuePrints:
-			if s.opts.Prints != nil {
-				if err := s.opts.Prints.QueueTx(ctx, tx, row.ID, row.MerchantID); err != nil {
-					return err
-				}
-			}
 		case statemachine.ConsumeStock:
 			if err := inventory.Consume(ctx, tx, row.ID); err != nil {
 				return err
-			}
-		case statemachine.UploadShipping:
-			if s.opts.Shipping != nil {
-				if err := s.opts.Shipping.QueueTx(ctx, tx, row.ID, row.Fulfilment == fulfilment.Pickup); err != nil {
-					return err
-				}
 			}
 		case statemachine.ScheduleAutoComplete:
 			if _, err := s.opts.Jobs.InsertTx(ctx, tx, AutoCompleteArgs{OrderID: row.ID}, &river.InsertOpts{

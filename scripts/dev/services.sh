@@ -170,6 +170,8 @@ ensure_db_lint_packages() {
 # Headless Chromium for the order board's browser test (chromedp).
 ensure_browser_packages() {
 	command -v chromium >/dev/null || install_packages chromium
+	# The board speaks Chinese: without a CJK font its screenshots are boxes.
+	[ -d /usr/share/fonts/opentype/noto ] || install_packages fonts-noto-cjk
 }
 
 stop() {
