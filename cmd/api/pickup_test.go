@@ -128,6 +128,15 @@ func TestPickupOrders(t *testing.T) {
 		t.Errorf("the counter says %d, want %d", got, n)
 	}
 
+	// Ordered again, it is collected again.
+	r = sh.do(t, sh.apis[0], "POST", "/v1/orders/"+placed[1].ID+"/reorder", sh.login(t, "pickup-2"), nil)
+	var again order.ConfirmResponse
+	if r.status != 200 {
+		t.Errorf("reorder of a pickup order: %d %s", r.status, r.body)
+	} else if r.json(t, &again); again.Fulfilment != "pickup" || again.DeliveryFeeFen != 0 {
+		t.Errorf("reorder of a pickup order quotes %q with a delivery fee of %d", again.Fulfilment, again.DeliveryFeeFen)
+	}
+
 	// The kitchen's side.
 	id := placed[0].ID
 	sh.markPaid(t, id)

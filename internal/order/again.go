@@ -42,7 +42,8 @@ type ReorderLine struct {
 }
 
 // Reorder confirms the lines of one of the user's orders again, priced
-// now, to the same address with the same remark: a deliberate repeat (a
+// now, to the same address (or collected again) with the same remark, as
+// soon as possible: a deliberate repeat (a
 // new order even within the dedup window). Lines that cannot be ordered
 // now are dropped and named; when none is left it is 409
 // dish-unavailable naming them all.
@@ -74,7 +75,10 @@ func (s *Service) Reorder(ctx context.Context, userID, orderID int64) (ReorderRe
 			}
 		}
 	}
-	req := ConfirmRequest{MerchantID: strconv.FormatInt(o.MerchantID, 10), Address: &past.Address, Remark: past.Remark, Repeat: true}
+	// The same way (a pickup order is collected again), for now: its
+	// slot, if it had one, has passed or is its own.
+	req := ConfirmRequest{MerchantID: strconv.FormatInt(o.MerchantID, 10), Address: &past.Address, Remark: past.Remark, Repeat: true,
+		Fulfilment: o.Fulfilment}
 	out := ReorderResponse{Dropped: []ReorderLine{}, Repriced: []ReorderLine{}}
 	for i, it := range past.Items {
 		line := ReorderLine{DishID: it.DishID, Name: it.Name, WasUnitPriceFen: it.UnitPriceFen}
