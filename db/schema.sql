@@ -40,6 +40,126 @@ CREATE FUNCTION public.json_time(t timestamp with time zone) RETURNS text
     RETURN ((to_char((t AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS'::text) || rtrim(rtrim(to_char((t AT TIME ZONE 'UTC'::text), '.US'::text), '0'::text), '.'::text)) || 'Z'::text);
 
 --
+-- Name: ledger_post(text, text, bigint, bigint, bigint, bigint, text, text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post(j_name text, j_kind text, j_order_id bigint, j_merchant_id bigint, j_payment_id bigint, j_refund_id bigint, j_ref text, j_accounts text[], j_amounts bigint[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    total bigint;
+BEGIN
+    IF cardinality(j_accounts) <> cardinality(j_amounts) THEN
+        RAISE EXCEPTION 'ledger_post %: % accounts, % amounts', j_name, cardinality(j_accounts), cardinality(j_amounts);
+    END IF;
+    SELECT coalesce(sum(a), 0)::bigint INTO total FROM unnest(j_amounts) AS a;
+    IF total <> 0 THEN
+        RAISE EXCEPTION 'ledger_post %: the entries sum to %, not 0', j_name, total USING ERRCODE = 'TK010';
+    END IF;
+    INSERT INTO ledger_entries (journal, kind, account, amount_fen, order_id, merchant_id, payment_id, refund_id, ref)
+    SELECT j_name, j_kind, a.account, a.amount, j_order_id, j_merchant_id, j_payment_id, j_refund_id, j_ref
+    FROM unnest(j_accounts, j_amounts) AS a(account, amount)
+    WHERE a.amount <> 0
+    ON CONFLICT (journal, account) DO NOTHING;
+END
+$$;
+
+--
+-- Name: ledger_post_payment(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_payment() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    o record;
+    bps integer;
+    sold_at bigint;
+    commission bigint;
+BEGIN
+    -- The order's row orders two payments of one order succeeding at once
+    -- (the settle path holds it already).
+    SELECT id, merchant_id, merchant_discount_fen, platform_discount_fen INTO o
+    FROM orders WHERE id = NEW.order_id FOR NO KEY UPDATE;
+    IF EXISTS (SELECT 1 FROM ledger_entries e WHERE e.order_id = o.id AND e.kind = 'sale' AND e.payment_id <> NEW.id) THEN
+        PERFORM ledger_post('pay:' || NEW.id, 'receipt', o.id, o.merchant_id, NEW.id, NULL, NEW.out_trade_no,
+            ARRAY['wechat_clearing', 'unexpected_receipts'], ARRAY[NEW.amount_fen, -NEW.amount_fen]);
+        RETURN NULL;
+    END IF;
+    SELECT commission_bps INTO bps FROM merchants WHERE id = o.merchant_id;
+    sold_at := NEW.amount_fen + o.platform_discount_fen;
+    commission := sold_at * bps / 10000;
+    PERFORM ledger_post('pay:' || NEW.id, 'sale', o.id, o.merchant_id, NEW.id, NULL, NEW.out_trade_no,
+        ARRAY['wechat_clearing', 'platform_promotions', 'merchant_discounts', 'merchant_sales', 'merchant_commission', 'platform_commission'],
+        ARRAY[NEW.amount_fen, o.platform_discount_fen, o.merchant_discount_fen, -(sold_at + o.merchant_discount_fen), commission, -commission]);
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: ledger_post_refund(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_refund() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    o record;
+    cash text := CASE NEW.status WHEN 'SETTLED' THEN 'refunds_outside' ELSE 'wechat_clearing' END;
+    sale_kind text;
+    paid bigint;
+    merchant_disc bigint;
+    platform_disc bigint;
+    commission bigint;
+    before bigint;
+    after bigint;
+    md bigint;
+    pd bigint;
+    cm bigint;
+BEGIN
+    SELECT id, merchant_id INTO o FROM orders WHERE id = NEW.order_id;
+    IF TG_OP = 'INSERT' THEN
+        -- A transaction we did not expect, now being given back: it came in.
+        PERFORM ledger_post('txn:' || NEW.transaction_id, 'receipt', o.id, o.merchant_id, NULL, NULL, NEW.transaction_id,
+            ARRAY['wechat_clearing', 'unexpected_receipts'], ARRAY[NEW.amount_fen, -NEW.amount_fen]);
+        RETURN NULL;
+    END IF;
+    IF NEW.transaction_id IS NOT NULL THEN
+        PERFORM ledger_post('refund:' || NEW.id, 'refund', o.id, o.merchant_id, NULL, NEW.id, NEW.out_refund_no,
+            ARRAY[cash, 'unexpected_receipts'], ARRAY[-NEW.amount_fen, NEW.amount_fen]);
+        RETURN NULL;
+    END IF;
+    SELECT min(e.kind),
+           coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'wechat_clearing'), 0)::bigint,
+           coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'merchant_discounts'), 0)::bigint,
+           coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'platform_promotions'), 0)::bigint,
+           coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'merchant_commission'), 0)::bigint
+    INTO sale_kind, paid, merchant_disc, platform_disc, commission
+    FROM ledger_entries e WHERE e.journal = 'pay:' || NEW.payment_id;
+    IF sale_kind IS NULL THEN
+        RAISE EXCEPTION 'ledger_post_refund: payment % of refund % was never posted', NEW.payment_id, NEW.out_refund_no
+            USING ERRCODE = 'TK011';
+    END IF;
+    IF sale_kind = 'receipt' THEN
+        PERFORM ledger_post('refund:' || NEW.id, 'refund', o.id, o.merchant_id, NEW.payment_id, NEW.id, NEW.out_refund_no,
+            ARRAY[cash, 'unexpected_receipts'], ARRAY[-NEW.amount_fen, NEW.amount_fen]);
+        RETURN NULL;
+    END IF;
+    -- What earlier refunds of this payment gave back.
+    SELECT coalesce(-sum(e.amount_fen), 0)::bigint INTO before FROM ledger_entries e
+    WHERE e.payment_id = NEW.payment_id AND e.kind = 'refund' AND e.account IN ('wechat_clearing', 'refunds_outside');
+    after := least(before + NEW.amount_fen, paid);
+    md := merchant_disc * after / paid - merchant_disc * before / paid;
+    pd := platform_disc * after / paid - platform_disc * before / paid;
+    cm := commission * after / paid - commission * before / paid;
+    PERFORM ledger_post('refund:' || NEW.id, 'refund', o.id, o.merchant_id, NEW.payment_id, NEW.id, NEW.out_refund_no,
+        ARRAY[cash, 'merchant_refunds', 'merchant_discounts', 'platform_promotions', 'merchant_commission', 'platform_commission'],
+        ARRAY[-NEW.amount_fen, NEW.amount_fen + md + pd, -md, -pd, -cm, cm]);
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: new_customer_lock_key(bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -461,10 +581,12 @@ CREATE TABLE public.merchants (
     accept_within_seconds integer DEFAULT 300 NOT NULL,
     accept_timeout_action text DEFAULT 'reject'::text NOT NULL,
     fulfilment jsonb DEFAULT '{"pickup": false, "delivery": true, "scheduled": null}'::jsonb NOT NULL,
+    commission_bps integer DEFAULT 0 NOT NULL,
     CONSTRAINT merchants_accept_timeout_action_check CHECK ((accept_timeout_action = ANY (ARRAY['accept'::text, 'reject'::text]))),
     CONSTRAINT merchants_accept_within_seconds_check CHECK (((accept_within_seconds = 0) OR ((accept_within_seconds >= 10) AND (accept_within_seconds <= 7200)))),
     CONSTRAINT merchants_bands_location_check CHECK (((delivery_bands = '[]'::jsonb) OR (latitude IS NOT NULL))),
     CONSTRAINT merchants_closed_dates_check CHECK ((cardinality(closed_dates) <= 366)),
+    CONSTRAINT merchants_commission_bps_check CHECK (((commission_bps >= 0) AND (commission_bps <= 5000))),
     CONSTRAINT merchants_delivery_bands_check CHECK ((jsonb_typeof(delivery_bands) = 'array'::text)),
     CONSTRAINT merchants_delivery_fee_fen_check CHECK (((delivery_fee_fen >= 0) AND (delivery_fee_fen <= 100000000))),
     CONSTRAINT merchants_fulfilment_check CHECK ((jsonb_typeof(fulfilment) = 'object'::text)),
@@ -672,6 +794,40 @@ CREATE TABLE public.idempotency_records (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     CONSTRAINT idempotency_records_key_check CHECK (((length(key) >= 1) AND (length(key) <= 255)))
+);
+
+--
+-- Name: ledger_entries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ledger_entries (
+    id bigint NOT NULL,
+    journal text NOT NULL,
+    kind text NOT NULL,
+    account text NOT NULL,
+    amount_fen bigint NOT NULL,
+    order_id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    payment_id bigint,
+    refund_id bigint,
+    ref text NOT NULL,
+    posted_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT ledger_entries_account_check CHECK ((account = ANY (ARRAY['wechat_clearing'::text, 'refunds_outside'::text, 'wechat_fees_withheld'::text, 'wechat_fees'::text, 'merchant_sales'::text, 'merchant_discounts'::text, 'merchant_refunds'::text, 'merchant_commission'::text, 'platform_commission'::text, 'platform_promotions'::text, 'unexpected_receipts'::text]))),
+    CONSTRAINT ledger_entries_amount_fen_check CHECK ((amount_fen <> 0)),
+    CONSTRAINT ledger_entries_kind_check CHECK ((kind = ANY (ARRAY['sale'::text, 'receipt'::text, 'refund'::text, 'fee'::text])))
+);
+
+--
+-- Name: ledger_entries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.ledger_entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.ledger_entries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 --
@@ -1619,6 +1775,20 @@ ALTER TABLE ONLY public.idempotency_records
     ADD CONSTRAINT idempotency_records_user_key_key PRIMARY KEY (user_id, key);
 
 --
+-- Name: ledger_entries ledger_entries_journal_account_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries
+    ADD CONSTRAINT ledger_entries_journal_account_key UNIQUE (journal, account);
+
+--
+-- Name: ledger_entries ledger_entries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries
+    ADD CONSTRAINT ledger_entries_pkey PRIMARY KEY (id);
+
+--
 -- Name: live_code live_code_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2038,6 +2208,30 @@ ALTER TABLE ONLY public.worker_leases
 CREATE INDEX idempotency_records_expires_idx ON public.idempotency_records USING btree (expires_at);
 
 --
+-- Name: ledger_entries_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_entries_merchant_idx ON public.ledger_entries USING btree (merchant_id, posted_at);
+
+--
+-- Name: ledger_entries_order_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_entries_order_idx ON public.ledger_entries USING btree (order_id);
+
+--
+-- Name: ledger_entries_payment_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_entries_payment_idx ON public.ledger_entries USING btree (payment_id) WHERE (payment_id IS NOT NULL);
+
+--
+-- Name: ledger_entries_posted_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_entries_posted_idx ON public.ledger_entries USING btree (posted_at);
+
+--
 -- Name: option_choices_group_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2272,6 +2466,24 @@ CREATE TRIGGER merchants_named_by_orders BEFORE DELETE ON public.merchants FOR E
 CREATE TRIGGER orders_kept BEFORE DELETE ON public.orders FOR EACH ROW EXECUTE FUNCTION public.refuse_delete_order();
 
 --
+-- Name: payments payments_ledger; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER payments_ledger AFTER UPDATE OF status ON public.payments FOR EACH ROW WHEN (((new.status = 'SUCCESS'::text) AND (old.status = ANY (ARRAY['CREATED'::text, 'CLOSED'::text])))) EXECUTE FUNCTION public.ledger_post_payment();
+
+--
+-- Name: refunds refunds_ledger; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER refunds_ledger AFTER UPDATE OF status ON public.refunds FOR EACH ROW WHEN (((new.status = ANY (ARRAY['SUCCESS'::text, 'SETTLED'::text])) AND (old.status <> ALL (ARRAY['SUCCESS'::text, 'SETTLED'::text])))) EXECUTE FUNCTION public.ledger_post_refund();
+
+--
+-- Name: refunds refunds_ledger_receipt; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER refunds_ledger_receipt AFTER INSERT ON public.refunds FOR EACH ROW WHEN ((new.transaction_id IS NOT NULL)) EXECUTE FUNCTION public.ledger_post_refund();
+
+--
 -- Name: users users_named_by_orders; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2304,6 +2516,34 @@ ALTER TABLE ONLY public.dishes
 
 ALTER TABLE ONLY public.dishes
     ADD CONSTRAINT dishes_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: ledger_entries ledger_entries_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries
+    ADD CONSTRAINT ledger_entries_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: ledger_entries ledger_entries_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries
+    ADD CONSTRAINT ledger_entries_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
+
+--
+-- Name: ledger_entries ledger_entries_payment_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries
+    ADD CONSTRAINT ledger_entries_payment_id_fkey FOREIGN KEY (payment_id) REFERENCES public.payments(id);
+
+--
+-- Name: ledger_entries ledger_entries_refund_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries
+    ADD CONSTRAINT ledger_entries_refund_id_fkey FOREIGN KEY (refund_id) REFERENCES public.refunds(id);
 
 --
 -- Name: new_customer_claims new_customer_claims_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -304,6 +304,13 @@ func TestLateAndDoublePaymentsAreRefunded(t *testing.T) {
 	if n := ps.count(t, "SELECT count(*) FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE r.order_id = $1 AND p.out_trade_no = $2", double.ID, payment.OutTradeNo(mustID(t, double.ID), 2)); n != 1 {
 		t.Error("the refund is not of the second payment")
 	}
+	// The ledger: the late payment's sale and its refund net to nothing;
+	// the second payment came in for no sale and went back.
+	ps.ledgerHolds(t, late.ID)
+	ps.ledgerHolds(t, double.ID)
+	if n := ps.count(t, "SELECT count(*) FROM ledger_entries WHERE order_id = $1 AND account = 'unexpected_receipts'", double.ID); n != 2 {
+		t.Errorf("the second payment: %d entries of unexpected receipts, want 2 (in, and back)", n)
+	}
 
 	// A merchant rejecting a paid order refunds it and ends REFUNDED.
 	rejected := ps.place(t, user, "rejected", 3)

@@ -31,6 +31,7 @@ import (
 	"github.com/takeout/takeout/internal/httpapi"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
+	"github.com/takeout/takeout/internal/ledger"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderid"
 	"github.com/takeout/takeout/internal/orderstream"
@@ -286,6 +287,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
 		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints, Shipping: a.shipping,
+		Ledger:       ledger.NewService(pool),
 		Promotions:   promotion.NewService(promotion.Options{Pool: pool, MenuChanged: a.catalog.Changed}),
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,

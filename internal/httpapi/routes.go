@@ -10,6 +10,7 @@ import (
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
+	"github.com/takeout/takeout/internal/ledger"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
@@ -119,6 +120,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPost, a+"/orders/{id}/complete", order.HandleStaffAction(d.Orders, statemachine.Complete))
 			r.Method(http.MethodPost, a+"/orders/{id}/refund", order.HandleStaffAction(d.Orders, statemachine.Refund))
 			r.Method(http.MethodPost, a+"/orders/{id}/refunds", payment.HandlePartialRefund(d.Payments, d.Idempotency, d.Pool))
+			moneyRoutes(r, d, a)
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/tokens/revoke", auth.HandleRevoke(d.Tokens, d.Revocations))
 			r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/refunds", payment.HandleRefunds(d.Payments))
 			r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/refunds/{out_refund_no}/retry", payment.HandleRefundAction(d.Payments, true))
@@ -137,6 +139,12 @@ func operatorRoutes(r chi.Router, d Deps, a string) {
 	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/shipping/{id}/retry", shipping.HandleRetry(d.Shipping))
 	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
 	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
+}
+
+// moneyRoutes are staff's routes of the ledger.
+func moneyRoutes(r chi.Router, d Deps, a string) {
+	r.Method(http.MethodGet, a+"/orders/{id}/ledger", ledger.HandleOrder(d.Ledger))
+	r.With(auth.RequireAdmin).Method(http.MethodPut, a+"/merchants/{id}/commission", ledger.HandleSetCommission(d.Ledger))
 }
 
 // discountRoutes are staff's routes of promotions and voucher templates.

@@ -17,6 +17,7 @@ import (
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
+	"github.com/takeout/takeout/internal/ledger"
 	"github.com/takeout/takeout/internal/order"
 	"github.com/takeout/takeout/internal/orderstream"
 	"github.com/takeout/takeout/internal/payment"
@@ -51,6 +52,7 @@ type Deps struct {
 	Promotions   *promotion.Service
 	Printing     *printing.Service
 	Shipping     *shipping.Service
+	Ledger       *ledger.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

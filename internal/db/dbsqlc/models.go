@@ -125,6 +125,20 @@ type IdempotencyRecord struct {
 	ExpiresAt   time.Time
 }
 
+type LedgerEntry struct {
+	ID         int64
+	Journal    string
+	Kind       string
+	Account    string
+	AmountFen  int64
+	OrderID    int64
+	MerchantID int64
+	PaymentID  *int64
+	RefundID   *int64
+	Ref        string
+	PostedAt   time.Time
+}
+
 type LiveCode struct {
 	File      string
 	Sha256    []byte
@@ -150,6 +164,7 @@ type Merchant struct {
 	AcceptWithinSeconds int32
 	AcceptTimeoutAction string
 	Fulfilment          []byte
+	CommissionBps       int32
 }
 
 type NewCustomerClaim struct {
