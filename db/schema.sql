@@ -2472,6 +2472,12 @@ CREATE TRIGGER orders_kept BEFORE DELETE ON public.orders FOR EACH ROW EXECUTE F
 CREATE TRIGGER payments_ledger AFTER UPDATE OF status ON public.payments FOR EACH ROW WHEN (((new.status = 'SUCCESS'::text) AND (old.status = ANY (ARRAY['CREATED'::text, 'CLOSED'::text])))) EXECUTE FUNCTION public.ledger_post_payment();
 
 --
+-- Name: payments payments_ledger_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER payments_ledger_insert AFTER INSERT ON public.payments FOR EACH ROW WHEN ((new.status = 'SUCCESS'::text)) EXECUTE FUNCTION public.ledger_post_payment();
+
+--
 -- Name: refunds refunds_ledger; Type: TRIGGER; Schema: public; Owner: -
 --
 

@@ -49,7 +49,7 @@ var invariantOrder = []string{
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
 	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline, invPrintedOnce, invPickupOnce, invSlotsConserved,
-	invShippedOnce,
+	invShippedOnce, invJournalsBalance, invLedgerMatches,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may
@@ -116,6 +116,7 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		func(ctx context.Context, db querier, f *findings) error { return checkStuck(ctx, db, dl, f) },
 		checkJobs,
 		checkAnomalies,
+		checkLedger,
 	}
 	for _, step := range steps {
 		if err := step(ctx, db, &f); err != nil {

@@ -211,5 +211,10 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, fmt.Errorf("check shipping: %w", err)
 	}
 	maps.Copy(counts, shipped)
+	money, err := ledgerCounts(ctx, st.direct)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(counts, money)
 	return counts, nil
 }

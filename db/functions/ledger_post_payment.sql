@@ -39,3 +39,9 @@ $$;
 CREATE OR REPLACE TRIGGER payments_ledger AFTER UPDATE OF status ON payments
     FOR EACH ROW WHEN (NEW.status = 'SUCCESS' AND OLD.status IN ('CREATED', 'CLOSED'))
     EXECUTE FUNCTION ledger_post_payment();
+
+-- A payment written already paid (none of takeout's paths does; a
+-- repair by hand might) is posted all the same.
+CREATE OR REPLACE TRIGGER payments_ledger_insert AFTER INSERT ON payments
+    FOR EACH ROW WHEN (NEW.status = 'SUCCESS')
+    EXECUTE FUNCTION ledger_post_payment();
