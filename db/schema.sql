@@ -660,6 +660,51 @@ CREATE FUNCTION public.river_job_state_in_bitmask(bitmask bit, state public.rive
 $$;
 
 --
+-- Name: after_sales; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.after_sales (
+    id bigint NOT NULL,
+    order_id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    lines jsonb DEFAULT '[]'::jsonb NOT NULL,
+    amount_fen bigint,
+    reason text NOT NULL,
+    photos text[] DEFAULT '{}'::text[] NOT NULL,
+    status text DEFAULT 'requested'::text NOT NULL,
+    respond_by timestamp with time zone NOT NULL,
+    decided_by text DEFAULT ''::text NOT NULL,
+    decision_note text DEFAULT ''::text NOT NULL,
+    escalation text DEFAULT ''::text NOT NULL,
+    refund_id bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    decided_at timestamp with time zone,
+    escalated_at timestamp with time zone,
+    CONSTRAINT after_sales_amount_fen_check CHECK ((amount_fen > 0)),
+    CONSTRAINT after_sales_check CHECK (((amount_fen IS NULL) <> (lines = '[]'::jsonb))),
+    CONSTRAINT after_sales_check1 CHECK (((status = 'agreed'::text) = (refund_id IS NOT NULL))),
+    CONSTRAINT after_sales_lines_check CHECK ((jsonb_typeof(lines) = 'array'::text)),
+    CONSTRAINT after_sales_photos_check CHECK ((cardinality(photos) <= 9)),
+    CONSTRAINT after_sales_reason_check CHECK (((length(reason) >= 1) AND (length(reason) <= 200))),
+    CONSTRAINT after_sales_status_check CHECK ((status = ANY (ARRAY['requested'::text, 'agreed'::text, 'rejected'::text, 'escalated'::text, 'refused'::text])))
+);
+
+--
+-- Name: after_sales_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.after_sales ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.after_sales_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: categories; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1719,6 +1764,13 @@ ALTER TABLE ONLY public.river_job ALTER COLUMN id SET DEFAULT nextval('public.ri
 ALTER TABLE ONLY public.river_notification ALTER COLUMN id SET DEFAULT nextval('public.river_notification_id_seq'::regclass);
 
 --
+-- Name: after_sales after_sales_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.after_sales
+    ADD CONSTRAINT after_sales_pkey PRIMARY KEY (id);
+
+--
 -- Name: categories categories_merchant_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2202,6 +2254,24 @@ ALTER TABLE ONLY public.worker_leases
     ADD CONSTRAINT worker_leases_pkey PRIMARY KEY (worker_id);
 
 --
+-- Name: after_sales_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX after_sales_merchant_idx ON public.after_sales USING btree (merchant_id, status, id);
+
+--
+-- Name: after_sales_one_open_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX after_sales_one_open_idx ON public.after_sales USING btree (order_id) WHERE (status = ANY (ARRAY['requested'::text, 'escalated'::text]));
+
+--
+-- Name: after_sales_status_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX after_sales_status_idx ON public.after_sales USING btree (status, id);
+
+--
 -- Name: idempotency_records_expires_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2494,6 +2564,34 @@ CREATE TRIGGER refunds_ledger_receipt AFTER INSERT ON public.refunds FOR EACH RO
 --
 
 CREATE TRIGGER users_named_by_orders BEFORE DELETE ON public.users FOR EACH ROW EXECUTE FUNCTION public.refuse_delete_named_by_orders();
+
+--
+-- Name: after_sales after_sales_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.after_sales
+    ADD CONSTRAINT after_sales_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: after_sales after_sales_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.after_sales
+    ADD CONSTRAINT after_sales_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
+
+--
+-- Name: after_sales after_sales_refund_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.after_sales
+    ADD CONSTRAINT after_sales_refund_id_fkey FOREIGN KEY (refund_id) REFERENCES public.refunds(id);
+
+--
+-- Name: after_sales after_sales_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.after_sales
+    ADD CONSTRAINT after_sales_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
 
 --
 -- Name: categories categories_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

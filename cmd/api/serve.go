@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 
+	"github.com/takeout/takeout/internal/aftersales"
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/config"
@@ -275,7 +276,12 @@ func (a *app) buildServices(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := a.buildJobs(orders, payments, a.prints); err != nil {
+	afterSales, err := aftersales.NewService(aftersales.Options{Pool: pool, Payments: payments, Jobs: inserter,
+		RespondWithin: cfg.AfterSalesRespondWithin, Window: cfg.AfterSalesWindow, Now: time.Now, Registerer: a.reg})
+	if err != nil {
+		return err
+	}
+	if err := a.buildJobs(orders, payments, a.prints, afterSales); err != nil {
 		return err
 	}
 	vouchers, err := voucher.NewService(voucher.Options{Pool: pool, Registerer: a.reg, Now: time.Now})
@@ -287,7 +293,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
 		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints, Shipping: a.shipping,
-		Ledger:       ledger.NewService(pool),
+		Ledger:       ledger.NewService(pool), AfterSales: afterSales,
 		Promotions:   promotion.NewService(promotion.Options{Pool: pool, MenuChanged: a.catalog.Changed}),
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
@@ -389,7 +395,7 @@ func (a *app) buildIDs(ctx context.Context) error {
 
 // buildJobs builds the working River client with every capability's
 // workers and the periodic jobs; payments is nil when not configured.
-func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints *printing.Service) error {
+func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints *printing.Service, afterSales *aftersales.Service) error {
 	cfg := a.cfg
 	workers := river.NewWorkers()
 	kinds := []string{idempotency.PruneArgs{}.Kind(), webhook.Args{}.Kind(), order.PaymentTimeoutArgs{}.Kind(),
@@ -423,7 +429,8 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 	river.AddWorker(workers, &idempotency.PruneWorker{Store: a.idem})
 	river.AddWorker(workers, &subscribemsg.Worker{S: a.messages})
 	river.AddWorker(workers, &shipping.Worker{S: a.shipping})
-	kinds = append(kinds, shipping.Args{}.Kind())
+	river.AddWorker(workers, &aftersales.DeadlineWorker{S: afterSales})
+	kinds = append(kinds, shipping.Args{}.Kind(), aftersales.DeadlineArgs{}.Kind())
 	river.AddWorker(workers, &orderstream.PruneWorker{Hub: a.hub, Retention: cfg.OrderEventsRetention, Now: time.Now})
 	river.AddWorker(workers, &staff.PruneWorker{S: a.staff})
 	kinds = append(kinds, subscribemsg.Args{}.Kind(), orderstream.PruneArgs{}.Kind(), staff.PruneArgs{}.Kind())

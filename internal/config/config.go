@@ -133,18 +133,24 @@ type Config struct {
 	// environment wins.
 	MemoryLimit int64 `env:"TAKEOUT_MEMORY_LIMIT" envDefault:"0"`
 
-	AutoCompleteAfter  time.Duration `env:"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER" envDefault:"3h"`
-	UrgeInterval       time.Duration `env:"TAKEOUT_ORDER_URGE_INTERVAL" envDefault:"5m"`
-	JobWorkers         int           `env:"TAKEOUT_JOB_WORKERS" envDefault:"20"`
-	JobMaxAttempts     int           `env:"TAKEOUT_JOB_MAX_ATTEMPTS" envDefault:"25"`
-	JobPollInterval    time.Duration `env:"TAKEOUT_JOB_POLL_INTERVAL" envDefault:"1s"`
-	JobRetryMaxDelay   time.Duration `env:"TAKEOUT_JOB_RETRY_MAX_DELAY" envDefault:"5m"`
-	JobRescueAfter     time.Duration `env:"TAKEOUT_JOB_RESCUE_AFTER" envDefault:"2m"`
-	WebhookURL         string        `env:"TAKEOUT_WEBHOOK_URL"`
-	WebhookSecret      Secret        `env:"TAKEOUT_WEBHOOK_SECRET"`
-	WebhookMaxAttempts int           `env:"TAKEOUT_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
-	WebhookRetryBase   time.Duration `env:"TAKEOUT_WEBHOOK_RETRY_BASE" envDefault:"10s"`
-	WebhookTimeout     time.Duration `env:"TAKEOUT_WEBHOOK_TIMEOUT" envDefault:"5s"`
+	AutoCompleteAfter time.Duration `env:"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER" envDefault:"3h"`
+	UrgeInterval      time.Duration `env:"TAKEOUT_ORDER_URGE_INTERVAL" envDefault:"5m"`
+	// AfterSalesRespondWithin is how long a merchant has to answer an
+	// after-sales request before it is agreed for it; AfterSalesWindow is
+	// how long after completion (or a rejection) a customer may ask (or
+	// escalate).
+	AfterSalesRespondWithin time.Duration `env:"TAKEOUT_AFTER_SALES_RESPOND_WITHIN" envDefault:"24h"`
+	AfterSalesWindow        time.Duration `env:"TAKEOUT_AFTER_SALES_WINDOW" envDefault:"168h"`
+	JobWorkers              int           `env:"TAKEOUT_JOB_WORKERS" envDefault:"20"`
+	JobMaxAttempts          int           `env:"TAKEOUT_JOB_MAX_ATTEMPTS" envDefault:"25"`
+	JobPollInterval         time.Duration `env:"TAKEOUT_JOB_POLL_INTERVAL" envDefault:"1s"`
+	JobRetryMaxDelay        time.Duration `env:"TAKEOUT_JOB_RETRY_MAX_DELAY" envDefault:"5m"`
+	JobRescueAfter          time.Duration `env:"TAKEOUT_JOB_RESCUE_AFTER" envDefault:"2m"`
+	WebhookURL              string        `env:"TAKEOUT_WEBHOOK_URL"`
+	WebhookSecret           Secret        `env:"TAKEOUT_WEBHOOK_SECRET"`
+	WebhookMaxAttempts      int           `env:"TAKEOUT_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
+	WebhookRetryBase        time.Duration `env:"TAKEOUT_WEBHOOK_RETRY_BASE" envDefault:"10s"`
+	WebhookTimeout          time.Duration `env:"TAKEOUT_WEBHOOK_TIMEOUT" envDefault:"5s"`
 
 	// Merchant staff logins: how long a login's token lives, and how many
 	// failed logins an account may take per 15 minutes and attempts one
@@ -189,6 +195,9 @@ type Config struct {
 	// ago whose order still waits are queried at the provider.
 	WxPayReconcileInterval time.Duration `env:"TAKEOUT_WXPAY_RECONCILE_INTERVAL" envDefault:"1m"`
 	WxPayQueryAfter        time.Duration `env:"TAKEOUT_WXPAY_QUERY_AFTER" envDefault:"2m"`
+	// WxPayRefundGap is the least time between two refunds of one
+	// payment sent to WeChat Pay (its rule: a minute).
+	WxPayRefundGap time.Duration `env:"TAKEOUT_WXPAY_REFUND_GAP" envDefault:"1m"`
 
 	// Cloud printers: a provider is on when its credentials are set.
 	YilianyunAPIBase      string `env:"TAKEOUT_YILIANYUN_API_BASE" envDefault:"http://127.0.0.1:8090/yilianyun"`
@@ -477,6 +486,8 @@ func (c Config) validateWork(k *checker) {
 	check := k.check
 	check(c.AutoCompleteAfter >= time.Second, "TAKEOUT_ORDER_AUTO_COMPLETE_AFTER: want at least 1s")
 	check(c.UrgeInterval >= time.Second, "TAKEOUT_ORDER_URGE_INTERVAL: want at least 1s")
+	check(c.AfterSalesRespondWithin >= time.Second, "TAKEOUT_AFTER_SALES_RESPOND_WITHIN: want at least 1s")
+	check(c.AfterSalesWindow >= time.Second, "TAKEOUT_AFTER_SALES_WINDOW: want at least 1s")
 	check(c.JobWorkers >= 1, "TAKEOUT_JOB_WORKERS: want at least 1")
 	check(c.JobMaxAttempts >= 1, "TAKEOUT_JOB_MAX_ATTEMPTS: want at least 1")
 	check(c.JobPollInterval >= 10*time.Millisecond, "TAKEOUT_JOB_POLL_INTERVAL: want at least 10ms")
@@ -496,6 +507,7 @@ func (c Config) validateWork(k *checker) {
 		check(validURL(c.WxPayNotifyURL, "http", "https"), "TAKEOUT_WXPAY_NOTIFY_URL: want an http(s) URL")
 		check(c.WxPayReconcileInterval >= 100*time.Millisecond, "TAKEOUT_WXPAY_RECONCILE_INTERVAL: want at least 100ms")
 		check(c.WxPayQueryAfter >= 0, "TAKEOUT_WXPAY_QUERY_AFTER: must not be negative")
+		check(c.WxPayRefundGap >= 0, "TAKEOUT_WXPAY_REFUND_GAP: must not be negative")
 	}
 }
 

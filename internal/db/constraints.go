@@ -28,6 +28,8 @@ func RequiredUniqueIndexes() []string {
 		"payment_notifications_channel_txn_event_key",     // ... and per (transaction, event type)
 		"refunds_out_refund_no_key",                       // one refund per out_refund_no
 		"payment_anomalies_channel_notification_kind_key", // one anomaly record per notification and kind
+		"ledger_entries_journal_account_key",              // one entry per journal and account: an event posted once
+		"after_sales_one_open_idx",                        // one open after-sales request per order
 	}
 }
 

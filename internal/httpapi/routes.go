@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/takeout/takeout/internal/aftersales"
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/board"
 	"github.com/takeout/takeout/internal/catalog"
@@ -86,6 +87,9 @@ func apiRoutes(r chi.Router, d Deps) {
 				r.Method(http.MethodPut, "/v1/orders/{id}/subscriptions", subscribemsg.HandleGrant(d.Messages))
 				r.Method(http.MethodPost, "/v1/vouchers/claim", voucher.HandleClaim(d.Vouchers, d.Idempotency))
 				r.Method(http.MethodGet, "/v1/vouchers", voucher.HandleWallet(d.Vouchers))
+				r.Method(http.MethodPost, "/v1/orders/{id}/after-sales", aftersales.HandleCreate(d.AfterSales, d.Idempotency, d.Pool))
+				r.Method(http.MethodGet, "/v1/orders/{id}/after-sales", aftersales.HandleOfOrder(d.AfterSales))
+				r.Method(http.MethodPost, "/v1/after-sales/{id}/escalate", aftersales.HandleEscalate(d.AfterSales))
 			})
 		})
 
@@ -141,10 +145,14 @@ func operatorRoutes(r chi.Router, d Deps, a string) {
 	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
 }
 
-// moneyRoutes are staff's routes of the ledger.
+// moneyRoutes are staff's routes of the ledger and after-sales requests.
 func moneyRoutes(r chi.Router, d Deps, a string) {
 	r.Method(http.MethodGet, a+"/orders/{id}/ledger", ledger.HandleOrder(d.Ledger))
 	r.With(auth.RequireAdmin).Method(http.MethodPut, a+"/merchants/{id}/commission", ledger.HandleSetCommission(d.Ledger))
+	r.Method(http.MethodGet, a+"/after-sales", aftersales.HandleList(d.AfterSales))
+	r.Method(http.MethodPost, a+"/after-sales/{id}/agree", aftersales.HandleAction(d.AfterSales, aftersales.ActionAgree))
+	r.Method(http.MethodPost, a+"/after-sales/{id}/reject", aftersales.HandleAction(d.AfterSales, aftersales.ActionReject))
+	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/after-sales/{id}/decide", aftersales.HandleAction(d.AfterSales, aftersales.ActionDecide))
 }
 
 // discountRoutes are staff's routes of promotions and voucher templates.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/takeout/takeout/internal/aftersales"
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/db"
@@ -53,6 +54,7 @@ type Deps struct {
 	Printing     *printing.Service
 	Shipping     *shipping.Service
 	Ledger       *ledger.Service
+	AfterSales   *aftersales.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

@@ -185,3 +185,6 @@ func (c *refundsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
 }
+
+// RefundView is a refund's row as the API shows it.
+func RefundView(r dbsqlc.Refund) Refund { return refundFromRow(r) }

@@ -86,6 +86,20 @@ func (s *Service) RefundPart(ctx context.Context, tx pgx.Tx, staff auth.Staff, o
 	if !staff.Role.Admin {
 		actor = order.Actor{Kind: statemachine.Merchant, MerchantID: staff.Role.MerchantID, Name: staff.Subject}
 	}
+	return s.RefundPartAs(ctx, tx, actor, orderID, req)
+}
+
+// MaxRefundsPerPayment is WeChat Pay's limit on the refunds of one
+// payment.
+const MaxRefundsPerPayment = 50
+
+// ErrTooManyRefunds is a refund of a payment that has had as many as
+// WeChat Pay takes.
+var ErrTooManyRefunds = problem.New(problem.RefundLimitReached, "the payment has had %d refunds, as many as WeChat Pay takes", MaxRefundsPerPayment)
+
+// RefundPartAs is RefundPart for any actor (an after-sales request
+// agreed by staff, by the platform or at its deadline).
+func (s *Service) RefundPartAs(ctx context.Context, tx pgx.Tx, actor order.Actor, orderID int64, req PartialRefundRequest) (Refund, error) {
 	units, err := s.o.Orders.PrepareRefundTx(ctx, tx, orderID, actor, req.Lines, req.Restock)
 	if err != nil {
 		return Refund{}, err
@@ -124,6 +138,9 @@ func (s *Service) RefundPart(ctx context.Context, tx pgx.Tx, staff auth.Staff, o
 	n, err := s.q.RefundsOfPayment(ctx, tx, paid.ID)
 	if err != nil {
 		return Refund{}, fmt.Errorf("count refunds: %w", err)
+	}
+	if n >= MaxRefundsPerPayment {
+		return Refund{}, ErrTooManyRefunds
 	}
 	lines, err := json.Marshal(req.Lines)
 	if err != nil {
@@ -172,4 +189,24 @@ func HandlePartialRefund(s *Service, idem *idempotency.Store, pool db.Beginner) 
 		}
 		create.ServeHTTP(w, r)
 	})
+}
+
+// Refundable returns what is left to refund of an order's payment, in tx:
+// what was paid less what its refunds gave back or owe.
+func (s *Service) Refundable(ctx context.Context, tx pgx.Tx, orderID int64) (int64, error) {
+	pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
+	if err != nil {
+		return 0, fmt.Errorf("read payments: %w", err)
+	}
+	for _, p := range pays {
+		if p.Status != paystate.Paid {
+			continue
+		}
+		got, err := s.q.RefundedOfPayment(ctx, tx, p.ID)
+		if err != nil {
+			return 0, fmt.Errorf("read refunds: %w", err)
+		}
+		return p.AmountFen - got.RefundedFen, nil
+	}
+	return 0, ErrNothingPaid
 }

@@ -53,6 +53,8 @@ var (
 	OrderStatusConflict    = Type{"order-status-conflict", http.StatusConflict, "The order's status does not allow this"}
 	RefundStatusConflict   = Type{"refund-status-conflict", http.StatusConflict, "The refund's status does not allow this"}
 	RefundExceedsPaid      = Type{"refund-exceeds-paid", http.StatusConflict, "That is more than is left to refund"}
+	RefundLimitReached     = Type{"refund-limit-reached", http.StatusConflict, "The payment has had as many refunds as WeChat Pay takes"}
+	AfterSaleConflict      = Type{"after-sale-status-conflict", http.StatusConflict, "The after-sales request's status does not allow this"}
 	RateLimited            = Type{"rate-limited", http.StatusTooManyRequests, "Too many requests"}
 	StaffLoginFailed       = Type{"staff-login-failed", http.StatusUnauthorized, "Wrong username or password"}
 	VoucherNotClaimable    = Type{"voucher-not-claimable", http.StatusConflict, "The voucher cannot be claimed now"}
@@ -74,7 +76,7 @@ func All() []Type {
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
 		RateLimited, StaffLoginFailed, VoucherNotClaimable, VoucherLimitReached, VoucherBudgetSpent,
-		VoucherUnavailable, PromotionUnavailable, FulfilmentUnavailable, SlotUnavailable, SlotFull,
+		VoucherUnavailable, PromotionUnavailable, FulfilmentUnavailable, SlotUnavailable, SlotFull, RefundLimitReached, AfterSaleConflict,
 	}
 }
 

@@ -62,6 +62,27 @@ func (ns NullRiverJobState) Value() (driver.Value, error) {
 	return string(ns.RiverJobState), nil
 }
 
+type AfterSale struct {
+	ID           int64
+	OrderID      int64
+	MerchantID   int64
+	UserID       int64
+	Lines        []byte
+	AmountFen    *int64
+	Reason       string
+	Photos       []string
+	Status       string
+	RespondBy    time.Time
+	DecidedBy    string
+	DecisionNote string
+	Escalation   string
+	RefundID     *int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	DecidedAt    *time.Time
+	EscalatedAt  *time.Time
+}
+
 type Category struct {
 	ID         int64
 	MerchantID int64
