@@ -1352,6 +1352,8 @@ CREATE TABLE public.refunds (
     restock boolean DEFAULT false NOT NULL,
     partial boolean DEFAULT false NOT NULL,
     checked_at timestamp with time zone,
+    sent_at timestamp with time zone,
+    last_error text DEFAULT ''::text NOT NULL,
     CONSTRAINT refunds_amount_fen_check CHECK ((amount_fen > 0)),
     CONSTRAINT refunds_lines_check CHECK ((jsonb_typeof(lines) = 'array'::text)),
     CONSTRAINT refunds_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSING'::text, 'SUCCESS'::text, 'FAILED'::text, 'RETRIED'::text, 'SETTLED'::text])))

@@ -68,7 +68,7 @@ func (ps *payShop) paidAccepted(t *testing.T, user, key, staff string) string {
 // longer be made goes to the platform instead.
 func TestAfterSales(t *testing.T) {
 	t.Parallel()
-	ps := newPayShop(t, map[string]string{"TAKEOUT_AFTER_SALES_RESPOND_WITHIN": "1h", "TAKEOUT_WXPAY_REFUND_GAP": "0s"}, 100, 100)
+	ps := newPayShop(t, map[string]string{"TAKEOUT_AFTER_SALES_RESPOND_WITHIN": "1h"}, 100, 100)
 	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
 	other := ps.staffToken(t, "merchant:"+createMerchant(t, ps.stack, ps.apis[0], "Other Kitchen"))
 	admin := ps.staffToken(t, "admin")

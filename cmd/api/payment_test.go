@@ -42,6 +42,10 @@ type payShop struct {
 }
 
 const (
+	// testRefundGap is wxsim's least time between two refunds of one
+	// payment in tests (WeChat's is a minute); the API waits a little
+	// more.
+	testRefundGap     = 100 * time.Millisecond
 	testMchID         = "1900000109"
 	testV2Key         = "192006250b4c09247ec02edce69f6a2d"
 	testWebhookSecret = "webhook-secret-0123456789"
@@ -78,6 +82,7 @@ func newPayShop(t testing.TB, extra map[string]string, stocks ...int32) *payShop
 	ps.sim = httptest.NewServer(wxsim.New(testAppID, testAppSecret).WithPayments(wxsim.PayOptions{
 		MchID: testMchID, MerchantKey: &merchant.PublicKey, PlatformKey: platform, PlatformSerial: "PUB_KEY_ID_SIM",
 		APIv3Key: ps.apiKey, Client: &http.Client{Timeout: 10 * time.Second}, Now: time.Now,
+		RefundGap: testRefundGap,
 	}))
 	t.Cleanup(ps.sim.Close)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
@@ -95,6 +100,7 @@ func newPayShop(t testing.TB, extra map[string]string, stocks ...int32) *payShop
 		"TAKEOUT_WEBHOOK_URL":           hook.URL,
 		"TAKEOUT_WEBHOOK_SECRET":        testWebhookSecret,
 		"TAKEOUT_JOB_POLL_INTERVAL":     "50ms",
+		"TAKEOUT_WXPAY_REFUND_GAP":      (testRefundGap + 50*time.Millisecond).String(),
 	}
 	for k, v := range extra {
 		env[k] = v

@@ -212,18 +212,13 @@ func (a *app) openDatabase(ctx context.Context) error {
 func (a *app) buildServices(ctx context.Context) error {
 	cfg, logger, pool := a.cfg, a.logger, a.pool
 	var err error
-	if a.catalog, err = catalog.NewService(catalog.Options{
-		Pool: pool, Redis: a.rds, Logger: logger, Registerer: a.reg, CacheTTL: cfg.CatalogCacheTTL, CacheSize: cfg.CatalogCacheSize, Now: time.Now,
-	}); err != nil {
+	if err := a.buildCatalog(); err != nil {
 		return err
 	}
-	a.onClose(a.catalog.Close)
-	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
-	a.revocations = auth.NewRevocations(pool, a.rds, logger)
-	if err := a.revocations.Load(ctx); err != nil {
+	tokens, err := a.buildTokens(ctx)
+	if err != nil {
 		return err
 	}
-	tokens.CheckRevocations(a.revocations)
 	if err := a.buildIDs(ctx); err != nil {
 		return err
 	}
@@ -245,14 +240,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err := a.buildPrinting(inserter); err != nil {
 		return err
 	}
-	var messages order.CustomerMessages // nil unless a status has a template
-	if a.messages.Enabled() {
-		messages = a.messages
-	}
-	var ships order.Shipping // nil unless uploads are on
-	if cfg.ShippingUpload {
-		ships = a.shipping
-	}
+	messages, ships := a.orderNotices()
 	var effects *payment.Effects
 	var orderPayments order.Payments // nil unless payments are configured
 	if cfg.PaymentsEnabled() {
@@ -300,6 +288,48 @@ func (a *app) buildServices(ctx context.Context) error {
 	})
 	a.handler = a.tracing.Handler(a.handler)
 	return err
+}
+
+// orderNotices are who the order service tells of its orders: customers'
+// subscribe messages (nil unless a status has a template) and WeChat's
+// shipping uploads (nil unless they are on).
+func (a *app) orderNotices() (order.CustomerMessages, order.Shipping) {
+	var messages order.CustomerMessages
+	if a.messages.Enabled() {
+		messages = a.messages
+	}
+	var ships order.Shipping
+	if a.cfg.ShippingUpload {
+		ships = a.shipping
+	}
+	return messages, ships
+}
+
+// buildCatalog builds the catalog, closed with the app.
+func (a *app) buildCatalog() error {
+	cfg := a.cfg
+	c, err := catalog.NewService(catalog.Options{
+		Pool: a.pool, Redis: a.rds, Logger: a.logger, Registerer: a.reg, CacheTTL: cfg.CatalogCacheTTL, CacheSize: cfg.CatalogCacheSize, Now: time.Now,
+	})
+	if err != nil {
+		return err
+	}
+	a.catalog = c
+	a.onClose(c.Close)
+	return nil
+}
+
+// buildTokens builds the token issuer, checking revocations loaded from
+// the database.
+func (a *app) buildTokens(ctx context.Context) (*auth.Tokens, error) {
+	cfg := a.cfg
+	tokens := auth.NewTokens(cfg.SessionSecret.Bytes(), cfg.StaffSecret.Bytes(), cfg.SessionTTL, time.Now)
+	a.revocations = auth.NewRevocations(a.pool, a.rds, a.logger)
+	if err := a.revocations.Load(ctx); err != nil {
+		return nil, err
+	}
+	tokens.CheckRevocations(a.revocations)
+	return tokens, nil
 }
 
 // buildLive builds what live orders need: the order stream's hub, staff
@@ -590,6 +620,6 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, e
 	return payment.NewService(payment.Options{
 		Pool: pool, Client: client, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
 		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
-		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabasePaymentGroupSlots,
+		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabasePaymentGroupSlots, RefundGap: cfg.WxPayRefundGap,
 	})
 }

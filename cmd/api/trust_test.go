@@ -147,7 +147,14 @@ func TestEveryCreatingRouteReplays(t *testing.T) {
 		SELECT $2, merchant_id, id, 'accept', now() FROM p RETURNING id::text`, mustID(t, ps.merchantID), mustID(t, paid)).Scan(&ticket); err != nil {
 		t.Fatal(err)
 	}
+	// An accepted order of its customer, to ask after.
+	afterUser, accepted, _ := ps.paidOrder(t, "creating-after")
+	if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+accepted+"/accept", ps.admin, nil); r.status != 200 {
+		t.Fatalf("accept: %d %s", r.status, r.body)
+	}
 	cases := map[string]creatingCase{
+		"/v1/orders/{id}/after-sales": {afterUser, "/v1/orders/" + accepted + "/after-sales", `{"amount_fen":100,"reason":"walked"}`,
+			count("SELECT count(*) FROM after_sales WHERE order_id = $1", accepted)},
 		"/admin/v1/merchants/{id}/printers": {ps.admin, "/admin/v1/merchants/" + ps.merchantID + "/printers",
 			`{"name":"Walked Printer","provider":"feie","device":"WALKED1","role":"receipt"}`,
 			count("SELECT count(*) FROM printers WHERE device = 'WALKED1'")},

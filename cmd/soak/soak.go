@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -378,6 +379,7 @@ func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 		"TAKEOUT_WXPAY_NOTIFY_URL":             st.gw.url + "/v1/payments/wechat/notify",
 		"TAKEOUT_WXPAY_RECONCILE_INTERVAL":     "5s",
 		"TAKEOUT_WXPAY_QUERY_AFTER":            "5s",
+		"TAKEOUT_WXPAY_REFUND_GAP":             refundGap.String(),
 		"TAKEOUT_WEBHOOK_URL":                  webhookURL,
 		"TAKEOUT_WEBHOOK_SECRET":               randomSecret(),
 		"TAKEOUT_WEBHOOK_RETRY_BASE":           "1s",
@@ -571,6 +573,14 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 	return err
 }
 
+// The least time between two refunds of a payment: at wxsim, and (a
+// little more, as the API's default is a second over WeChat's minute)
+// at the API.
+const (
+	wxsimRefundGap = 2 * time.Second
+	refundGap      = 3 * time.Second
+)
+
 // startWxsim runs wxsim with its keys in the work directory and returns
 // its URL and the TAKEOUT_WXPAY_* settings it wrote for the API.
 func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, map[string]string, func(), error) {
@@ -594,6 +604,22 @@ func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, ma
 	if err != nil {
 		stop()
 		return "", nil, nil, fmt.Errorf("wxsim api.env: %w", err)
+	}
+	// The run's time is compressed (pay windows of seconds): so is the
+	// minute between two refunds of a payment, to wxsimRefundGap, and the
+	// API keeps refundGap.
+	gap := int(wxsimRefundGap / time.Millisecond)
+	body, _ := json.Marshal(wxsim.RefundRules{GapMS: &gap})
+	resp, err := http.Post("http://"+addr+"/sim/refund-rules", "application/json", bytes.NewReader(body)) //nolint:gosec,noctx // G107: the soak's own wxsim
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+	}
+	if err != nil {
+		stop()
+		return "", nil, nil, fmt.Errorf("wxsim refund rules: %w", err)
 	}
 	return "http://" + addr, env, stop, nil
 }

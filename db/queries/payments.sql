@@ -170,3 +170,26 @@ INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, tr
 SELECT old.payment_id, old.order_id, sqlc.arg(new_out_refund_no)::text, old.amount_fen, sqlc.arg(reason)::text, old.transaction_id, old.lines, old.restock, old.partial
 FROM refunds old WHERE old.out_refund_no = @retry_of
 RETURNING *;
+
+-- name: RefundTurnLock :exec
+-- Refunds of one payment take their turns under the payment's row.
+SELECT id FROM payments WHERE id = @id FOR UPDATE;
+
+-- name: RefundTurn :one
+-- Whether an earlier refund of the same transaction still waits to be
+-- sent, and when the last one of it was sent.
+SELECT
+    EXISTS (SELECT 1 FROM refunds f WHERE f.payment_id = @payment_id AND f.id < @id AND f.sent_at IS NULL
+            AND f.status = 'PENDING' AND f.transaction_id IS NOT DISTINCT FROM sqlc.narg('transaction_id')::text) AS earlier_waiting,
+    coalesce((SELECT max(f.sent_at) FROM refunds f WHERE f.payment_id = @payment_id AND f.id <> @id
+            AND f.transaction_id IS NOT DISTINCT FROM sqlc.narg('transaction_id')::text), 'epoch')::timestamptz AS last_sent;
+
+-- name: RefundMarkSent :exec
+UPDATE refunds SET sent_at = @sent_at WHERE id = @id AND sent_at IS NULL;
+
+-- name: RefundRecordError :exec
+-- WeChat's refusal of a refund: kept for the operator; with @fail, the
+-- refund needs one (FAILED).
+UPDATE refunds SET last_error = @last_error, updated_at = now(),
+    status = CASE WHEN @fail::boolean THEN 'FAILED' ELSE status END
+WHERE id = @id AND status IN ('PENDING', 'PROCESSING');

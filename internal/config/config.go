@@ -196,8 +196,9 @@ type Config struct {
 	WxPayReconcileInterval time.Duration `env:"TAKEOUT_WXPAY_RECONCILE_INTERVAL" envDefault:"1m"`
 	WxPayQueryAfter        time.Duration `env:"TAKEOUT_WXPAY_QUERY_AFTER" envDefault:"2m"`
 	// WxPayRefundGap is the least time between two refunds of one
-	// payment sent to WeChat Pay (its rule: a minute).
-	WxPayRefundGap time.Duration `env:"TAKEOUT_WXPAY_REFUND_GAP" envDefault:"1m"`
+	// payment sent to WeChat Pay: its rule is a minute, measured at its
+	// end, so takeout waits a second more.
+	WxPayRefundGap time.Duration `env:"TAKEOUT_WXPAY_REFUND_GAP" envDefault:"61s"`
 
 	// Cloud printers: a provider is on when its credentials are set.
 	YilianyunAPIBase      string `env:"TAKEOUT_YILIANYUN_API_BASE" envDefault:"http://127.0.0.1:8090/yilianyun"`

@@ -87,9 +87,7 @@ func apiRoutes(r chi.Router, d Deps) {
 				r.Method(http.MethodPut, "/v1/orders/{id}/subscriptions", subscribemsg.HandleGrant(d.Messages))
 				r.Method(http.MethodPost, "/v1/vouchers/claim", voucher.HandleClaim(d.Vouchers, d.Idempotency))
 				r.Method(http.MethodGet, "/v1/vouchers", voucher.HandleWallet(d.Vouchers))
-				r.Method(http.MethodPost, "/v1/orders/{id}/after-sales", aftersales.HandleCreate(d.AfterSales, d.Idempotency, d.Pool))
-				r.Method(http.MethodGet, "/v1/orders/{id}/after-sales", aftersales.HandleOfOrder(d.AfterSales))
-				r.Method(http.MethodPost, "/v1/after-sales/{id}/escalate", aftersales.HandleEscalate(d.AfterSales))
+				customerAfterSalesRoutes(r, d)
 			})
 		})
 
@@ -143,6 +141,13 @@ func operatorRoutes(r chi.Router, d Deps, a string) {
 	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/shipping/{id}/retry", shipping.HandleRetry(d.Shipping))
 	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
 	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
+}
+
+// customerAfterSalesRoutes are customers' routes of after-sales requests.
+func customerAfterSalesRoutes(r chi.Router, d Deps) {
+	r.Method(http.MethodPost, "/v1/orders/{id}/after-sales", aftersales.HandleCreate(d.AfterSales, d.Idempotency, d.Pool))
+	r.Method(http.MethodGet, "/v1/orders/{id}/after-sales", aftersales.HandleOfOrder(d.AfterSales))
+	r.Method(http.MethodPost, "/v1/after-sales/{id}/escalate", aftersales.HandleEscalate(d.AfterSales))
 }
 
 // moneyRoutes are staff's routes of the ledger and after-sales requests.

@@ -52,6 +52,9 @@ type Options struct {
 	// one-statement payment successes (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int
 	Registerer                       prometheus.Registerer
+	// RefundGap is the least time between two refunds of one payment
+	// sent to WeChat Pay (its rule is a minute; 0 sends them at once).
+	RefundGap time.Duration
 }
 
 // Orders is what payments need of the order capability: an order as its
@@ -80,6 +83,8 @@ type Service struct {
 	anomalies    *prometheus.CounterVec
 	// sweeps counts the reconciliation sweep's checks by kind and outcome.
 	sweeps *prometheus.CounterVec
+	// refundErrors counts the refund API's errors by code.
+	refundErrors *prometheus.CounterVec
 	// delivered remembers the exact notifications (headers and body) that
 	// were verified and answered with success, so a redelivery of the same
 	// bytes answers at once, without the RSA verification. Entries live as
@@ -154,6 +159,13 @@ func NewService(o Options) (*Service, error) {
 			Name: "takeout_payment_reconcile_checks_total",
 			Help: "Late payments and refunds the reconciliation sweep asked the platform about, by kind (payment, refund) and outcome (checked, failed: the platform could not be asked; skipped: no time left in the sweep).",
 		}, []string{"kind", "outcome"}),
+		refundErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "takeout_refund_errors_total",
+			Help: "Errors of WeChat Pay's refund API by code: SYSTEM_ERROR and NOT_ENOUGH are retried, FREQUENCY_LIMITED backs off, the others (and unknown codes, as other) leave the refund FAILED for an operator.",
+		}, []string{"code"}),
+	}
+	for code := range refundErrorCodes {
+		s.refundErrors.WithLabelValues(code)
 	}
 	if o.Logger == nil {
 		s.o.Logger = slog.New(slog.DiscardHandler)
@@ -180,7 +192,7 @@ func NewService(o Options) (*Service, error) {
 	if o.Registerer != nil {
 		attention := &refundsCollector{s: s, desc: prometheus.NewDesc("takeout_refunds_needing_attention",
 			"Refunds that failed at the platform (ABNORMAL, CLOSED) and wait for an operator to retry or settle them: money owed to customers.", nil, nil)}
-		for _, c := range append([]prometheus.Collector{s.callbacks, s.successPaths, s.anomalies, s.sweeps, attention}, s.succeed.Collectors()...) {
+		for _, c := range append([]prometheus.Collector{s.callbacks, s.successPaths, s.anomalies, s.sweeps, s.refundErrors, attention}, s.succeed.Collectors()...) {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register payment metrics: %w", err)
 			}
@@ -402,6 +414,18 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if r.Status == paystate.Succeeded {
 		return nil
 	}
+	if r.Status != paystate.Pending && r.Status != paystate.Processing {
+		return nil // failed, retried or settled: an operator's now
+	}
+	if r.SentAt == nil {
+		wait, err := s.takeTurn(ctx, r)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return river.JobSnooze(wait)
+		}
+	}
 	p, err := s.q.PaymentGetByID(ctx, s.o.Pool, r.PaymentID)
 	if err != nil {
 		return fmt.Errorf("read payment: %w", err)
@@ -413,7 +437,7 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	res, err := s.o.Client.Refund(ctx, RefundRequest{OutTradeNo: p.OutTradeNo, TransactionID: txn, OutRefundNo: r.OutRefundNo,
 		Reason: r.Reason, RefundFen: r.AmountFen, TotalFen: total})
 	if err != nil {
-		return err
+		return s.refundFailed(ctx, r, err)
 	}
 	if res.Status.final() {
 		// The platform says how it ended (at once, or because this is a

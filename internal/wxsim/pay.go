@@ -31,6 +31,9 @@ type PayOptions struct {
 	APIv3Key       []byte
 	Client         *http.Client
 	Now            func() time.Time
+	// RefundGap is the least time between two refunds of one payment:
+	// 0 is the platform's minute, below 0 none.
+	RefundGap time.Duration
 }
 
 type simTxn struct {
@@ -71,11 +74,23 @@ type payments struct {
 	// query_refund) that answer 500 SYSTEM_ERROR, the platform's
 	// retryable failure, without doing anything.
 	failing map[string]bool
+	// refundGap, refundLog and refundErrors are the refund rules
+	// (refundrules.go): the gap, the refunds each trade took, and the
+	// errors to answer next.
+	refundGap    time.Duration
+	refundLog    map[string][]RefundTaken
+	refundErrors []RefundError
 }
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
 func (s *Server) WithPayments(o PayOptions) *Server {
-	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}}
+	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}, refundLog: map[string][]RefundTaken{}, refundGap: o.RefundGap}
+	switch {
+	case o.RefundGap == 0:
+		p.refundGap = defaultRefundGap
+	case o.RefundGap < 0:
+		p.refundGap = 0
+	}
 	s.withShipping(p)
 	s.mux.HandleFunc("POST /v3/pay/transactions/jsapi", p.merchant("prepay", p.prepay))
 	s.mux.HandleFunc("GET /v3/pay/transactions/out-trade-no/{no}", p.merchant("query", p.query))
@@ -84,6 +99,8 @@ func (s *Server) WithPayments(o PayOptions) *Server {
 	s.mux.HandleFunc("GET /v3/refund/domestic/refunds/{no}", p.merchant("query_refund", p.queryRefund))
 	s.mux.HandleFunc("POST /sim/pay", p.simPay)
 	s.mux.HandleFunc("POST /sim/config", p.simConfig)
+	s.mux.HandleFunc("POST /sim/refund-rules", p.simRefundRules)
+	s.mux.HandleFunc("GET /sim/refunds", p.simRefunds)
 	return s
 }
 
@@ -214,6 +231,10 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 		return 400, map[string]string{"code": "PARAM_ERROR", "message": "bad refund"}
 	}
 	p.mu.Lock()
+	if status, out := p.nextRefundError(); status != 0 {
+		p.mu.Unlock()
+		return status, out
+	}
 	t, ok := p.txns[in.OutTradeNo]
 	if !ok || t.State != "SUCCESS" && t.State != "REFUND" {
 		p.mu.Unlock()
@@ -225,6 +246,11 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 		return 400, map[string]string{"code": "INVALID_REQUEST", "message": fmt.Sprintf("refund %d of total %d: %d refunded already, %d paid", in.Amount.Refund, in.Amount.Total, t.Refunded, t.Total)}
 	}
 	if !dup {
+		if status, out := p.refundRefusal(in.OutTradeNo, p.o.Now()); status != 0 {
+			p.mu.Unlock()
+			return status, out
+		}
+		p.refundLog[in.OutTradeNo] = append(p.refundLog[in.OutTradeNo], RefundTaken{OutRefundNo: in.OutRefundNo, At: p.o.Now()})
 		t.Refunded += in.Amount.Refund
 		p.seq++
 		rf = &simRefund{OutRefundNo: in.OutRefundNo, OutTradeNo: in.OutTradeNo, RefundID: fmt.Sprintf("5030%016d", p.seq),

@@ -274,7 +274,7 @@ func (q *Queries) AfterSaleOrderLock(ctx context.Context, db DBTX, id int64) (Af
 }
 
 const afterSaleRefund = `-- name: AfterSaleRefund :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at FROM refunds WHERE id = $1
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error FROM refunds WHERE id = $1
 `
 
 func (q *Queries) AfterSaleRefund(ctx context.Context, db DBTX, id int64) (Refund, error) {
@@ -297,6 +297,8 @@ func (q *Queries) AfterSaleRefund(ctx context.Context, db DBTX, id int64) (Refun
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
 }

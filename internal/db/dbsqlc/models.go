@@ -431,6 +431,8 @@ type Refund struct {
 	Restock       bool
 	Partial       bool
 	CheckedAt     *time.Time
+	SentAt        *time.Time
+	LastError     string
 }
 
 type RequestRecord struct {

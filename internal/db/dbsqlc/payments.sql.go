@@ -474,7 +474,7 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg Payments
 const refundClose = `-- name: RefundClose :one
 UPDATE refunds SET status = $1, note = $2, updated_at = now()
 WHERE out_refund_no = $3 AND status = 'FAILED'
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error
 `
 
 type RefundCloseParams struct {
@@ -505,12 +505,14 @@ func (q *Queries) RefundClose(ctx context.Context, db DBTX, arg RefundCloseParam
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
 }
 
 const refundGetByOutRefundNo = `-- name: RefundGetByOutRefundNo :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at FROM refunds WHERE out_refund_no = $1
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error FROM refunds WHERE out_refund_no = $1
 `
 
 func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
@@ -533,12 +535,14 @@ func (q *Queries) RefundGetByOutRefundNo(ctx context.Context, db DBTX, outRefund
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
 }
 
 const refundGetForUpdate = `-- name: RefundGetForUpdate :one
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at FROM refunds WHERE out_refund_no = $1 FOR UPDATE
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error FROM refunds WHERE out_refund_no = $1 FOR UPDATE
 `
 
 func (q *Queries) RefundGetForUpdate(ctx context.Context, db DBTX, outRefundNo string) (Refund, error) {
@@ -561,6 +565,8 @@ func (q *Queries) RefundGetForUpdate(ctx context.Context, db DBTX, outRefundNo s
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
 }
@@ -569,7 +575,7 @@ const refundInsert = `-- name: RefundInsert :one
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (out_refund_no) DO NOTHING
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error
 `
 
 type RefundInsertParams struct {
@@ -608,6 +614,8 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
 }
@@ -615,7 +623,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg RefundInsertPar
 const refundInsertPartial = `-- name: RefundInsertPartial :one
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, lines, restock, partial)
 VALUES ($1, $2, $3, $4, $5, $6, $7, true)
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error
 `
 
 type RefundInsertPartialParams struct {
@@ -656,6 +664,8 @@ func (q *Queries) RefundInsertPartial(ctx context.Context, db DBTX, arg RefundIn
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
 }
@@ -664,7 +674,7 @@ const refundInsertRetry = `-- name: RefundInsertRetry :one
 INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, transaction_id, lines, restock, partial)
 SELECT old.payment_id, old.order_id, $1::text, old.amount_fen, $2::text, old.transaction_id, old.lines, old.restock, old.partial
 FROM refunds old WHERE old.out_refund_no = $3
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error
 `
 
 type RefundInsertRetryParams struct {
@@ -695,14 +705,49 @@ func (q *Queries) RefundInsertRetry(ctx context.Context, db DBTX, arg RefundInse
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
+}
+
+const refundMarkSent = `-- name: RefundMarkSent :exec
+UPDATE refunds SET sent_at = $1 WHERE id = $2 AND sent_at IS NULL
+`
+
+type RefundMarkSentParams struct {
+	SentAt *time.Time
+	ID     int64
+}
+
+func (q *Queries) RefundMarkSent(ctx context.Context, db DBTX, arg RefundMarkSentParams) error {
+	_, err := db.Exec(ctx, refundMarkSent, arg.SentAt, arg.ID)
+	return err
+}
+
+const refundRecordError = `-- name: RefundRecordError :exec
+UPDATE refunds SET last_error = $1, updated_at = now(),
+    status = CASE WHEN $2::boolean THEN 'FAILED' ELSE status END
+WHERE id = $3 AND status IN ('PENDING', 'PROCESSING')
+`
+
+type RefundRecordErrorParams struct {
+	LastError string
+	Fail      bool
+	ID        int64
+}
+
+// WeChat's refusal of a refund: kept for the operator; with @fail, the
+// refund needs one (FAILED).
+func (q *Queries) RefundRecordError(ctx context.Context, db DBTX, arg RefundRecordErrorParams) error {
+	_, err := db.Exec(ctx, refundRecordError, arg.LastError, arg.Fail, arg.ID)
+	return err
 }
 
 const refundSetStatus = `-- name: RefundSetStatus :one
 UPDATE refunds SET status = $1, refund_id = coalesce($2, refund_id), updated_at = now()
 WHERE out_refund_no = $3 AND status NOT IN ('SUCCESS', 'RETRIED', 'SETTLED')
-RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at
+RETURNING id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error
 `
 
 type RefundSetStatusParams struct {
@@ -731,8 +776,48 @@ func (q *Queries) RefundSetStatus(ctx context.Context, db DBTX, arg RefundSetSta
 		&i.Restock,
 		&i.Partial,
 		&i.CheckedAt,
+		&i.SentAt,
+		&i.LastError,
 	)
 	return i, err
+}
+
+const refundTurn = `-- name: RefundTurn :one
+SELECT
+    EXISTS (SELECT 1 FROM refunds f WHERE f.payment_id = $1 AND f.id < $2 AND f.sent_at IS NULL
+            AND f.status = 'PENDING' AND f.transaction_id IS NOT DISTINCT FROM $3::text) AS earlier_waiting,
+    coalesce((SELECT max(f.sent_at) FROM refunds f WHERE f.payment_id = $1 AND f.id <> $2
+            AND f.transaction_id IS NOT DISTINCT FROM $3::text), 'epoch')::timestamptz AS last_sent
+`
+
+type RefundTurnParams struct {
+	PaymentID     int64
+	ID            int64
+	TransactionID *string
+}
+
+type RefundTurnRow struct {
+	EarlierWaiting bool
+	LastSent       time.Time
+}
+
+// Whether an earlier refund of the same transaction still waits to be
+// sent, and when the last one of it was sent.
+func (q *Queries) RefundTurn(ctx context.Context, db DBTX, arg RefundTurnParams) (RefundTurnRow, error) {
+	row := db.QueryRow(ctx, refundTurn, arg.PaymentID, arg.ID, arg.TransactionID)
+	var i RefundTurnRow
+	err := row.Scan(&i.EarlierWaiting, &i.LastSent)
+	return i, err
+}
+
+const refundTurnLock = `-- name: RefundTurnLock :exec
+SELECT id FROM payments WHERE id = $1 FOR UPDATE
+`
+
+// Refunds of one payment take their turns under the payment's row.
+func (q *Queries) RefundTurnLock(ctx context.Context, db DBTX, id int64) error {
+	_, err := db.Exec(ctx, refundTurnLock, id)
+	return err
 }
 
 const refundedOfPayment = `-- name: RefundedOfPayment :one
@@ -770,7 +855,7 @@ func (q *Queries) RefundedOfPaymentFinal(ctx context.Context, db DBTX, paymentID
 }
 
 const refundsByStatus = `-- name: RefundsByStatus :many
-SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at FROM refunds WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3
+SELECT id, payment_id, order_id, out_refund_no, amount_fen, reason, status, refund_id, created_at, updated_at, transaction_id, note, lines, restock, partial, checked_at, sent_at, last_error FROM refunds WHERE status = $1 AND id > $2 ORDER BY id LIMIT $3
 `
 
 type RefundsByStatusParams struct {
@@ -806,6 +891,8 @@ func (q *Queries) RefundsByStatus(ctx context.Context, db DBTX, arg RefundsBySta
 			&i.Restock,
 			&i.Partial,
 			&i.CheckedAt,
+			&i.SentAt,
+			&i.LastError,
 		); err != nil {
 			return nil, err
 		}
@@ -848,7 +935,7 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE refunds r SET checked_at = now() FROM due WHERE r.id = due.id
-RETURNING r.id, r.payment_id, r.order_id, r.out_refund_no, r.amount_fen, r.reason, r.status, r.refund_id, r.created_at, r.updated_at, r.transaction_id, r.note, r.lines, r.restock, r.partial, r.checked_at
+RETURNING r.id, r.payment_id, r.order_id, r.out_refund_no, r.amount_fen, r.reason, r.status, r.refund_id, r.created_at, r.updated_at, r.transaction_id, r.note, r.lines, r.restock, r.partial, r.checked_at, r.sent_at, r.last_error
 `
 
 type RefundsToReconcileParams struct {
@@ -885,6 +972,8 @@ func (q *Queries) RefundsToReconcile(ctx context.Context, db DBTX, arg RefundsTo
 			&i.Restock,
 			&i.Partial,
 			&i.CheckedAt,
+			&i.SentAt,
+			&i.LastError,
 		); err != nil {
 			return nil, err
 		}
