@@ -1332,6 +1332,52 @@ ALTER TABLE public.promotions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: reconciliation_anomalies; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.reconciliation_anomalies (
+    id bigint NOT NULL,
+    bill_date date NOT NULL,
+    kind text NOT NULL,
+    ref text NOT NULL,
+    detail text NOT NULL,
+    bill_fen bigint,
+    ours_fen bigint,
+    found_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT reconciliation_anomalies_kind_check CHECK ((kind = ANY (ARRAY['missing_here'::text, 'missing_there'::text, 'amount'::text, 'fee'::text, 'status'::text, 'ledger'::text, 'fund'::text])))
+);
+
+--
+-- Name: reconciliation_anomalies_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.reconciliation_anomalies ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.reconciliation_anomalies_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: reconciliations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.reconciliations (
+    bill_date date NOT NULL,
+    status text DEFAULT 'running'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    trade_hash text DEFAULT ''::text NOT NULL,
+    fund_hash text DEFAULT ''::text NOT NULL,
+    summary jsonb DEFAULT '{}'::jsonb NOT NULL,
+    error text DEFAULT ''::text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT reconciliations_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text, 'failed'::text])))
+);
+
+--
 -- Name: refunds; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2088,6 +2134,27 @@ ALTER TABLE ONLY public.promotions
     ADD CONSTRAINT promotions_pkey PRIMARY KEY (id);
 
 --
+-- Name: reconciliation_anomalies reconciliation_anomalies_bill_date_kind_ref_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_anomalies
+    ADD CONSTRAINT reconciliation_anomalies_bill_date_kind_ref_key UNIQUE (bill_date, kind, ref);
+
+--
+-- Name: reconciliation_anomalies reconciliation_anomalies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_anomalies
+    ADD CONSTRAINT reconciliation_anomalies_pkey PRIMARY KEY (id);
+
+--
+-- Name: reconciliations reconciliations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliations
+    ADD CONSTRAINT reconciliations_pkey PRIMARY KEY (bill_date);
+
+--
 -- Name: refunds refunds_out_refund_no_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2713,6 +2780,13 @@ ALTER TABLE ONLY public.promotion_budget
 
 ALTER TABLE ONLY public.promotions
     ADD CONSTRAINT promotions_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: reconciliation_anomalies reconciliation_anomalies_bill_date_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_anomalies
+    ADD CONSTRAINT reconciliation_anomalies_bill_date_fkey FOREIGN KEY (bill_date) REFERENCES public.reconciliations(bill_date);
 
 --
 -- Name: refunds refunds_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

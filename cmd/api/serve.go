@@ -26,6 +26,7 @@ import (
 
 	"github.com/takeout/takeout/internal/aftersales"
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/bill"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/config"
 	"github.com/takeout/takeout/internal/db"
@@ -131,6 +132,8 @@ type app struct {
 	messages    *subscribemsg.Sender
 	prints      *printing.Service
 	shipping    *shipping.Service
+	bills       *bill.Service // nil unless payments are configured
+	inserter    *jobs.Client  // inserts jobs in a caller's transaction
 	wxTokens    *subscribemsg.AccessTokens
 	handler     http.Handler
 
@@ -234,6 +237,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.inserter = inserter
 	if err := a.buildLive(tokens, inserter); err != nil {
 		return err
 	}
@@ -258,9 +262,9 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var payments *payment.Service // nil unless payments are configured
+	var payments *payment.Service // nil unless payments are configured, and bills with it
 	if cfg.PaymentsEnabled() {
-		if payments, err = newPayments(cfg, pool, orders, effects, logger, a.reg, a.client(cfg.WeChatTimeout)); err != nil {
+		if payments, a.bills, err = newPayments(cfg, pool, orders, effects, logger, a.reg, a.client(cfg.WeChatTimeout)); err != nil {
 			return err
 		}
 	}
@@ -281,7 +285,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
 		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints, Shipping: a.shipping,
-		Ledger:       ledger.NewService(pool), AfterSales: afterSales,
+		Ledger: ledger.NewService(pool), AfterSales: afterSales, Bills: a.bills,
 		Promotions:   promotion.NewService(promotion.Options{Pool: pool, MenuChanged: a.catalog.Changed}),
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
@@ -443,9 +447,14 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 	if payments != nil {
 		check = payments
 		payments.AddWorkers(workers, cfg.WxPayQueryAfter)
-		kinds = append(kinds, payment.ReconcileArgs{}.Kind(), payment.RefundArgs{}.Kind(), payment.ClosePaymentArgs{}.Kind())
+		river.AddWorker(workers, &bill.SweepWorker{S: a.bills, Jobs: a.inserter})
+		river.AddWorker(workers, &bill.RunWorker{S: a.bills})
+		kinds = append(kinds, payment.ReconcileArgs{}.Kind(), payment.RefundArgs{}.Kind(), payment.ClosePaymentArgs{}.Kind(),
+			bill.SweepArgs{}.Kind(), bill.RunArgs{}.Kind())
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.WxPayReconcileInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return payment.ReconcileArgs{}, nil }, nil))
+			func() (river.JobArgs, *river.InsertOpts) { return payment.ReconcileArgs{}, nil }, nil),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.BillSweepInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return bill.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	orders.AddWorkers(workers, check)
 	prints.AddWorkers(workers)
@@ -591,24 +600,24 @@ func instanceName() string {
 }
 
 // newPayments builds the WeChat Pay side from the configuration.
-func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, effects *payment.Effects, logger *slog.Logger, reg prometheus.Registerer, hc *http.Client) (*payment.Service, error) {
+func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, effects *payment.Effects, logger *slog.Logger, reg prometheus.Registerer, hc *http.Client) (*payment.Service, *bill.Service, error) {
 	key, err := wxpay.ParsePrivateKey(cfg.WxPayMerchantKey.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
+		return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
 	}
 	var keys []wxpay.PublicKey
 	for _, entry := range strings.Split(cfg.WxPayPlatformKeys, ",") {
 		serial, path, ok := strings.Cut(strings.TrimSpace(entry), "=")
 		if !ok {
-			return nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: want SERIAL=path, got %q", entry)
+			return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: want SERIAL=path, got %q", entry)
 		}
 		pemBytes, err := os.ReadFile(path) //nolint:gosec // G304: the operator names the key files
 		if err != nil {
-			return nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: %w", err)
+			return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: %w", err)
 		}
 		k, err := wxpay.ParsePublicKey(pemBytes, serial)
 		if err != nil {
-			return nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS %s: %w", serial, err)
+			return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS %s: %w", serial, err)
 		}
 		keys = append(keys, k)
 	}
@@ -617,9 +626,14 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, e
 		Base: cfg.WxPayAPIBase, Merchant: wxpay.Merchant{MchID: cfg.WxPayMchID, Serial: cfg.WxPayMerchantSerial, Key: key},
 		Platform: platform, AppID: cfg.WeChatAppID, NotifyURL: cfg.WxPayNotifyURL, HTTP: hc, Now: time.Now,
 	})
-	return payment.NewService(payment.Options{
+	payments, err := payment.NewService(payment.Options{
 		Pool: pool, Client: client, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
 		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
 		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabasePaymentGroupSlots, RefundGap: cfg.WxPayRefundGap,
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	bills, err := bill.NewService(bill.Options{Pool: pool, Source: client, FeeRateBps: cfg.WxPayFeeRateBps, Now: time.Now, Logger: logger, Registerer: reg})
+	return payments, bills, err
 }

@@ -199,6 +199,12 @@ type Config struct {
 	// payment sent to WeChat Pay: its rule is a minute, measured at its
 	// end, so takeout waits a second more.
 	WxPayRefundGap time.Duration `env:"TAKEOUT_WXPAY_REFUND_GAP" envDefault:"61s"`
+	// WxPayFeeRateBps is the fee rate signed with WeChat Pay, in basis
+	// points: the daily bill's fees are checked against it.
+	WxPayFeeRateBps int64 `env:"TAKEOUT_WXPAY_FEE_RATE_BPS" envDefault:"60"`
+	// BillSweepInterval is how often the days whose bills are out and not
+	// reconciled are looked for.
+	BillSweepInterval time.Duration `env:"TAKEOUT_BILL_SWEEP_INTERVAL" envDefault:"30m"`
 
 	// Cloud printers: a provider is on when its credentials are set.
 	YilianyunAPIBase      string `env:"TAKEOUT_YILIANYUN_API_BASE" envDefault:"http://127.0.0.1:8090/yilianyun"`
@@ -509,6 +515,8 @@ func (c Config) validateWork(k *checker) {
 		check(c.WxPayReconcileInterval >= 100*time.Millisecond, "TAKEOUT_WXPAY_RECONCILE_INTERVAL: want at least 100ms")
 		check(c.WxPayQueryAfter >= 0, "TAKEOUT_WXPAY_QUERY_AFTER: must not be negative")
 		check(c.WxPayRefundGap >= 0, "TAKEOUT_WXPAY_REFUND_GAP: must not be negative")
+		check(c.WxPayFeeRateBps >= 0 && c.WxPayFeeRateBps <= 1000, "TAKEOUT_WXPAY_FEE_RATE_BPS: between 0 and 1000")
+		check(c.BillSweepInterval >= time.Second, "TAKEOUT_BILL_SWEEP_INTERVAL: want at least 1s")
 	}
 }
 

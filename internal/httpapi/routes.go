@@ -7,6 +7,7 @@ import (
 
 	"github.com/takeout/takeout/internal/aftersales"
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/bill"
 	"github.com/takeout/takeout/internal/board"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/idempotency"
@@ -135,10 +136,13 @@ func apiRoutes(r chi.Router, d Deps) {
 }
 
 // operatorRoutes are admins' routes of work that needs an operator:
-// shipping uploads WeChat refused and dead jobs.
+// shipping uploads WeChat refused, the daily reconciliation and dead
+// jobs.
 func operatorRoutes(r chi.Router, d Deps, a string) {
 	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/shipping", shipping.HandleList(d.Shipping))
 	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/shipping/{id}/retry", shipping.HandleRetry(d.Shipping))
+	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/reconciliations/{date}", bill.HandleGet(d.Bills))
+	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/reconciliations/{date}/run", bill.HandleRun(d.Bills))
 	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/jobs/dead", jobs.HandleDead(d.Jobs))
 	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/jobs/{id}/retry", jobs.HandleRetry(d.Jobs))
 }

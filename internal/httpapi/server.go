@@ -14,6 +14,7 @@ import (
 
 	"github.com/takeout/takeout/internal/aftersales"
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/bill"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/idempotency"
@@ -45,16 +46,18 @@ type Deps struct {
 	Idempotency *idempotency.Store
 	Jobs        *jobs.Client
 	// Payments is nil when WeChat Pay is not configured.
-	Payments     *payment.Service
-	Staff        *staff.Service
-	Stream       *orderstream.Hub
-	Messages     *subscribemsg.Sender
-	Vouchers     *voucher.Service
-	Promotions   *promotion.Service
-	Printing     *printing.Service
-	Shipping     *shipping.Service
-	Ledger       *ledger.Service
-	AfterSales   *aftersales.Service
+	Payments   *payment.Service
+	Staff      *staff.Service
+	Stream     *orderstream.Hub
+	Messages   *subscribemsg.Sender
+	Vouchers   *voucher.Service
+	Promotions *promotion.Service
+	Printing   *printing.Service
+	Shipping   *shipping.Service
+	Ledger     *ledger.Service
+	AfterSales *aftersales.Service
+	// Bills is nil when WeChat Pay is not configured.
+	Bills        *bill.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

@@ -55,6 +55,7 @@ var (
 	RefundExceedsPaid      = Type{"refund-exceeds-paid", http.StatusConflict, "That is more than is left to refund"}
 	RefundLimitReached     = Type{"refund-limit-reached", http.StatusConflict, "The payment has had as many refunds as WeChat Pay takes"}
 	AfterSaleConflict      = Type{"after-sale-status-conflict", http.StatusConflict, "The after-sales request's status does not allow this"}
+	BillNotReady           = Type{"bill-not-ready", http.StatusConflict, "WeChat Pay's bill of that day is not out yet"}
 	RateLimited            = Type{"rate-limited", http.StatusTooManyRequests, "Too many requests"}
 	StaffLoginFailed       = Type{"staff-login-failed", http.StatusUnauthorized, "Wrong username or password"}
 	VoucherNotClaimable    = Type{"voucher-not-claimable", http.StatusConflict, "The voucher cannot be claimed now"}
@@ -76,7 +77,7 @@ func All() []Type {
 		IdempotencyKeyMissing, IdempotencyKeyMismatch, RequestInProgress, OutOfStock, StockChanged, StockHeld, QuoteChanged,
 		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
 		RateLimited, StaffLoginFailed, VoucherNotClaimable, VoucherLimitReached, VoucherBudgetSpent,
-		VoucherUnavailable, PromotionUnavailable, FulfilmentUnavailable, SlotUnavailable, SlotFull, RefundLimitReached, AfterSaleConflict,
+		VoucherUnavailable, PromotionUnavailable, FulfilmentUnavailable, SlotUnavailable, SlotFull, RefundLimitReached, AfterSaleConflict, BillNotReady,
 	}
 }
 

@@ -48,6 +48,8 @@ type simTxn struct {
 type simRefund struct {
 	OutRefundNo, OutTradeNo, RefundID, Status, NotifyURL string
 	Refund, Total                                        int64
+	// SucceededAt is when the refund succeeded (for the bills).
+	SucceededAt time.Time
 }
 
 type payments struct {
@@ -80,11 +82,17 @@ type payments struct {
 	refundGap    time.Duration
 	refundLog    map[string][]RefundTaken
 	refundErrors []RefundError
+	// The bills (bills.go): their faults and clock, and the files of
+	// the download URLs handed out.
+	billFaults BillConfig
+	billClock  time.Time
+	billFiles  map[string]billFile
 }
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
 func (s *Server) WithPayments(o PayOptions) *Server {
-	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}, refundLog: map[string][]RefundTaken{}, refundGap: o.RefundGap}
+	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}, refundLog: map[string][]RefundTaken{}, refundGap: o.RefundGap,
+		billFiles: map[string]billFile{}}
 	switch {
 	case o.RefundGap == 0:
 		p.refundGap = defaultRefundGap
@@ -101,6 +109,10 @@ func (s *Server) WithPayments(o PayOptions) *Server {
 	s.mux.HandleFunc("POST /sim/config", p.simConfig)
 	s.mux.HandleFunc("POST /sim/refund-rules", p.simRefundRules)
 	s.mux.HandleFunc("GET /sim/refunds", p.simRefunds)
+	s.mux.HandleFunc("GET /v3/bill/tradebill", p.merchant("bill", p.bill("trade")))
+	s.mux.HandleFunc("GET /v3/bill/fundflowbill", p.merchant("bill", p.bill("fund")))
+	s.mux.HandleFunc("GET /v3/billdownload/file", p.download)
+	s.mux.HandleFunc("POST /sim/bills/config", p.simBillConfig)
 	return s
 }
 
@@ -256,7 +268,7 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 		rf = &simRefund{OutRefundNo: in.OutRefundNo, OutTradeNo: in.OutTradeNo, RefundID: fmt.Sprintf("5030%016d", p.seq),
 			Status: "PROCESSING", NotifyURL: in.NotifyURL, Refund: in.Amount.Refund, Total: in.Amount.Total}
 		if p.refundAtOnce && !p.refundFails {
-			rf.Status = "SUCCESS"
+			rf.Status, rf.SucceededAt = "SUCCESS", p.o.Now()
 		}
 		p.refunds[in.OutRefundNo] = rf
 		t.State = "REFUND"
@@ -279,6 +291,9 @@ func (p *payments) finishRefund(rf *simRefund, fails, drop bool) {
 	}
 	p.mu.Lock()
 	rf.Status = status
+	if status == "SUCCESS" {
+		rf.SucceededAt = p.o.Now()
+	}
 	if fails {
 		// The money did not leave: it may be refunded again.
 		if t, ok := p.txns[rf.OutTradeNo]; ok {

@@ -414,6 +414,29 @@ type PromotionBudget struct {
 	Remaining   int64
 }
 
+type Reconciliation struct {
+	BillDate   pgtype.Date
+	Status     string
+	Attempts   int32
+	TradeHash  string
+	FundHash   string
+	Summary    []byte
+	Error      string
+	StartedAt  time.Time
+	FinishedAt *time.Time
+}
+
+type ReconciliationAnomaly struct {
+	ID       int64
+	BillDate pgtype.Date
+	Kind     string
+	Ref      string
+	Detail   string
+	BillFen  *int64
+	OursFen  *int64
+	FoundAt  time.Time
+}
+
 type Refund struct {
 	ID            int64
 	PaymentID     int64
