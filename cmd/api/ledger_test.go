@@ -1,7 +1,9 @@
 package main
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -136,4 +138,83 @@ func TestLedgerFollowsTheMoney(t *testing.T) {
 		t.Errorf("refunded in full (-want +got):\n%snet %d", diff, l.NetReceivedFen)
 	}
 	ps.ledgerHolds(t, o.ID)
+}
+
+// A merchant's statement is its ledger by day: each figure checked
+// against the sale and refund it comes from (two orders with a platform
+// discount, one partly refunded, 10% commission), against the ledger's
+// own sums, and in its CSV; bad ranges and other merchants' staff are
+// refused.
+func TestMerchantStatement(t *testing.T) {
+	t.Parallel()
+	ps := newPayShop(t, nil, 100, 100)
+	admin := ps.staffToken(t, "admin")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	other := ps.staffToken(t, "merchant:"+createMerchant(t, ps.stack, ps.apis[0], "Other Kitchen"))
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+ps.merchantID+"/commission", admin, map[string]any{"commission_bps": 1000}); r.status != 200 {
+		t.Fatalf("commission: %d %s", r.status, r.body)
+	}
+	ps.promotionOf(t, admin, map[string]any{"name": "platform 5 off 30", "funded_by": "platform",
+		"tiers": []map[string]int64{{"threshold_fen": 3000, "off_fen": 500}}})
+	var orders []string
+	for _, name := range []string{"statement-1", "statement-2"} { // 5500 worth, 5000 paid each
+		orders = append(orders, ps.paidAccepted(t, ps.login(t, name), name, staff))
+	}
+	if r := ps.refundPart(t, staff, orders[1], "statement-refund", `{"amount_fen":1000,"reason":"late"}`); r.status != 201 {
+		t.Fatalf("refund: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the refund to succeed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", orders[1]) == 1
+	})
+
+	r := ps.do(t, ps.apis[0], "GET", "/admin/v1/merchants/"+ps.merchantID+"/statement", staff, nil)
+	var st ledger.Statement
+	r.json(t, &st)
+	if r.status != 200 || len(st.Days) != 7 {
+		t.Fatalf("statement: %d %s", r.status, r.body)
+	}
+	today := st.Days[6]
+	// The refund of 1000 of 5000 paid takes back a fifth of the platform's
+	// 500 and of the 550 commission: 1100 of the sales.
+	want := ledger.Figures{Orders: 2, GrossFen: 11000, PlatformDiscountFen: 900, RefundsFen: 1100, CommissionFen: 990, NetFen: 8910}
+	if diff := cmp.Diff(want, today.Figures); diff != "" || today.Date != time.Now().In(shanghai(t)).Format(time.DateOnly) {
+		t.Errorf("today, %s (-want +got):\n%s", today.Date, diff)
+	}
+	if diff := cmp.Diff(want, st.Totals); diff != "" {
+		t.Errorf("totals (-want +got):\n%s", diff)
+	}
+	var net, gross int64
+	if err := ps.stack.pool.QueryRow(t.Context(), `SELECT -sum(amount_fen) FILTER (WHERE account LIKE 'merchant\_%'),
+		-sum(amount_fen) FILTER (WHERE account = 'merchant_sales') FROM ledger_entries WHERE merchant_id = $1`, ps.merchantID).Scan(&net, &gross); err != nil {
+		t.Fatal(err)
+	}
+	if net != st.Totals.NetFen || gross != st.Totals.GrossFen {
+		t.Errorf("the ledger's sums: net %d, gross %d; the statement's %d, %d", net, gross, st.Totals.NetFen, st.Totals.GrossFen)
+	}
+	wantDishes := []ledger.TopDish{{DishID: ps.dishes[0].ID, Name: "Dish 0", Qty: 6, SalesFen: 6000}, {DishID: ps.dishes[1].ID, Name: "Dish 1", Qty: 2, SalesFen: 4000}}
+	if diff := cmp.Diff(wantDishes, st.TopDishes); diff != "" {
+		t.Errorf("top dishes (-want +got):\n%s", diff)
+	}
+
+	csvAnswer := ps.do(t, ps.apis[0], "GET", "/admin/v1/merchants/"+ps.merchantID+"/statement?format=csv", staff, nil)
+	lines := strings.Split(strings.TrimSpace(string(csvAnswer.body)), "\n")
+	if csvAnswer.status != 200 || !strings.HasPrefix(csvAnswer.header.Get("Content-Type"), "text/csv") || len(lines) != 9 ||
+		lines[8] != "total,2,110.00,0.00,9.00,11.00,9.90,0.00,89.10" {
+		t.Errorf("CSV: %d %q\n%s", csvAnswer.status, csvAnswer.header.Get("Content-Type"), csvAnswer.body)
+	}
+
+	for name, tt := range map[string]struct {
+		token, query string
+		status       int
+	}{
+		"another merchant's staff": {other, "", 403},
+		"from after to":            {staff, "?from=2026-12-05&to=2026-12-01", 400},
+		"a hundred days":           {staff, "?from=2026-01-01&to=2026-04-10", 400},
+		"not a date":               {staff, "?from=yesterday", 400},
+		"xml":                      {staff, "?format=xml", 400},
+	} {
+		if r := ps.do(t, ps.apis[0], "GET", "/admin/v1/merchants/"+ps.merchantID+"/statement"+tt.query, tt.token, nil); r.status != tt.status {
+			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, tt.status)
+		}
+	}
 }

@@ -159,6 +159,7 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"POST /admin/v1/after-sales/{id}/decide":    {"/admin/v1/after-sales/1/decide", `{"agree":true,"note":"n"}`, nil, staffOnly(403, 403, 503)},
 		"GET /admin/v1/reconciliations/{date}":      {"/admin/v1/reconciliations/2020-01-01", "", nil, staffOnly(403, 403, 503)},
 		"POST /admin/v1/reconciliations/{date}/run": {"/admin/v1/reconciliations/2020-01-01/run", "", nil, staffOnly(403, 403, 503)},
+		"GET /admin/v1/merchants/{id}/statement":    {"/admin/v1/merchants/" + sh.merchantID + "/statement", "", nil, staffOnly(200, 403, 200)},
 		"GET /admin/v1/orders/{id}/ledger":          {"/admin/v1/orders/" + orderA.ID + "/ledger", "", nil, staffOnly(200, 404, 200)},
 		"PUT /admin/v1/merchants/{id}/commission": {"/admin/v1/merchants/" + sh.merchantID + "/commission", `{"commission_bps":9999}`, nil,
 			staffOnly(403, 403, 400)},

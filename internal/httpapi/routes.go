@@ -158,6 +158,7 @@ func customerAfterSalesRoutes(r chi.Router, d Deps) {
 func moneyRoutes(r chi.Router, d Deps, a string) {
 	r.Method(http.MethodGet, a+"/orders/{id}/ledger", ledger.HandleOrder(d.Ledger))
 	r.With(auth.RequireAdmin).Method(http.MethodPut, a+"/merchants/{id}/commission", ledger.HandleSetCommission(d.Ledger))
+	r.Method(http.MethodGet, a+"/merchants/{id}/statement", ledger.HandleStatement(d.Ledger))
 	r.Method(http.MethodGet, a+"/after-sales", aftersales.HandleList(d.AfterSales))
 	r.Method(http.MethodPost, a+"/after-sales/{id}/agree", aftersales.HandleAction(d.AfterSales, aftersales.ActionAgree))
 	r.Method(http.MethodPost, a+"/after-sales/{id}/reject", aftersales.HandleAction(d.AfterSales, aftersales.ActionReject))

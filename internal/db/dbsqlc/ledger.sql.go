@@ -7,6 +7,9 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const ledgerEntriesByOrder = `-- name: LedgerEntriesByOrder :many
@@ -109,4 +112,144 @@ func (q *Queries) MerchantSetCommission(ctx context.Context, db DBTX, arg Mercha
 	var i MerchantSetCommissionRow
 	err := row.Scan(&i.ID, &i.CommissionBps, &i.Version)
 	return i, err
+}
+
+const merchantStatementDays = `-- name: MerchantStatementDays :many
+SELECT (e.posted_at AT TIME ZONE $1::text)::date AS day,
+    count(DISTINCT e.journal) FILTER (WHERE e.kind = 'sale')::integer AS orders,
+    coalesce(-sum(e.amount_fen) FILTER (WHERE e.account = 'merchant_sales'), 0)::bigint AS gross_fen,
+    coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'merchant_discounts'), 0)::bigint AS merchant_discount_fen,
+    coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'platform_promotions'), 0)::bigint AS platform_discount_fen,
+    coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'merchant_refunds'), 0)::bigint AS refunds_fen,
+    coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'merchant_commission'), 0)::bigint AS commission_fen,
+    coalesce(sum(e.amount_fen) FILTER (WHERE e.account = 'wechat_fees'), 0)::bigint AS fees_fen,
+    coalesce(-sum(e.amount_fen) FILTER (WHERE e.account LIKE 'merchant\_%'), 0)::bigint AS net_fen
+FROM ledger_entries e
+WHERE e.merchant_id = $2 AND e.posted_at >= $3 AND e.posted_at < $4
+GROUP BY 1 ORDER BY 1
+`
+
+type MerchantStatementDaysParams struct {
+	TimeZone   string
+	MerchantID int64
+	FromAt     time.Time
+	ToAt       time.Time
+}
+
+type MerchantStatementDaysRow struct {
+	Day                 pgtype.Date
+	Orders              int32
+	GrossFen            int64
+	MerchantDiscountFen int64
+	PlatformDiscountFen int64
+	RefundsFen          int64
+	CommissionFen       int64
+	FeesFen             int64
+	NetFen              int64
+}
+
+// A merchant's ledger by day in its time zone: each figure one sum of
+// its entries (the merchant's accounts, and the platform's discounts
+// and WeChat's fees on its orders).
+func (q *Queries) MerchantStatementDays(ctx context.Context, db DBTX, arg MerchantStatementDaysParams) ([]MerchantStatementDaysRow, error) {
+	rows, err := db.Query(ctx, merchantStatementDays,
+		arg.TimeZone,
+		arg.MerchantID,
+		arg.FromAt,
+		arg.ToAt,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MerchantStatementDaysRow{}
+	for rows.Next() {
+		var i MerchantStatementDaysRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.Orders,
+			&i.GrossFen,
+			&i.MerchantDiscountFen,
+			&i.PlatformDiscountFen,
+			&i.RefundsFen,
+			&i.CommissionFen,
+			&i.FeesFen,
+			&i.NetFen,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const merchantTimeZone = `-- name: MerchantTimeZone :one
+SELECT time_zone FROM merchants WHERE id = $1
+`
+
+func (q *Queries) MerchantTimeZone(ctx context.Context, db DBTX, id int64) (string, error) {
+	row := db.QueryRow(ctx, merchantTimeZone, id)
+	var time_zone string
+	err := row.Scan(&time_zone)
+	return time_zone, err
+}
+
+const merchantTopDishes = `-- name: MerchantTopDishes :many
+SELECT i.dish_id, i.name, sum(i.qty - i.refunded_qty)::bigint AS qty, sum(i.line_total_fen)::bigint AS sales_fen
+FROM order_items i
+WHERE i.order_id IN (SELECT e.order_id FROM ledger_entries e WHERE e.merchant_id = $1 AND e.kind = 'sale'
+                     AND e.account = 'merchant_sales' AND e.posted_at >= $2 AND e.posted_at < $3)
+GROUP BY i.dish_id, i.name
+ORDER BY sales_fen DESC, i.dish_id
+LIMIT $4
+`
+
+type MerchantTopDishesParams struct {
+	MerchantID int64
+	FromAt     time.Time
+	ToAt       time.Time
+	MaxRows    int32
+}
+
+type MerchantTopDishesRow struct {
+	DishID   int64
+	Name     string
+	Qty      int64
+	SalesFen int64
+}
+
+// The dishes of a merchant's orders sold (a sale posted) in a time range:
+// their units (less those refunded) and what their lines sold for, best
+// sellers first.
+func (q *Queries) MerchantTopDishes(ctx context.Context, db DBTX, arg MerchantTopDishesParams) ([]MerchantTopDishesRow, error) {
+	rows, err := db.Query(ctx, merchantTopDishes,
+		arg.MerchantID,
+		arg.FromAt,
+		arg.ToAt,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []MerchantTopDishesRow{}
+	for rows.Next() {
+		var i MerchantTopDishesRow
+		if err := rows.Scan(
+			&i.DishID,
+			&i.Name,
+			&i.Qty,
+			&i.SalesFen,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
