@@ -60,3 +60,64 @@ func salesPageInABrowser(t *testing.T, lang string) {
 		t.Errorf("thirty days: %d rows", bars)
 	}
 }
+
+// After-sales requests on the board, in each language: a customer's
+// request shows with its deadline and photo; one tap agrees it (the
+// refund written); another is rejected with the note typed; a request
+// escalated to the platform shows with the customer's words.
+func TestBoardAfterSales(t *testing.T) {
+	t.Parallel()
+	for _, lang := range boardLanguages {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			boardAfterSales(t, lang)
+		})
+	}
+}
+
+func boardAfterSales(t *testing.T, lang string) {
+	w := wordsOf(t, lang)
+	ps := newPayShop(t, map[string]string{"TAKEOUT_AFTER_SALES_RESPOND_WITHIN": "1h"}, 100, 100)
+	ps.createStaff(t, "desk", "correct horse battery")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	user := ps.login(t, "after-board")
+	id := ps.paidAccepted(t, user, "after-board", staff)
+	first := decodeAfterSale(t, ps.afterSale(t, user, id, "soup", `{"amount_fen":500,"reason":"cold soup","photos":["https://cdn.example.com/soup.jpg"]}`), 201)
+
+	b := browser(t)
+	boardLogin(t, b, ps.apis[0], lang, "desk", "correct horse battery")
+	item := fmt.Sprintf(`#after-sales-list li[data-after-sale="%s"]`, first.ID)
+	var what, photo string
+	runBrowser(t, b, 10*time.Second, "the request on the board",
+		chromedp.WaitVisible(chromedp.CSS(item)),
+		into(chromedp.Text(chromedp.CSS(item+" .what")), &what),
+		into(chromedp.Text(chromedp.CSS(item+" a")), &photo))
+	if want := w.say("aftersales.line", "order", id[len(id)-6:], "what", w.say("aftersales.amount", "amount", "¥5.00"), "reason", "cold soup"); what != want || photo != w.say("aftersales.photo", "n", "1") {
+		t.Errorf("the request says %q, %q; want %q", what, photo, want)
+	}
+	runBrowser(t, b, 10*time.Second, "agree with one tap",
+		chromedp.Click(chromedp.CSS(item+" button.agree")),
+		chromedp.WaitNotPresent(chromedp.CSS(item)))
+	if n := ps.count(t, "SELECT count(*) FROM after_sales WHERE id = $1 AND status = 'agreed' AND refund_id IS NOT NULL", first.ID); n != 1 {
+		t.Error("the tap did not agree the request with its refund")
+	}
+
+	second := decodeAfterSale(t, ps.afterSale(t, user, id, "late", `{"amount_fen":300,"reason":"late"}`), 201)
+	item = fmt.Sprintf(`#after-sales-list li[data-after-sale="%s"]`, second.ID)
+	runBrowser(t, b, 25*time.Second, "the second request, then rejected with a note",
+		chromedp.WaitVisible(chromedp.CSS(item)),
+		chromedp.SendKeys(chromedp.CSS(item+" input.note"), "on time by our clock"),
+		chromedp.Click(chromedp.CSS(item+" button.reject")),
+		chromedp.WaitNotPresent(chromedp.CSS(item)))
+	if n := ps.count(t, "SELECT count(*) FROM after_sales WHERE id = $1 AND status = 'rejected' AND decision_note = 'on time by our clock'", second.ID); n != 1 {
+		t.Error("the rejection with its note is not in the database")
+	}
+	decodeAfterSale(t, ps.do(t, ps.apis[0], "POST", "/v1/after-sales/"+second.ID+"/escalate", user, map[string]any{"note": "it was late"}), 200)
+	var by string
+	runBrowser(t, b, 25*time.Second, "the escalated request",
+		chromedp.WaitVisible(chromedp.CSS(item+`[data-status="escalated"]`)),
+		into(chromedp.Text(chromedp.CSS(item+" .by")), &by))
+	if want := w.say("aftersales.escalated", "why", "it was late"); by != want {
+		t.Errorf("the escalated request says %q, want %q", by, want)
+	}
+}

@@ -228,7 +228,92 @@ async function start() {
   if (!ticker) ticker = setInterval(tick, 1000);
   stream();
   loadLatePrints();
-  if (!printsTimer) printsTimer = setInterval(loadLatePrints, PRINTS_EVERY_MS);
+  loadAfterSales();
+  if (!printsTimer) printsTimer = setInterval(() => { loadLatePrints(); loadAfterSales(); }, PRINTS_EVERY_MS);
+}
+
+// After-sales requests waiting for the merchant (by their deadline, else
+// agreed for it) and those a customer took to the platform (the merchant
+// may still concede); asked again with the late tickets.
+const afterSaleNotes = new Map(); // id → { text, error }
+async function loadAfterSales() {
+  if (!session.token) return;
+  try {
+    const lists = await Promise.all(['requested', 'escalated'].map(async (status) => {
+      const res = await request('GET', `/admin/v1/after-sales?status=${status}`);
+      return res.ok ? (await res.json()).after_sales : [];
+    }));
+    renderAfterSales(lists.flat());
+  } catch { /* the next round asks again */ }
+}
+
+function afterSaleWhat(a) {
+  if (a.amount_fen !== null) return t('aftersales.amount', { amount: yuan(a.amount_fen) });
+  return t('aftersales.units', { n: a.lines.reduce((n, l) => n + l.qty, 0) });
+}
+
+function renderAfterSales(list) {
+  const ul = $('#after-sales-list');
+  ul.replaceChildren();
+  for (const a of list) {
+    const li = document.createElement('li');
+    li.dataset.afterSale = a.id;
+    li.dataset.status = a.status;
+    const what = document.createElement('p');
+    what.className = 'what';
+    what.textContent = t('aftersales.line', { order: a.order_id.slice(-6), what: afterSaleWhat(a), reason: a.reason });
+    const by = document.createElement('p');
+    by.className = 'by';
+    by.textContent = a.status === 'escalated' ? t('aftersales.escalated', { why: a.escalation }) : t('aftersales.by', { time: when(a.respond_by) });
+    li.append(what, by);
+    a.photos.forEach((url, i) => {
+      const link = document.createElement('a');
+      link.href = url;
+      link.target = '_blank';
+      link.rel = 'noopener noreferrer';
+      link.textContent = t('aftersales.photo', { n: i + 1 });
+      li.append(link, ' ');
+    });
+    const agree = document.createElement('button');
+    agree.className = 'agree';
+    agree.textContent = t('aftersales.agree');
+    agree.addEventListener('click', () => decideAfterSale(a.id, 'agree', li));
+    li.append(agree);
+    if (a.status === 'requested') {
+      const note = document.createElement('input');
+      note.className = 'note';
+      note.maxLength = 200;
+      note.placeholder = t('aftersales.note');
+      const reject = document.createElement('button');
+      reject.className = 'reject';
+      reject.textContent = t('aftersales.reject');
+      reject.addEventListener('click', () => decideAfterSale(a.id, 'reject', li));
+      li.append(note, reject);
+    }
+    const n = afterSaleNotes.get(a.id);
+    if (n) {
+      const p = document.createElement('p');
+      p.className = 'error';
+      p.setAttribute('role', 'alert');
+      p.textContent = n.text;
+      li.append(p);
+    }
+    ul.append(li);
+  }
+  $('#after-sales').hidden = list.length === 0;
+}
+
+async function decideAfterSale(id, action, li) {
+  li.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+  const note = li.querySelector('input.note');
+  try {
+    const res = await request('POST', `/admin/v1/after-sales/${id}/${action}`, action === 'reject' ? { note: note ? note.value.trim() : '' } : {});
+    if (res.ok) afterSaleNotes.delete(id);
+    else afterSaleNotes.set(id, { text: await problemText(res, action) });
+  } catch (err) {
+    if (session.token) afterSaleNotes.set(id, { text: t('error.reach', { message: err.message }) });
+  }
+  await loadAfterSales();
 }
 
 // The tickets the merchant's printers have not printed by their
