@@ -266,6 +266,13 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			`UPDATE ledger_entries SET amount_fen = amount_fen + 1 WHERE account = 'wechat_clearing'`,
 			`UPDATE ledger_entries SET amount_fen = amount_fen - 1 WHERE account = 'merchant_sales'`),
 			want: map[string]int{invLedgerMatches: 1}},
+		{name: "an after-sales request agreed with its refund", acks: ack1001, plant: append(slices.Clone(autoAccepted1001), afterSale1001(60, 60)...),
+			want: map[string]int{}},
+		{name: "an after-sales request agreed with a refund of another amount", acks: ack1001, plant: append(slices.Clone(autoAccepted1001), afterSale1001(70, 60)...),
+			want: map[string]int{invAfterSaleRefundedOnce: 1}},
+		{name: "an after-sales request left past its deadline", acks: ack1001, plant: append(slices.Clone(autoAccepted1001),
+			`INSERT INTO after_sales (order_id, merchant_id, user_id, amount_fen, reason, respond_by) SELECT id, merchant_id, user_id, 50, 'r', now() - interval '1 hour' FROM orders`),
+			want: map[string]int{invStuck: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},
@@ -357,5 +364,17 @@ func TestCheckFindsAnAdjustmentCountedTwice(t *testing.T) {
 	}
 	if f.violations[invRestocksOnce] != 1 || f.violations[invStockConserved] != 0 {
 		t.Errorf("violations %v, want the adjustment counted twice and the stock otherwise conserved", f.violations)
+	}
+}
+
+// afterSale1001 plants an after-sales request of order 1001 for asked
+// fen, agreed with a (settled) refund of refunded fen.
+func afterSale1001(asked, refunded int) []string {
+	return []string{
+		fmt.Sprintf(`INSERT INTO refunds (payment_id, order_id, out_refund_no, amount_fen, reason, status, partial)
+		 SELECT id, order_id, 'R1-P1', %d, 'r', 'FAILED', true FROM payments`, refunded),
+		`UPDATE refunds SET status = 'SETTLED'`, // posted to the ledger as an operator's settle is
+		fmt.Sprintf(`INSERT INTO after_sales (order_id, merchant_id, user_id, amount_fen, reason, respond_by, status, refund_id)
+		 SELECT o.id, o.merchant_id, o.user_id, %d, 'r', now(), 'agreed', r.id FROM orders o, refunds r`, asked),
 	}
 }

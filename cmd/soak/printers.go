@@ -216,5 +216,10 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, err
 	}
 	maps.Copy(counts, money)
+	asked, err := afterSaleCounts(ctx, st.direct)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(counts, asked)
 	return counts, nil
 }

@@ -380,6 +380,7 @@ func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 		"TAKEOUT_WXPAY_RECONCILE_INTERVAL":     "5s",
 		"TAKEOUT_WXPAY_QUERY_AFTER":            "5s",
 		"TAKEOUT_WXPAY_REFUND_GAP":             refundGap.String(),
+		"TAKEOUT_AFTER_SALES_RESPOND_WITHIN":   afterSalesRespondWithin,
 		"TAKEOUT_WEBHOOK_URL":                  webhookURL,
 		"TAKEOUT_WEBHOOK_SECRET":               randomSecret(),
 		"TAKEOUT_WEBHOOK_RETRY_BASE":           "1s",

@@ -77,6 +77,10 @@ type driver struct {
 	callbacks  atomic.Int64
 	background sync.WaitGroup // wxsim payments and deadline taps in flight
 	lateTaps   atomic.Int64   // paid orders accepted as their accept deadline fell
+
+	sessions          sessions     // each order's customer, for after-sales requests
+	askedAfter        sync.Map     // orders asked about after-sales
+	afterSaleRequests atomic.Int64 // requests made
 }
 
 // result is one answer.
@@ -384,6 +388,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // through wxsim with duplicated, delayed, reordered or dropped callbacks,
 // sometimes racing a cancel, sometimes cancelling once paid.
 func (d *driver) afterPlacement(ctx context.Context, user int, pid int64, session, orderID string) {
+	d.sessions.put(orderID, session)
 	cancel := func() {
 		var wg sync.WaitGroup
 		for range 1 + rand.IntN(2) {
@@ -519,6 +524,7 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 		case <-time.After(300 * time.Millisecond):
 		}
 		d.partialRefunds(ctx, m)
+		d.afterSales(ctx, m)
 		for _, s := range steps {
 			r := d.call(ctx, entry{Op: "staff_search", Method: "GET", Path: "/admin/v1/orders?limit=100&merchant_id=" + m.ID + "&status=" + s.status, Inst: d.randInst()},
 				m.Staff, nil, nil)
