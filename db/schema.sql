@@ -2365,12 +2365,6 @@ CREATE INDEX ledger_entries_order_idx ON public.ledger_entries USING btree (orde
 CREATE INDEX ledger_entries_payment_idx ON public.ledger_entries USING btree (payment_id) WHERE (payment_id IS NOT NULL);
 
 --
--- Name: ledger_entries_posted_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX ledger_entries_posted_idx ON public.ledger_entries USING btree (posted_at);
-
---
 -- Name: option_choices_group_idx; Type: INDEX; Schema: public; Owner: -
 --
 

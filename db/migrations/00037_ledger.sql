@@ -36,7 +36,6 @@ CREATE TABLE ledger_entries (
 CREATE INDEX ledger_entries_order_idx ON ledger_entries (order_id);
 CREATE INDEX ledger_entries_payment_idx ON ledger_entries (payment_id) WHERE payment_id IS NOT NULL;
 CREATE INDEX ledger_entries_merchant_idx ON ledger_entries (merchant_id, posted_at);
-CREATE INDEX ledger_entries_posted_idx ON ledger_entries (posted_at);
 
 -- The platform's commission on a merchant's sales, in basis points of
 -- what the merchant sells at (after its own discounts), fixed on each
