@@ -86,10 +86,10 @@ func TestDue(t *testing.T) {
 		want       []string
 	}{
 		"before ten, yesterday's bill is not out": {"2026-12-07 09:59:59", "2026-12-05 08:00:00", nil, []string{"2026-12-05"}},
-		"at ten it is":                            {"2026-12-07 10:00:00", "2026-12-05 08:00:00", nil, []string{"2026-12-05", "2026-12-06"}},
-		"done days are not run again":             {"2026-12-07 11:00:00", "2026-12-05 08:00:00", map[string]bool{"2026-12-05": true}, []string{"2026-12-06"}},
-		"three months back at most":               {"2026-12-07 11:00:00", "2025-01-01 08:00:00", nil, nil},
-		"nothing before the first payment":        {"2026-12-07 11:00:00", "2026-12-07 08:00:00", nil, nil},
+		"at ten it is":                     {"2026-12-07 10:00:00", "2026-12-05 08:00:00", nil, []string{"2026-12-05", "2026-12-06"}},
+		"done days are not run again":      {"2026-12-07 11:00:00", "2026-12-05 08:00:00", map[string]bool{"2026-12-05": true}, []string{"2026-12-06"}},
+		"three months back at most":        {"2026-12-07 11:00:00", "2025-01-01 08:00:00", nil, nil},
+		"nothing before the first payment": {"2026-12-07 11:00:00", "2026-12-07 08:00:00", nil, nil},
 	} {
 		got := dates(Due(at(tt.now), at(tt.first), tt.done))
 		if name == "three months back at most" {
