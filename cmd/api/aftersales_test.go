@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -182,6 +183,22 @@ func TestAfterSales(t *testing.T) {
 	decodeAfterSale(t, ps.do(t, ps.apis[0], "POST", "/admin/v1/after-sales/"+second.ID+"/reject", staff, map[string]any{"note": "sent hot"}), 200)
 	if r := ps.do(t, ps.apis[0], "POST", "/v1/after-sales/"+second.ID+"/escalate", stranger, map[string]any{"note": "x"}); r.status != 404 {
 		t.Errorf("a stranger escalated: %d", r.status)
+	}
+	for name, tt := range map[string]struct {
+		token, action string
+		body          map[string]any
+	}{
+		"an escalation without a note":    {user, "/v1/after-sales/%s/escalate", map[string]any{}},
+		"an escalation of 201 characters": {user, "/v1/after-sales/%s/escalate", map[string]any{"note": strings.Repeat("冷", 201)}},
+		"a decision without agree":        {admin, "/admin/v1/after-sales/%s/decide", map[string]any{"note": "n"}},
+		"a decision without a note":       {admin, "/admin/v1/after-sales/%s/decide", map[string]any{"agree": true}},
+	} {
+		if r := ps.do(t, ps.apis[0], "POST", fmt.Sprintf(tt.action, second.ID), tt.token, tt.body); r.status != 400 || r.problemType() != "invalid-request" {
+			t.Errorf("%s: %d %s", name, r.status, r.body)
+		}
+	}
+	if n := ps.count(t, "SELECT count(*) FROM after_sales WHERE id = $1 AND status = 'rejected' AND escalation = ''", second.ID); n != 1 {
+		t.Error("refused escalations and decisions changed the request")
 	}
 	for _, r := range storm(5, func() response {
 		return ps.do(t, ps.apis[0], "POST", "/v1/after-sales/"+second.ID+"/escalate", user, map[string]any{"note": "it was cold, see the photo"})

@@ -36,17 +36,9 @@ UPDATE after_sales SET status = 'escalated', escalation = @escalation, escalated
 WHERE id = @id
 RETURNING *;
 
--- name: AfterSaleOrderLock :one
--- Locks the order of an after-sales request (before the request itself:
--- every path takes the order first).
-SELECT id, user_id, merchant_id, status FROM orders WHERE id = @id FOR UPDATE;
-
 -- name: AfterSaleCompletedAt :one
 -- When the order was completed (null if it was not).
 SELECT max(created_at)::timestamptz FROM order_status_history WHERE order_id = @order_id AND to_status = 'COMPLETED';
-
--- name: AfterSaleOrderItems :many
-SELECT line, qty, refunded_qty FROM order_items WHERE order_id = @order_id ORDER BY line;
 
 -- name: AfterSaleRefund :one
 SELECT * FROM refunds WHERE id = @id;

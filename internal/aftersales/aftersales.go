@@ -109,14 +109,6 @@ var ErrDisabled = problem.New(problem.Unavailable, "after-sales requests need pa
 
 var errNotFound = problem.New(problem.NotFound, "no such after-sales request")
 
-// Decider is who decides a request: staff of its merchant, an admin, or
-// the system at the deadline.
-type Decider struct {
-	Actor order.Actor
-}
-
-func (d Decider) name() string { return d.Actor.String() }
-
 // Request is the body of POST /v1/orders/{id}/after-sales.
 type Request struct {
 	Lines     []order.RefundLine `json:"lines"`
@@ -194,7 +186,7 @@ func (s *Service) view(ctx context.Context, q dbsqlc.DBTX, a dbsqlc.AfterSale) (
 // Create records a customer's request, in tx (the idempotent create's),
 // with the job that agrees it at its deadline.
 func (s *Service) Create(ctx context.Context, tx pgx.Tx, userID, orderID int64, req Request) (AfterSale, error) {
-	o, err := s.q.AfterSaleOrderLock(ctx, tx, orderID)
+	o, err := s.q.OrderGetForUpdate(ctx, tx, orderID)
 	if errors.Is(err, db.ErrNotFound) || (err == nil && o.UserID != userID) {
 		return AfterSale{}, order.ErrOrderNotFound
 	}
@@ -234,7 +226,7 @@ func (s *Service) Create(ctx context.Context, tx pgx.Tx, userID, orderID int64, 
 
 // askable refuses a request about an order the merchant has not taken,
 // or completed longer ago than the window.
-func (s *Service) askable(ctx context.Context, tx pgx.Tx, o dbsqlc.AfterSaleOrderLockRow, now time.Time) error {
+func (s *Service) askable(ctx context.Context, tx pgx.Tx, o dbsqlc.Order, now time.Time) error {
 	if !slices.Contains(askable, o.Status) {
 		return problem.New(problem.OrderStatusConflict, "an order that is %s has no after-sales: ask once the merchant accepted it", o.Status).
 			With("current_status", o.Status)
@@ -282,12 +274,12 @@ func (s *Service) withinOrder(ctx context.Context, tx pgx.Tx, orderID int64, req
 		}
 		return nil
 	}
-	items, err := s.q.AfterSaleOrderItems(ctx, tx, orderID)
+	items, err := s.q.OrderItemsByOrder(ctx, tx, orderID)
 	if err != nil {
 		return fmt.Errorf("read order items: %w", err)
 	}
 	for i, l := range req.Lines {
-		k := slices.IndexFunc(items, func(it dbsqlc.AfterSaleOrderItemsRow) bool { return it.Line == l.Line })
+		k := slices.IndexFunc(items, func(it dbsqlc.OrderItem) bool { return it.Line == l.Line })
 		if k < 0 || items[k].Qty-items[k].RefundedQty < l.Qty {
 			return problem.Field(fmt.Sprintf("lines[%d]", i), "the order has no line %d with %d units left to refund", l.Line, l.Qty)
 		}
@@ -305,7 +297,7 @@ func (s *Service) lock(ctx context.Context, tx pgx.Tx, id int64, may func(dbsqlc
 	if err != nil {
 		return dbsqlc.AfterSale{}, fmt.Errorf("read after-sale: %w", err)
 	}
-	if _, err := s.q.AfterSaleOrderLock(ctx, tx, a.OrderID); err != nil {
+	if _, err := s.q.OrderGetForUpdate(ctx, tx, a.OrderID); err != nil {
 		return dbsqlc.AfterSale{}, fmt.Errorf("lock order: %w", err)
 	}
 	a, err = s.q.AfterSaleGetForUpdate(ctx, tx, id)
@@ -331,7 +323,7 @@ func refundReason(a dbsqlc.AfterSale) string {
 
 // agreeTx writes the request's refund and marks it agreed, in tx, with
 // the request and its order locked.
-func (s *Service) agreeTx(ctx context.Context, tx pgx.Tx, a dbsqlc.AfterSale, by Decider, note string) (dbsqlc.AfterSale, error) {
+func (s *Service) agreeTx(ctx context.Context, tx pgx.Tx, a dbsqlc.AfterSale, by order.Actor, note string) (dbsqlc.AfterSale, error) {
 	var lines []order.RefundLine
 	if err := json.Unmarshal(a.Lines, &lines); err != nil {
 		return dbsqlc.AfterSale{}, fmt.Errorf("after-sale %d lines: %w", a.ID, err)
@@ -339,7 +331,7 @@ func (s *Service) agreeTx(ctx context.Context, tx pgx.Tx, a dbsqlc.AfterSale, by
 	if len(lines) == 0 {
 		lines = nil
 	}
-	ref, err := s.o.Payments.RefundPartAs(ctx, tx, by.Actor, a.OrderID,
+	ref, err := s.o.Payments.RefundPartAs(ctx, tx, by, a.OrderID,
 		payment.PartialRefundRequest{Lines: lines, AmountFen: a.AmountFen, Reason: refundReason(a)})
 	if err != nil {
 		return dbsqlc.AfterSale{}, err
@@ -348,24 +340,24 @@ func (s *Service) agreeTx(ctx context.Context, tx pgx.Tx, a dbsqlc.AfterSale, by
 	if err != nil {
 		return dbsqlc.AfterSale{}, fmt.Errorf("read refund: %w", err)
 	}
-	return s.q.AfterSaleAgree(ctx, tx, dbsqlc.AfterSaleAgreeParams{ID: a.ID, RefundID: &row.ID, DecidedBy: by.name(), DecisionNote: note})
+	return s.q.AfterSaleAgree(ctx, tx, dbsqlc.AfterSaleAgreeParams{ID: a.ID, RefundID: &row.ID, DecidedBy: by.String(), DecisionNote: note})
 }
 
 // Agree is the merchant's (or an admin's) yes: the refund is written.
 // Agreeing again answers the request as it is. The merchant agrees a
 // request waiting for it, or concedes one escalated to the platform.
-func (s *Service) Agree(ctx context.Context, by Decider, id int64, note string) (AfterSale, error) {
+func (s *Service) Agree(ctx context.Context, by order.Actor, id int64, note string) (AfterSale, error) {
 	return s.decide(ctx, by, id, func(ctx context.Context, tx pgx.Tx, a dbsqlc.AfterSale) (dbsqlc.AfterSale, string, error) {
 		switch {
 		case a.Status == Agreed:
 			return a, "", nil
-		case a.Status == Refused, a.Status == Rejected && by.Actor.Kind == statemachine.Merchant:
+		case a.Status == Refused, a.Status == Rejected && by.Kind == statemachine.Merchant:
 			// A merchant decides once; after a rejection the customer
 			// escalates, and the merchant may concede then.
 			return a, "", conflict(a, "agreed")
 		}
 		step := "agreed_by_merchant"
-		if by.Actor.Kind == statemachine.Admin {
+		if by.Kind == statemachine.Admin {
 			step = "agreed_by_platform"
 		}
 		out, err := s.agreeTx(ctx, tx, a, by, note)
@@ -374,13 +366,13 @@ func (s *Service) Agree(ctx context.Context, by Decider, id int64, note string) 
 }
 
 // Reject is the merchant's no, with a note the customer sees.
-func (s *Service) Reject(ctx context.Context, by Decider, id int64, note string) (AfterSale, error) {
+func (s *Service) Reject(ctx context.Context, by order.Actor, id int64, note string) (AfterSale, error) {
 	return s.decide(ctx, by, id, func(ctx context.Context, tx pgx.Tx, a dbsqlc.AfterSale) (dbsqlc.AfterSale, string, error) {
 		switch a.Status {
 		case Rejected:
 			return a, "", nil
 		case Requested:
-			out, err := s.q.AfterSaleReject(ctx, tx, dbsqlc.AfterSaleRejectParams{ID: a.ID, Status: Rejected, DecidedBy: by.name(), DecisionNote: note})
+			out, err := s.q.AfterSaleReject(ctx, tx, dbsqlc.AfterSaleRejectParams{ID: a.ID, Status: Rejected, DecidedBy: by.String(), DecisionNote: note})
 			return out, "rejected", err
 		}
 		return a, "", conflict(a, "rejected")
@@ -388,7 +380,7 @@ func (s *Service) Reject(ctx context.Context, by Decider, id int64, note string)
 }
 
 // Decide is the platform's answer to an escalated request.
-func (s *Service) Decide(ctx context.Context, by Decider, id int64, agree bool, note string) (AfterSale, error) {
+func (s *Service) Decide(ctx context.Context, by order.Actor, id int64, agree bool, note string) (AfterSale, error) {
 	return s.decide(ctx, by, id, func(ctx context.Context, tx pgx.Tx, a dbsqlc.AfterSale) (dbsqlc.AfterSale, string, error) {
 		switch {
 		case agree && a.Status == Agreed, !agree && a.Status == Refused:
@@ -399,13 +391,13 @@ func (s *Service) Decide(ctx context.Context, by Decider, id int64, agree bool, 
 			out, err := s.agreeTx(ctx, tx, a, by, note)
 			return out, "agreed_by_platform", err
 		}
-		out, err := s.q.AfterSaleReject(ctx, tx, dbsqlc.AfterSaleRejectParams{ID: a.ID, Status: Refused, DecidedBy: by.name(), DecisionNote: note})
+		out, err := s.q.AfterSaleReject(ctx, tx, dbsqlc.AfterSaleRejectParams{ID: a.ID, Status: Refused, DecidedBy: by.String(), DecisionNote: note})
 		return out, "refused", err
 	})
 }
 
 // decide runs a staff decision on a request of a merchant they manage.
-func (s *Service) decide(ctx context.Context, by Decider, id int64,
+func (s *Service) decide(ctx context.Context, by order.Actor, id int64,
 	step func(context.Context, pgx.Tx, dbsqlc.AfterSale) (dbsqlc.AfterSale, string, error)) (AfterSale, error) {
 	if !s.enabled() {
 		return AfterSale{}, ErrDisabled
@@ -413,7 +405,7 @@ func (s *Service) decide(ctx context.Context, by Decider, id int64,
 	var counted string
 	out, err := db.WithTxV(ctx, s.o.Pool, func(tx pgx.Tx) (AfterSale, error) {
 		a, err := s.lock(ctx, tx, id, func(a dbsqlc.AfterSale) bool {
-			return by.Actor.Kind != statemachine.Merchant || by.Actor.MerchantID == a.MerchantID
+			return by.Kind != statemachine.Merchant || by.MerchantID == a.MerchantID
 		})
 		if err != nil {
 			return AfterSale{}, err
@@ -536,7 +528,7 @@ func (w *DeadlineWorker) Work(ctx context.Context, job *river.Job[DeadlineArgs])
 	if s.o.Payments == nil {
 		return nil
 	}
-	by := Decider{Actor: order.Actor{Kind: statemachine.System, Name: "after-sales-deadline"}}
+	by := order.Actor{Kind: statemachine.System, Name: "after-sales-deadline"}
 	counted := ""
 	err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
 		a, err := s.lock(ctx, tx, job.Args.ID, func(dbsqlc.AfterSale) bool { return true })

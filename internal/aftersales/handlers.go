@@ -155,11 +155,11 @@ func HandleEscalate(s *Service) http.Handler {
 	})
 }
 
-func deciderOf(staff auth.Staff) Decider {
+func deciderOf(staff auth.Staff) order.Actor {
 	if staff.Role.Admin {
-		return Decider{Actor: order.Actor{Kind: statemachine.Admin, Name: staff.Subject}}
+		return order.Actor{Kind: statemachine.Admin, Name: staff.Subject}
 	}
-	return Decider{Actor: order.Actor{Kind: statemachine.Merchant, MerchantID: staff.Role.MerchantID, Name: staff.Subject}}
+	return order.Actor{Kind: statemachine.Merchant, MerchantID: staff.Role.MerchantID, Name: staff.Subject}
 }
 
 // HandleList serves GET /admin/v1/after-sales?status=&merchant_id=&after=

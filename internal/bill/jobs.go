@@ -102,31 +102,17 @@ var ErrDisabled = problem.New(problem.Unavailable, "reconciliation needs payment
 
 // HandleGet serves GET /admin/v1/reconciliations/{date} (admins).
 func HandleGet(s *Service) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s == nil {
-			web.Error(w, r, ErrDisabled)
-			return
-		}
-		day, err := ParseDay(r.PathValue("date"), s.o.Now())
-		if err == nil {
-			err = web.CheckQuery(r)
-		}
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		rec, err := s.Get(r.Context(), day)
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		web.JSON(w, http.StatusOK, rec)
-	})
+	return handleDay(s, s.Get) // a nil s's method value is only taken, never called
 }
 
 // HandleRun serves POST /admin/v1/reconciliations/{date}/run (admins):
 // the date reconciled now, again if it was.
 func HandleRun(s *Service) http.Handler {
+	return handleDay(s, s.Run)
+}
+
+// handleDay answers a route of one date with what do makes of it.
+func handleDay(s *Service, do func(context.Context, time.Time) (Reconciliation, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s == nil {
 			web.Error(w, r, ErrDisabled)
@@ -140,7 +126,7 @@ func HandleRun(s *Service) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		rec, err := s.Run(r.Context(), day)
+		rec, err := do(r.Context(), day)
 		if err != nil {
 			web.Error(w, r, err)
 			return

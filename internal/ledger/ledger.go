@@ -104,31 +104,6 @@ func (s *Service) Order(ctx context.Context, staff auth.Staff, orderID int64) (O
 	return out, nil
 }
 
-// OrderCheck is an order's money as its payments and refunds have it and
-// as the ledger has it.
-type OrderCheck struct {
-	// ExpectedFen is what the payments brought in less what the refunds
-	// gave back.
-	ExpectedFen int64
-	// CashFen is the ledger's: the order's entries in the cash accounts.
-	CashFen int64
-	// SumFen is all the order's entries summed: zero when every journal
-	// balances.
-	SumFen int64
-}
-
-// Holds reports whether the ledger agrees with the payments and refunds.
-func (c OrderCheck) Holds() bool { return c.ExpectedFen == c.CashFen && c.SumFen == 0 }
-
-// CheckOrder compares an order's ledger with its payments and refunds.
-func (s *Service) CheckOrder(ctx context.Context, orderID int64) (OrderCheck, error) {
-	r, err := s.q.LedgerOrderCheck(ctx, s.pool, orderID)
-	if err != nil {
-		return OrderCheck{}, fmt.Errorf("check ledger of order %d: %w", orderID, err)
-	}
-	return OrderCheck{ExpectedFen: r.ExpectedFen, CashFen: r.CashFen, SumFen: r.SumFen}, nil
-}
-
 // Commission is a merchant's commission rate.
 type Commission struct {
 	MerchantID string `json:"merchant_id"`

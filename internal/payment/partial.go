@@ -108,24 +108,10 @@ func (s *Service) RefundPartAs(ctx context.Context, tx pgx.Tx, actor order.Actor
 	if req.AmountFen != nil {
 		amount = *req.AmountFen
 	}
-	pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
+	paid, left, err := s.paidAndLeft(ctx, tx, orderID)
 	if err != nil {
-		return Refund{}, fmt.Errorf("read payments: %w", err)
+		return Refund{}, err
 	}
-	var paid *dbsqlc.Payment
-	for i := range pays {
-		if pays[i].Status == paystate.Paid {
-			paid = &pays[i]
-		}
-	}
-	if paid == nil {
-		return Refund{}, ErrNothingPaid
-	}
-	got, err := s.q.RefundedOfPayment(ctx, tx, paid.ID)
-	if err != nil {
-		return Refund{}, fmt.Errorf("read refunds: %w", err)
-	}
-	left := paid.AmountFen - got.RefundedFen
 	if units.Whole && req.AmountFen == nil {
 		// The last units of the order: all that is left of the payment,
 		// so that refunding every line gives back exactly what was paid.
@@ -194,19 +180,29 @@ func HandlePartialRefund(s *Service, idem *idempotency.Store, pool db.Beginner) 
 // Refundable returns what is left to refund of an order's payment, in tx:
 // what was paid less what its refunds gave back or owe.
 func (s *Service) Refundable(ctx context.Context, tx pgx.Tx, orderID int64) (int64, error) {
+	_, left, err := s.paidAndLeft(ctx, tx, orderID)
+	return left, err
+}
+
+// paidAndLeft returns the order's paid payment (the last one, when a
+// second one is still being given back) and what is left to refund of it.
+func (s *Service) paidAndLeft(ctx context.Context, tx pgx.Tx, orderID int64) (dbsqlc.Payment, int64, error) {
 	pays, err := s.q.PaymentsByOrder(ctx, tx, orderID)
 	if err != nil {
-		return 0, fmt.Errorf("read payments: %w", err)
+		return dbsqlc.Payment{}, 0, fmt.Errorf("read payments: %w", err)
 	}
-	for _, p := range pays {
-		if p.Status != paystate.Paid {
-			continue
+	var paid *dbsqlc.Payment
+	for i := range pays {
+		if pays[i].Status == paystate.Paid {
+			paid = &pays[i]
 		}
-		got, err := s.q.RefundedOfPayment(ctx, tx, p.ID)
-		if err != nil {
-			return 0, fmt.Errorf("read refunds: %w", err)
-		}
-		return p.AmountFen - got.RefundedFen, nil
 	}
-	return 0, ErrNothingPaid
+	if paid == nil {
+		return dbsqlc.Payment{}, 0, ErrNothingPaid
+	}
+	got, err := s.q.RefundedOfPayment(ctx, tx, paid.ID)
+	if err != nil {
+		return dbsqlc.Payment{}, 0, fmt.Errorf("read refunds: %w", err)
+	}
+	return *paid, paid.AmountFen - got.RefundedFen, nil
 }

@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/takeout/takeout/internal/statemachine"
 )
 
 const afterSaleAgree = `-- name: AfterSaleAgree :one
@@ -214,61 +212,6 @@ func (q *Queries) AfterSaleInsert(ctx context.Context, db DBTX, arg AfterSaleIns
 		&i.UpdatedAt,
 		&i.DecidedAt,
 		&i.EscalatedAt,
-	)
-	return i, err
-}
-
-const afterSaleOrderItems = `-- name: AfterSaleOrderItems :many
-SELECT line, qty, refunded_qty FROM order_items WHERE order_id = $1 ORDER BY line
-`
-
-type AfterSaleOrderItemsRow struct {
-	Line        int16
-	Qty         int32
-	RefundedQty int32
-}
-
-func (q *Queries) AfterSaleOrderItems(ctx context.Context, db DBTX, orderID int64) ([]AfterSaleOrderItemsRow, error) {
-	rows, err := db.Query(ctx, afterSaleOrderItems, orderID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []AfterSaleOrderItemsRow{}
-	for rows.Next() {
-		var i AfterSaleOrderItemsRow
-		if err := rows.Scan(&i.Line, &i.Qty, &i.RefundedQty); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const afterSaleOrderLock = `-- name: AfterSaleOrderLock :one
-SELECT id, user_id, merchant_id, status FROM orders WHERE id = $1 FOR UPDATE
-`
-
-type AfterSaleOrderLockRow struct {
-	ID         int64
-	UserID     int64
-	MerchantID int64
-	Status     statemachine.Status
-}
-
-// Locks the order of an after-sales request (before the request itself:
-// every path takes the order first).
-func (q *Queries) AfterSaleOrderLock(ctx context.Context, db DBTX, id int64) (AfterSaleOrderLockRow, error) {
-	row := db.QueryRow(ctx, afterSaleOrderLock, id)
-	var i AfterSaleOrderLockRow
-	err := row.Scan(
-		&i.ID,
-		&i.UserID,
-		&i.MerchantID,
-		&i.Status,
 	)
 	return i, err
 }

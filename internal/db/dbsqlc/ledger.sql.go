@@ -49,36 +49,6 @@ func (q *Queries) LedgerEntriesByOrder(ctx context.Context, db DBTX, orderID int
 	return items, nil
 }
 
-const ledgerOrderCheck = `-- name: LedgerOrderCheck :one
-SELECT (
-    (SELECT coalesce(sum(p.amount_fen), 0) FROM payments p
-        WHERE p.order_id = $1 AND p.status IN ('SUCCESS', 'REFUNDED'))::bigint
-  + (SELECT coalesce(sum(f.amount_fen), 0) FROM refunds f
-        WHERE f.order_id = $1 AND f.transaction_id IS NOT NULL AND f.status <> 'RETRIED'
-        AND f.id = (SELECT min(g.id) FROM refunds g WHERE g.transaction_id = f.transaction_id))::bigint
-  - (SELECT coalesce(sum(f.amount_fen), 0) FROM refunds f
-        WHERE f.order_id = $1 AND f.status IN ('SUCCESS', 'SETTLED'))::bigint)::bigint AS expected_fen,
-    (SELECT coalesce(sum(e.amount_fen), 0) FROM ledger_entries e
-        WHERE e.order_id = $1 AND e.account IN ('wechat_clearing', 'refunds_outside') AND e.kind <> 'fee')::bigint AS cash_fen,
-    (SELECT coalesce(sum(e.amount_fen), 0) FROM ledger_entries e WHERE e.order_id = $1)::bigint AS sum_fen
-`
-
-type LedgerOrderCheckRow struct {
-	ExpectedFen int64
-	CashFen     int64
-	SumFen      int64
-}
-
-// What an order's payments brought in less what its refunds gave back
-// (final ones), next to what its entries in the cash accounts say, and
-// the sum of all its entries (zero when every journal balances).
-func (q *Queries) LedgerOrderCheck(ctx context.Context, db DBTX, orderID int64) (LedgerOrderCheckRow, error) {
-	row := db.QueryRow(ctx, ledgerOrderCheck, orderID)
-	var i LedgerOrderCheckRow
-	err := row.Scan(&i.ExpectedFen, &i.CashFen, &i.SumFen)
-	return i, err
-}
-
 const ledgerOrderMerchant = `-- name: LedgerOrderMerchant :one
 SELECT merchant_id FROM orders WHERE id = $1
 `
