@@ -116,6 +116,8 @@ DECLARE
     md bigint;
     pd bigint;
     cm bigint;
+    frozen bigint;
+    from_frozen bigint;
 BEGIN
     SELECT id, merchant_id INTO o FROM orders WHERE id = NEW.order_id;
     IF TG_OP = 'INSERT' THEN
@@ -152,9 +154,35 @@ BEGIN
     md := merchant_disc * after / paid - merchant_disc * before / paid;
     pd := platform_disc * after / paid - platform_disc * before / paid;
     cm := commission * after / paid - commission * before / paid;
+    from_frozen := NEW.amount_fen;
+    IF cash = 'wechat_clearing' THEN
+        SELECT coalesce(sum(e.amount_fen), 0)::bigint INTO frozen FROM ledger_entries e
+        WHERE e.payment_id = NEW.payment_id AND e.account = 'wechat_clearing';
+        from_frozen := least(greatest(frozen, 0), NEW.amount_fen);
+    END IF;
     PERFORM ledger_post('refund:' || NEW.id, 'refund', o.id, o.merchant_id, NEW.payment_id, NEW.id, NEW.out_refund_no,
-        ARRAY[cash, 'merchant_refunds', 'merchant_discounts', 'platform_promotions', 'merchant_commission', 'platform_commission'],
-        ARRAY[-NEW.amount_fen, NEW.amount_fen + md + pd, -md, -pd, -cm, cm]);
+        ARRAY[cash, 'merchant_settled', 'merchant_refunds', 'merchant_discounts', 'platform_promotions', 'merchant_commission', 'platform_commission'],
+        ARRAY[-from_frozen, from_frozen - NEW.amount_fen, NEW.amount_fen + md + pd, -md, -pd, -cm, cm]);
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: ledger_post_sharing(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_sharing() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.kind = 'share' THEN
+        PERFORM ledger_post('share:' || NEW.id, 'share', NEW.order_id, NEW.merchant_id, NEW.payment_id, NULL, NEW.out_no,
+            ARRAY['wechat_clearing', 'platform_shared', 'merchant_settled'],
+            ARRAY[-(NEW.amount_fen + NEW.unfrozen_fen), NEW.amount_fen, NEW.unfrozen_fen]);
+    ELSE
+        PERFORM ledger_post('return:' || NEW.id, 'share_return', NEW.order_id, NEW.merchant_id, NEW.payment_id, NEW.refund_id, NEW.out_no,
+            ARRAY['platform_shared', 'merchant_settled'], ARRAY[-NEW.amount_fen, NEW.amount_fen]);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -435,16 +463,16 @@ END
 $$;
 
 --
--- Name: payment_settle(text, text, text, text, bigint, text, text, text, timestamp with time zone, text, text, timestamp with time zone, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: payment_settle(text, text, text, text, text, bigint, text, text, text, timestamp with time zone, text, text, timestamp with time zone, text, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.payment_settle(p_channel text, p_mchid text, p_out_trade_no text, p_appid text, p_amount_fen bigint, p_currency text, n_notification_id text, n_transaction_id text, p_paid_at timestamp with time zone, o_from_status text, o_to_status text, o_updated_at timestamp with time zone, h_actor text, h_reason text, e_type text) RETURNS text
+CREATE FUNCTION public.payment_settle(p_channel text, p_mchid text, p_out_trade_no text, p_appid text, p_sub_mchid text, p_amount_fen bigint, p_currency text, n_notification_id text, n_transaction_id text, p_paid_at timestamp with time zone, o_from_status text, o_to_status text, o_updated_at timestamp with time zone, h_actor text, h_reason text, e_type text) RETURNS text
     LANGUAGE plpgsql
     AS $$
 DECLARE
     outcome text;
 BEGIN
-    outcome := payment_settle_grouped(p_channel, p_mchid, p_out_trade_no, p_appid, p_amount_fen, p_currency,
+    outcome := payment_settle_grouped(p_channel, p_mchid, p_out_trade_no, p_appid, p_sub_mchid, p_amount_fen, p_currency,
                                       n_notification_id, n_transaction_id, p_paid_at,
                                       o_from_status, o_to_status, o_updated_at, h_actor, h_reason, e_type);
     IF outcome = 'moved' THEN
@@ -456,10 +484,10 @@ END
 $$;
 
 --
--- Name: payment_settle_grouped(text, text, text, text, bigint, text, text, text, timestamp with time zone, text, text, timestamp with time zone, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: payment_settle_grouped(text, text, text, text, text, bigint, text, text, text, timestamp with time zone, text, text, timestamp with time zone, text, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.payment_settle_grouped(p_channel text, p_mchid text, p_out_trade_no text, p_appid text, p_amount_fen bigint, p_currency text, n_notification_id text, n_transaction_id text, p_paid_at timestamp with time zone, o_from_status text, o_to_status text, o_updated_at timestamp with time zone, h_actor text, h_reason text, e_type text) RETURNS text
+CREATE FUNCTION public.payment_settle_grouped(p_channel text, p_mchid text, p_out_trade_no text, p_appid text, p_sub_mchid text, p_amount_fen bigint, p_currency text, n_notification_id text, n_transaction_id text, p_paid_at timestamp with time zone, o_from_status text, o_to_status text, o_updated_at timestamp with time zone, h_actor text, h_reason text, e_type text) RETURNS text
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -467,6 +495,7 @@ DECLARE
     pay_id bigint;
     pay_order_id bigint;
     pay_appid text;
+    pay_sub_mchid text;
     pay_amount_fen bigint;
     pay_currency text;
     pay_status text;
@@ -478,14 +507,15 @@ DECLARE
 BEGIN
     -- The payment and its order, both locked (in that order, as before),
     -- and the merchant's accept rule, read and not locked.
-    SELECT p.id, p.order_id, p.appid, p.amount_fen, p.currency, p.status, p.transaction_id, od.status,
+    SELECT p.id, p.order_id, p.appid, p.sub_mchid, p.amount_fen, p.currency, p.status, p.transaction_id, od.status,
            m.accept_within_seconds, m.accept_timeout_action
-    INTO pay_id, pay_order_id, pay_appid, pay_amount_fen, pay_currency, pay_status, pay_transaction_id, o_status,
+    INTO pay_id, pay_order_id, pay_appid, pay_sub_mchid, pay_amount_fen, pay_currency, pay_status, pay_transaction_id, o_status,
          m_accept_within, m_accept_then
     FROM payments p JOIN orders od ON od.id = p.order_id JOIN merchants m ON m.id = od.merchant_id
     WHERE p.channel = p_channel AND p.mchid = p_mchid AND p.out_trade_no = p_out_trade_no
     FOR UPDATE OF p, od;
-    IF NOT FOUND OR pay_appid <> p_appid OR pay_amount_fen <> p_amount_fen
+    IF NOT FOUND OR pay_appid <> p_appid OR pay_sub_mchid IS DISTINCT FROM nullif(p_sub_mchid, '')
+        OR pay_amount_fen <> p_amount_fen
         OR (p_currency <> '' AND pay_currency <> p_currency)
         OR (pay_status NOT IN ('CREATED', 'CLOSED') AND pay_transaction_id IS DISTINCT FROM n_transaction_id) THEN
         RETURN 'transaction';
@@ -582,6 +612,8 @@ CREATE TABLE public.merchants (
     accept_timeout_action text DEFAULT 'reject'::text NOT NULL,
     fulfilment jsonb DEFAULT '{"pickup": false, "delivery": true, "scheduled": null}'::jsonb NOT NULL,
     commission_bps integer DEFAULT 0 NOT NULL,
+    sub_mchid text,
+    sub_appid text,
     CONSTRAINT merchants_accept_timeout_action_check CHECK ((accept_timeout_action = ANY (ARRAY['accept'::text, 'reject'::text]))),
     CONSTRAINT merchants_accept_within_seconds_check CHECK (((accept_within_seconds = 0) OR ((accept_within_seconds >= 10) AND (accept_within_seconds <= 7200)))),
     CONSTRAINT merchants_bands_location_check CHECK (((delivery_bands = '[]'::jsonb) OR (latitude IS NOT NULL))),
@@ -597,6 +629,8 @@ CREATE TABLE public.merchants (
     CONSTRAINT merchants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 100))),
     CONSTRAINT merchants_quote_version_check CHECK ((quote_version > 0)),
     CONSTRAINT merchants_status_check CHECK ((status = ANY (ARRAY['open'::text, 'closed'::text]))),
+    CONSTRAINT merchants_sub_appid_check CHECK ((sub_appid ~ '^wx[0-9a-f]{16}$'::text)),
+    CONSTRAINT merchants_sub_mchid_check CHECK ((sub_mchid ~ '^[0-9]{8,12}$'::text)),
     CONSTRAINT merchants_time_zone_check CHECK (((length(time_zone) >= 1) AND (length(time_zone) <= 64))),
     CONSTRAINT merchants_version_check CHECK ((version > 0)),
     CONSTRAINT merchants_weekly_hours_check CHECK ((jsonb_typeof(weekly_hours) = 'array'::text))
@@ -857,9 +891,9 @@ CREATE TABLE public.ledger_entries (
     refund_id bigint,
     ref text NOT NULL,
     posted_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT ledger_entries_account_check CHECK ((account = ANY (ARRAY['wechat_clearing'::text, 'refunds_outside'::text, 'wechat_fees_withheld'::text, 'wechat_fees'::text, 'merchant_sales'::text, 'merchant_discounts'::text, 'merchant_refunds'::text, 'merchant_commission'::text, 'platform_commission'::text, 'platform_promotions'::text, 'unexpected_receipts'::text]))),
+    CONSTRAINT ledger_entries_account_check CHECK ((account = ANY (ARRAY['wechat_clearing'::text, 'refunds_outside'::text, 'wechat_fees_withheld'::text, 'wechat_fees'::text, 'merchant_sales'::text, 'merchant_discounts'::text, 'merchant_refunds'::text, 'merchant_commission'::text, 'platform_commission'::text, 'platform_promotions'::text, 'unexpected_receipts'::text, 'platform_shared'::text, 'merchant_settled'::text]))),
     CONSTRAINT ledger_entries_amount_fen_check CHECK ((amount_fen <> 0)),
-    CONSTRAINT ledger_entries_kind_check CHECK ((kind = ANY (ARRAY['sale'::text, 'receipt'::text, 'refund'::text, 'fee'::text])))
+    CONSTRAINT ledger_entries_kind_check CHECK ((kind = ANY (ARRAY['sale'::text, 'receipt'::text, 'refund'::text, 'fee'::text, 'share'::text, 'share_return'::text])))
 );
 
 --
@@ -1161,6 +1195,9 @@ CREATE TABLE public.payments (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     checked_at timestamp with time zone,
+    sub_mchid text,
+    sub_appid text,
+    profit_sharing boolean DEFAULT false NOT NULL,
     CONSTRAINT payments_amount_fen_check CHECK ((amount_fen > 0)),
     CONSTRAINT payments_status_check CHECK ((status = ANY (ARRAY['CREATED'::text, 'SUCCESS'::text, 'CLOSED'::text, 'REFUNDED'::text])))
 );
@@ -1263,6 +1300,50 @@ CREATE TABLE public.printers (
 
 ALTER TABLE public.printers ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.printers_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: profit_sharings; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.profit_sharings (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    payment_id bigint NOT NULL,
+    order_id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    refund_id bigint,
+    attempt integer DEFAULT 1 NOT NULL,
+    out_no text NOT NULL,
+    cause text NOT NULL,
+    amount_fen bigint DEFAULT 0 NOT NULL,
+    unfrozen_fen bigint DEFAULT 0 NOT NULL,
+    status text DEFAULT 'PENDING'::text NOT NULL,
+    wx_id text,
+    fail_reason text,
+    sent_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT profit_sharings_amount_fen_check CHECK ((amount_fen >= 0)),
+    CONSTRAINT profit_sharings_attempt_check CHECK ((attempt > 0)),
+    CONSTRAINT profit_sharings_check CHECK (((kind = 'return'::text) = (refund_id IS NOT NULL))),
+    CONSTRAINT profit_sharings_kind_check CHECK ((kind = ANY (ARRAY['share'::text, 'return'::text]))),
+    CONSTRAINT profit_sharings_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSING'::text, 'SUCCESS'::text, 'FAILED'::text, 'SUPERSEDED'::text]))),
+    CONSTRAINT profit_sharings_unfrozen_fen_check CHECK ((unfrozen_fen >= 0))
+);
+
+--
+-- Name: profit_sharings_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.profit_sharings ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.profit_sharings_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -2120,6 +2201,20 @@ ALTER TABLE ONLY public.printers
     ADD CONSTRAINT printers_provider_device_key UNIQUE (provider, device);
 
 --
+-- Name: profit_sharings profit_sharings_out_no_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.profit_sharings
+    ADD CONSTRAINT profit_sharings_out_no_key UNIQUE (out_no);
+
+--
+-- Name: profit_sharings profit_sharings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.profit_sharings
+    ADD CONSTRAINT profit_sharings_pkey PRIMARY KEY (id);
+
+--
 -- Name: promotion_budget promotion_budget_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2365,6 +2460,12 @@ CREATE INDEX ledger_entries_order_idx ON public.ledger_entries USING btree (orde
 CREATE INDEX ledger_entries_payment_idx ON public.ledger_entries USING btree (payment_id) WHERE (payment_id IS NOT NULL);
 
 --
+-- Name: merchants_sub_mchid_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX merchants_sub_mchid_key ON public.merchants USING btree (sub_mchid) WHERE (sub_mchid IS NOT NULL);
+
+--
 -- Name: option_choices_group_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2441,6 +2542,30 @@ CREATE UNIQUE INDEX print_jobs_provider_ref_idx ON public.print_jobs USING btree
 --
 
 CREATE INDEX printers_merchant_idx ON public.printers USING btree (merchant_id) WHERE enabled;
+
+--
+-- Name: profit_sharings_one_return; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX profit_sharings_one_return ON public.profit_sharings USING btree (refund_id) WHERE ((kind = 'return'::text) AND (status <> 'SUPERSEDED'::text));
+
+--
+-- Name: profit_sharings_one_share; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX profit_sharings_one_share ON public.profit_sharings USING btree (payment_id) WHERE ((kind = 'share'::text) AND (status <> 'SUPERSEDED'::text));
+
+--
+-- Name: profit_sharings_open_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX profit_sharings_open_idx ON public.profit_sharings USING btree (status) WHERE (status = ANY (ARRAY['PENDING'::text, 'PROCESSING'::text, 'FAILED'::text]));
+
+--
+-- Name: profit_sharings_order_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX profit_sharings_order_idx ON public.profit_sharings USING btree (order_id);
 
 --
 -- Name: promotions_name_key; Type: INDEX; Schema: public; Owner: -
@@ -2611,6 +2736,12 @@ CREATE TRIGGER payments_ledger AFTER UPDATE OF status ON public.payments FOR EAC
 CREATE TRIGGER payments_ledger_insert AFTER INSERT ON public.payments FOR EACH ROW WHEN ((new.status = 'SUCCESS'::text)) EXECUTE FUNCTION public.ledger_post_payment();
 
 --
+-- Name: profit_sharings profit_sharings_ledger; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER profit_sharings_ledger AFTER UPDATE OF status ON public.profit_sharings FOR EACH ROW WHEN (((new.status = 'SUCCESS'::text) AND (old.status <> 'SUCCESS'::text))) EXECUTE FUNCTION public.ledger_post_sharing();
+
+--
 -- Name: refunds refunds_ledger; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2760,6 +2891,34 @@ ALTER TABLE ONLY public.print_jobs
 
 ALTER TABLE ONLY public.printers
     ADD CONSTRAINT printers_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: profit_sharings profit_sharings_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.profit_sharings
+    ADD CONSTRAINT profit_sharings_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: profit_sharings profit_sharings_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.profit_sharings
+    ADD CONSTRAINT profit_sharings_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
+
+--
+-- Name: profit_sharings profit_sharings_payment_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.profit_sharings
+    ADD CONSTRAINT profit_sharings_payment_id_fkey FOREIGN KEY (payment_id) REFERENCES public.payments(id);
+
+--
+-- Name: profit_sharings profit_sharings_refund_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.profit_sharings
+    ADD CONSTRAINT profit_sharings_refund_id_fkey FOREIGN KEY (refund_id) REFERENCES public.refunds(id);
 
 --
 -- Name: promotion_budget promotion_budget_promotion_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

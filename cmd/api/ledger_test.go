@@ -21,7 +21,7 @@ func (sh *shop) ledgerHolds(t *testing.T, orderID string) {
 	err := sh.stack.pool.QueryRow(t.Context(), `SELECT expected_fen, cash_fen, sum_fen FROM (
 		SELECT (SELECT coalesce(sum(amount_fen), 0) FROM payments WHERE order_id = $1 AND status IN ('SUCCESS', 'REFUNDED'))
 		     - (SELECT coalesce(sum(amount_fen), 0) FROM refunds WHERE order_id = $1 AND transaction_id IS NULL AND status IN ('SUCCESS', 'SETTLED')) AS expected_fen,
-		       (SELECT coalesce(sum(amount_fen), 0) FROM ledger_entries WHERE order_id = $1 AND account IN ('wechat_clearing', 'refunds_outside')) AS cash_fen,
+		       (SELECT coalesce(sum(amount_fen), 0) FROM ledger_entries WHERE order_id = $1 AND account IN ('wechat_clearing', 'refunds_outside', 'platform_shared', 'merchant_settled')) AS cash_fen,
 		       (SELECT coalesce(sum(amount_fen), 0) FROM ledger_entries WHERE order_id = $1) AS sum_fen) x`, orderID).Scan(&expected, &cash, &sum)
 	if err != nil {
 		t.Fatal(err)

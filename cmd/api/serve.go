@@ -42,6 +42,7 @@ import (
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/sharing"
 	"github.com/takeout/takeout/internal/shipping"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
@@ -132,8 +133,9 @@ type app struct {
 	messages    *subscribemsg.Sender
 	prints      *printing.Service
 	shipping    *shipping.Service
-	bills       *bill.Service // nil unless payments are configured
-	inserter    *jobs.Client  // inserts jobs in a caller's transaction
+	bills       *bill.Service    // nil unless payments are configured
+	sharing     *sharing.Service // nil unless in the service-provider mode
+	inserter    *jobs.Client     // inserts jobs in a caller's transaction
 	wxTokens    *subscribemsg.AccessTokens
 	handler     http.Handler
 
@@ -247,12 +249,27 @@ func (a *app) buildServices(ctx context.Context) error {
 	messages, ships := a.orderNotices()
 	var effects *payment.Effects
 	var orderPayments order.Payments // nil unless payments are configured
+	var pc payClient
 	if cfg.PaymentsEnabled() {
 		effects = payment.NewEffects(inserter)
 		orderPayments = effects
+		if pc, err = newPayClient(cfg, a.client(cfg.WeChatTimeout)); err != nil {
+			return err
+		}
+	}
+	var orderSharing order.ProfitSharing // nil unless in the service-provider mode
+	var returns payment.ReturnsBeforeRefund
+	if cfg.PartnerMode() {
+		if a.sharing, err = sharing.NewService(sharing.Options{
+			Pool: pool, Client: pc.client, Jobs: inserter, Logger: logger, Now: time.Now, Registerer: a.reg,
+			AfterPay: cfg.SharingAfterPay, FinishAfter: cfg.SharingFinishAfter, Poll: cfg.SharingPoll, FailedWait: 12 * cfg.SharingPoll,
+		}); err != nil {
+			return err
+		}
+		orderSharing, returns = a.sharing, a.sharing
 	}
 	orders, err := order.NewService(order.Options{
-		Events: a.hub, Messages: messages,
+		Events: a.hub, Messages: messages, Sharing: orderSharing,
 		Payments: orderPayments, Prints: a.prints, Shipping: ships, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, MaxTotalFen: cfg.OrderMaxTotalFen, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
@@ -264,7 +281,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	}
 	var payments *payment.Service // nil unless payments are configured, and bills with it
 	if cfg.PaymentsEnabled() {
-		if payments, a.bills, err = newPayments(cfg, pool, orders, effects, logger, a.reg, a.client(cfg.WeChatTimeout)); err != nil {
+		if payments, a.bills, err = newPayments(cfg, pool, pc, orders, effects, returns, logger, a.reg); err != nil {
 			return err
 		}
 	}
@@ -285,7 +302,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
 		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints, Shipping: a.shipping,
-		Ledger: ledger.NewService(pool), AfterSales: afterSales, Bills: a.bills,
+		Ledger: ledger.NewService(pool), AfterSales: afterSales, Bills: a.bills, Sharing: a.sharing,
 		Promotions:   promotion.NewService(promotion.Options{Pool: pool, MenuChanged: a.catalog.Changed}),
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
@@ -456,6 +473,13 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.BillSweepInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return bill.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
+	if a.sharing != nil {
+		river.AddWorker(workers, &sharing.ShareWorker{S: a.sharing})
+		river.AddWorker(workers, &sharing.SweepWorker{S: a.sharing})
+		kinds = append(kinds, sharing.ShareArgs{}.Kind(), sharing.SweepArgs{}.Kind())
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.SharingSweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return sharing.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+	}
 	orders.AddWorkers(workers, check)
 	prints.AddWorkers(workers)
 	kinds = append(kinds, printing.SweepArgs{}.Kind(), printing.DeliverArgs{}.Kind())
@@ -599,25 +623,32 @@ func instanceName() string {
 	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
 }
 
-// newPayments builds the WeChat Pay side from the configuration.
-func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, effects *payment.Effects, logger *slog.Logger, reg prometheus.Registerer, hc *http.Client) (*payment.Service, *bill.Service, error) {
+// payClient is the WeChat Pay client and the keys payments need.
+type payClient struct {
+	client   *payment.Client
+	key      *rsa.PrivateKey
+	platform wxpay.Keyring
+}
+
+// newPayClient builds the WeChat Pay client from the configuration.
+func newPayClient(cfg config.Config, hc *http.Client) (payClient, error) {
 	key, err := wxpay.ParsePrivateKey(cfg.WxPayMerchantKey.Bytes())
 	if err != nil {
-		return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
+		return payClient{}, fmt.Errorf("TAKEOUT_WXPAY_MERCHANT_KEY: %w", err)
 	}
 	var keys []wxpay.PublicKey
 	for _, entry := range strings.Split(cfg.WxPayPlatformKeys, ",") {
 		serial, path, ok := strings.Cut(strings.TrimSpace(entry), "=")
 		if !ok {
-			return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: want SERIAL=path, got %q", entry)
+			return payClient{}, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: want SERIAL=path, got %q", entry)
 		}
 		pemBytes, err := os.ReadFile(path) //nolint:gosec // G304: the operator names the key files
 		if err != nil {
-			return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: %w", err)
+			return payClient{}, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS: %w", err)
 		}
 		k, err := wxpay.ParsePublicKey(pemBytes, serial)
 		if err != nil {
-			return nil, nil, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS %s: %w", serial, err)
+			return payClient{}, fmt.Errorf("TAKEOUT_WXPAY_PLATFORM_KEYS %s: %w", serial, err)
 		}
 		keys = append(keys, k)
 	}
@@ -626,10 +657,17 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, orders *order.Service, e
 		Base: cfg.WxPayAPIBase, Merchant: wxpay.Merchant{MchID: cfg.WxPayMchID, Serial: cfg.WxPayMerchantSerial, Key: key},
 		Platform: platform, AppID: cfg.WeChatAppID, NotifyURL: cfg.WxPayNotifyURL, HTTP: hc, Now: time.Now,
 	})
+	return payClient{client: client, key: key, platform: platform}, nil
+}
+
+// newPayments builds the WeChat Pay side from the configuration.
+func newPayments(cfg config.Config, pool *pgxpool.Pool, pc payClient, orders *order.Service, effects *payment.Effects, returns payment.ReturnsBeforeRefund, logger *slog.Logger, reg prometheus.Registerer) (*payment.Service, *bill.Service, error) {
+	client, key, platform := pc.client, pc.key, pc.platform
 	payments, err := payment.NewService(payment.Options{
 		Pool: pool, Client: client, Orders: orders, Effects: effects, Logger: logger, Now: time.Now,
 		MchID: cfg.WxPayMchID, AppID: cfg.WeChatAppID, MerchantKey: key, Platform: platform, APIv3Key: cfg.WxPayAPIv3Key.Bytes(), V2Key: string(cfg.WxPayV2Key), Registerer: reg,
 		GroupCommitMax: cfg.DatabaseGroupCommitMax, GroupCommitSlots: cfg.DatabasePaymentGroupSlots, RefundGap: cfg.WxPayRefundGap,
+		Mode: cfg.WxPayMode, Returns: returns,
 	})
 	if err != nil {
 		return nil, nil, err

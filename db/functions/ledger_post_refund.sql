@@ -10,6 +10,11 @@
 -- back the last fen gives back the last fen of each), and the merchant's
 -- refunds account takes back the sale's worth of it (R and its
 -- discounts). A refund of money received for no sale gives it back.
+--
+-- In service-provider mode a payment's money may have left WeChat's
+-- frozen funds by profit sharing: a refund takes what is still frozen
+-- for the payment first (wechat_clearing) and the rest from what was
+-- unfrozen to the merchant (merchant_settled), as WeChat Pay does.
 CREATE OR REPLACE FUNCTION ledger_post_refund() RETURNS trigger LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -25,6 +30,8 @@ DECLARE
     md bigint;
     pd bigint;
     cm bigint;
+    frozen bigint;
+    from_frozen bigint;
 BEGIN
     SELECT id, merchant_id INTO o FROM orders WHERE id = NEW.order_id;
     IF TG_OP = 'INSERT' THEN
@@ -56,14 +63,20 @@ BEGIN
     END IF;
     -- What earlier refunds of this payment gave back.
     SELECT coalesce(-sum(e.amount_fen), 0)::bigint INTO before FROM ledger_entries e
-    WHERE e.payment_id = NEW.payment_id AND e.kind = 'refund' AND e.account IN ('wechat_clearing', 'refunds_outside');
+    WHERE e.payment_id = NEW.payment_id AND e.kind = 'refund' AND e.account IN ('wechat_clearing', 'refunds_outside', 'merchant_settled');
     after := least(before + NEW.amount_fen, paid);
     md := merchant_disc * after / paid - merchant_disc * before / paid;
     pd := platform_disc * after / paid - platform_disc * before / paid;
     cm := commission * after / paid - commission * before / paid;
+    from_frozen := NEW.amount_fen;
+    IF cash = 'wechat_clearing' THEN
+        SELECT coalesce(sum(e.amount_fen), 0)::bigint INTO frozen FROM ledger_entries e
+        WHERE e.payment_id = NEW.payment_id AND e.account = 'wechat_clearing';
+        from_frozen := least(greatest(frozen, 0), NEW.amount_fen);
+    END IF;
     PERFORM ledger_post('refund:' || NEW.id, 'refund', o.id, o.merchant_id, NEW.payment_id, NEW.id, NEW.out_refund_no,
-        ARRAY[cash, 'merchant_refunds', 'merchant_discounts', 'platform_promotions', 'merchant_commission', 'platform_commission'],
-        ARRAY[-NEW.amount_fen, NEW.amount_fen + md + pd, -md, -pd, -cm, cm]);
+        ARRAY[cash, 'merchant_settled', 'merchant_refunds', 'merchant_discounts', 'platform_promotions', 'merchant_commission', 'platform_commission'],
+        ARRAY[-from_frozen, from_frozen - NEW.amount_fen, NEW.amount_fen + md + pd, -md, -pd, -cm, cm]);
     RETURN NULL;
 END
 $$;

@@ -17,7 +17,7 @@
 -- It takes no subtransaction, so that it can be committed with other
 -- payments in one group (db.Group) and answer its own outcome alone.
 CREATE OR REPLACE FUNCTION payment_settle_grouped(
-    p_channel text, p_mchid text, p_out_trade_no text, p_appid text, p_amount_fen bigint, p_currency text,
+    p_channel text, p_mchid text, p_out_trade_no text, p_appid text, p_sub_mchid text, p_amount_fen bigint, p_currency text,
     n_notification_id text, n_transaction_id text, p_paid_at timestamptz,
     o_from_status text, o_to_status text, o_updated_at timestamptz,
     h_actor text, h_reason text, e_type text
@@ -28,6 +28,7 @@ DECLARE
     pay_id bigint;
     pay_order_id bigint;
     pay_appid text;
+    pay_sub_mchid text;
     pay_amount_fen bigint;
     pay_currency text;
     pay_status text;
@@ -39,14 +40,15 @@ DECLARE
 BEGIN
     -- The payment and its order, both locked (in that order, as before),
     -- and the merchant's accept rule, read and not locked.
-    SELECT p.id, p.order_id, p.appid, p.amount_fen, p.currency, p.status, p.transaction_id, od.status,
+    SELECT p.id, p.order_id, p.appid, p.sub_mchid, p.amount_fen, p.currency, p.status, p.transaction_id, od.status,
            m.accept_within_seconds, m.accept_timeout_action
-    INTO pay_id, pay_order_id, pay_appid, pay_amount_fen, pay_currency, pay_status, pay_transaction_id, o_status,
+    INTO pay_id, pay_order_id, pay_appid, pay_sub_mchid, pay_amount_fen, pay_currency, pay_status, pay_transaction_id, o_status,
          m_accept_within, m_accept_then
     FROM payments p JOIN orders od ON od.id = p.order_id JOIN merchants m ON m.id = od.merchant_id
     WHERE p.channel = p_channel AND p.mchid = p_mchid AND p.out_trade_no = p_out_trade_no
     FOR UPDATE OF p, od;
-    IF NOT FOUND OR pay_appid <> p_appid OR pay_amount_fen <> p_amount_fen
+    IF NOT FOUND OR pay_appid <> p_appid OR pay_sub_mchid IS DISTINCT FROM nullif(p_sub_mchid, '')
+        OR pay_amount_fen <> p_amount_fen
         OR (p_currency <> '' AND pay_currency <> p_currency)
         OR (pay_status NOT IN ('CREATED', 'CLOSED') AND pay_transaction_id IS DISTINCT FROM n_transaction_id) THEN
         RETURN 'transaction';

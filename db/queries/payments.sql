@@ -1,6 +1,6 @@
 -- name: PaymentInsert :one
-INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, currency)
-VALUES (@order_id, @channel, @mchid, @appid, @out_trade_no, @amount_fen, @currency)
+INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, sub_mchid, sub_appid, profit_sharing)
+VALUES (@order_id, @channel, @mchid, @appid, @out_trade_no, @amount_fen, @currency, sqlc.narg(sub_mchid), sqlc.narg(sub_appid), @profit_sharing)
 ON CONFLICT (channel, mchid, out_trade_no) DO UPDATE SET updated_at = payments.updated_at
 RETURNING *;
 
@@ -22,7 +22,7 @@ SELECT * FROM payments WHERE channel = @channel AND mchid = @mchid AND out_trade
 -- one round trip (db/functions/payment_settle.sql): applied, duplicate or
 -- transaction.
 SELECT payment_settle(
-    sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
+    sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text, sqlc.arg(sub_mchid)::text,
     sqlc.arg(amount_fen)::bigint, sqlc.arg(currency)::text, sqlc.arg(notification_id)::text,
     sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz,
     sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(updated_at)::timestamptz,
@@ -33,7 +33,7 @@ SELECT payment_settle(
 -- PaymentSettle for payments committed together, one statement each in
 -- one pipeline (db/functions/payment_settle_grouped.sql): its outcomes, or moved (nothing written).
 SELECT payment_settle_grouped(
-    sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text,
+    sqlc.arg(channel)::text, sqlc.arg(mchid)::text, sqlc.arg(out_trade_no)::text, sqlc.arg(appid)::text, sqlc.arg(sub_mchid)::text,
     sqlc.arg(amount_fen)::bigint, sqlc.arg(currency)::text, sqlc.arg(notification_id)::text,
     sqlc.arg(transaction_id)::text, sqlc.arg(paid_at)::timestamptz,
     sqlc.arg(from_status)::text, sqlc.arg(to_status)::text, sqlc.arg(updated_at)::timestamptz,

@@ -205,6 +205,25 @@ type Config struct {
 	// BillSweepInterval is how often the days whose bills are out and not
 	// reconciled are looked for.
 	BillSweepInterval time.Duration `env:"TAKEOUT_BILL_SWEEP_INTERVAL" envDefault:"30m"`
+	// WxPayMode is merchant (every payment into TAKEOUT_WXPAY_MCHID) or
+	// partner (the service-provider mode: each payment into its
+	// merchant's sub-merchant account, frozen, and the platform's
+	// commission taken by profit sharing; TAKEOUT_WXPAY_MCHID and
+	// TAKEOUT_WECHAT_APPID are then the service provider's).
+	WxPayMode string `env:"TAKEOUT_WXPAY_MODE" envDefault:"merchant"`
+	// SharingAfterPay is the least time after a payment before its
+	// share is sent: WeChat Pay takes none in the first minute.
+	SharingAfterPay time.Duration `env:"TAKEOUT_SHARING_AFTER_PAY" envDefault:"61s"`
+	// SharingFinishAfter is how long after its payment an order nobody
+	// completed is shared all the same (its commission to the platform,
+	// the rest to the merchant), well inside WeChat Pay's 180 days.
+	SharingFinishAfter time.Duration `env:"TAKEOUT_SHARING_FINISH_AFTER" envDefault:"720h"`
+	// SharingSweepInterval is how often the payments due at that
+	// deadline are looked for.
+	SharingSweepInterval time.Duration `env:"TAKEOUT_SHARING_SWEEP_INTERVAL" envDefault:"10m"`
+	// SharingPoll is how often a profit-sharing request whose result is
+	// not out yet is asked about.
+	SharingPoll time.Duration `env:"TAKEOUT_SHARING_POLL" envDefault:"5s"`
 
 	// Cloud printers: a provider is on when its credentials are set.
 	YilianyunAPIBase      string `env:"TAKEOUT_YILIANYUN_API_BASE" envDefault:"http://127.0.0.1:8090/yilianyun"`
@@ -244,6 +263,10 @@ func (c Config) FeieEnabled() bool { return c.FeieUser != "" && c.FeieUKey != ""
 
 // PaymentsEnabled reports whether WeChat Pay is configured.
 func (c Config) PaymentsEnabled() bool { return c.WxPayMerchantKey != "" }
+
+// PartnerMode reports whether payments are taken in WeChat Pay's
+// service-provider mode, with profit sharing.
+func (c Config) PartnerMode() bool { return c.PaymentsEnabled() && c.WxPayMode == "partner" }
 
 // Secret is a configuration value that must never be printed or logged.
 type Secret string
@@ -517,6 +540,12 @@ func (c Config) validateWork(k *checker) {
 		check(c.WxPayRefundGap >= 0, "TAKEOUT_WXPAY_REFUND_GAP: must not be negative")
 		check(c.WxPayFeeRateBps >= 0 && c.WxPayFeeRateBps <= 1000, "TAKEOUT_WXPAY_FEE_RATE_BPS: between 0 and 1000")
 		check(c.BillSweepInterval >= time.Second, "TAKEOUT_BILL_SWEEP_INTERVAL: want at least 1s")
+		check(c.WxPayMode == "merchant" || c.WxPayMode == "partner", "TAKEOUT_WXPAY_MODE: want merchant or partner")
+		check(c.SharingAfterPay >= 0, "TAKEOUT_SHARING_AFTER_PAY: must not be negative")
+		check(c.SharingFinishAfter > c.SharingAfterPay && c.SharingFinishAfter <= 150*24*time.Hour,
+			"TAKEOUT_SHARING_FINISH_AFTER: longer than TAKEOUT_SHARING_AFTER_PAY and at most 3600h (WeChat Pay unfreezes on its own at 180 days)")
+		check(c.SharingSweepInterval >= 100*time.Millisecond, "TAKEOUT_SHARING_SWEEP_INTERVAL: want at least 100ms")
+		check(c.SharingPoll >= 10*time.Millisecond, "TAKEOUT_SHARING_POLL: want at least 10ms")
 	}
 }
 

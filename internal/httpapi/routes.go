@@ -18,6 +18,7 @@ import (
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
+	"github.com/takeout/takeout/internal/sharing"
 	"github.com/takeout/takeout/internal/shipping"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/statemachine"
@@ -158,6 +159,9 @@ func customerAfterSalesRoutes(r chi.Router, d Deps) {
 func moneyRoutes(r chi.Router, d Deps, a string) {
 	r.Method(http.MethodGet, a+"/orders/{id}/ledger", ledger.HandleOrder(d.Ledger))
 	r.With(auth.RequireAdmin).Method(http.MethodPut, a+"/merchants/{id}/commission", ledger.HandleSetCommission(d.Ledger))
+	r.With(auth.RequireAdmin).Method(http.MethodPut, a+"/merchants/{id}/sub-merchant", sharing.HandleSetSubMerchant(d.Pool))
+	r.With(auth.RequireAdmin).Method(http.MethodGet, a+"/profit-sharing", sharing.HandleList(d.Sharing))
+	r.With(auth.RequireAdmin).Method(http.MethodPost, a+"/profit-sharing/{out_no}/retry", sharing.HandleRetry(d.Sharing))
 	r.Method(http.MethodGet, a+"/merchants/{id}/statement", ledger.HandleStatement(d.Ledger))
 	r.Method(http.MethodGet, a+"/after-sales", aftersales.HandleList(d.AfterSales))
 	r.Method(http.MethodPost, a+"/after-sales/{id}/agree", aftersales.HandleAction(d.AfterSales, aftersales.ActionAgree))

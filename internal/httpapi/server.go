@@ -26,6 +26,7 @@ import (
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/promotion"
 	"github.com/takeout/takeout/internal/redisconn"
+	"github.com/takeout/takeout/internal/sharing"
 	"github.com/takeout/takeout/internal/shipping"
 	"github.com/takeout/takeout/internal/staff"
 	"github.com/takeout/takeout/internal/subscribemsg"
@@ -57,7 +58,10 @@ type Deps struct {
 	Ledger     *ledger.Service
 	AfterSales *aftersales.Service
 	// Bills is nil when WeChat Pay is not configured.
-	Bills        *bill.Service
+	Bills *bill.Service
+	// Sharing is nil unless payments are taken in the service-provider
+	// mode.
+	Sharing      *sharing.Service
 	Registry     *prometheus.Registry
 	MaxBodyBytes int64
 	// RequestTimeout ends each request's context (0: no deadline).

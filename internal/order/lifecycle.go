@@ -235,6 +235,12 @@ func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Tra
 					return fmt.Errorf("close payment: %w", err)
 				}
 			}
+		case statemachine.ShareProfit:
+			if s.opts.Sharing != nil {
+				if err := s.opts.Sharing.CompletedTx(ctx, tx, row.ID); err != nil {
+					return fmt.Errorf("share profit: %w", err)
+				}
+			}
 		case statemachine.RequestRefund:
 			// Without payments configured nothing was paid: nothing to
 			// refund.

@@ -119,6 +119,9 @@ type Options struct {
 	// payments are not configured: nothing was paid, so nothing is
 	// refunded or closed).
 	Payments Payments
+	// Sharing, when set (the service-provider mode), shares a completed
+	// order's payment (the ShareProfit effect).
+	Sharing ProfitSharing
 	// Prints, when set, queues an accepted order's print tickets (the
 	// QueuePrints effect) in the accept's transaction.
 	Prints Prints
@@ -143,6 +146,14 @@ type Payments interface {
 	// CloseTx arranges for the order's open payments to be closed at the
 	// provider, so that they can no longer be paid.
 	CloseTx(ctx context.Context, tx pgx.Tx, orderID int64) error
+}
+
+// ProfitSharing is the platform's share of a payment frozen for profit
+// sharing (the service-provider mode): the completion of an order
+// records its payment's share and the job that sends it, in the
+// completion's transaction.
+type ProfitSharing interface {
+	CompletedTx(ctx context.Context, tx pgx.Tx, orderID int64) error
 }
 
 // DeadlineCheck runs before an unpaid order is cancelled at its pay

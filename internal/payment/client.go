@@ -160,10 +160,16 @@ type PrepayRequest struct {
 	TimeExpire  time.Time
 	AmountFen   int64
 	OpenID      string
+	// Sub is the sub-merchant the payment is for (service-provider
+	// mode), or zero.
+	Sub SubMerchant
 }
 
 // Prepay asks for a JSAPI prepay id.
 func (c *Client) Prepay(ctx context.Context, p PrepayRequest) (string, error) {
+	if p.Sub.partner() {
+		return c.partnerPrepay(ctx, p)
+	}
 	in := map[string]any{
 		"appid": c.appID, "mchid": c.mch.MchID, "description": p.Description, "out_trade_no": p.OutTradeNo,
 		"time_expire": p.TimeExpire.Format(time.RFC3339), "notify_url": c.notify,
@@ -207,8 +213,14 @@ func (s RefundState) final() bool {
 // Transaction is a payment as the platform reports it (query answers and
 // decrypted TRANSACTION.* notifications).
 type Transaction struct {
-	AppID         string     `json:"appid"`
-	MchID         string     `json:"mchid"`
+	AppID string `json:"appid"`
+	MchID string `json:"mchid"`
+	// The service-provider mode's names: the platform's (sp_) and the
+	// sub-merchant's (sub_); see normalize.
+	SpAppID       string     `json:"sp_appid"`
+	SpMchID       string     `json:"sp_mchid"`
+	SubAppID      string     `json:"sub_appid"`
+	SubMchID      string     `json:"sub_mchid"`
 	OutTradeNo    string     `json:"out_trade_no"`
 	TransactionID string     `json:"transaction_id"`
 	TradeState    TradeState `json:"trade_state"`
@@ -219,25 +231,49 @@ type Transaction struct {
 		Currency   string `json:"currency"`
 	} `json:"amount"`
 	Payer struct {
-		OpenID string `json:"openid"`
+		OpenID   string `json:"openid"`
+		SpOpenID string `json:"sp_openid"`
 	} `json:"payer"`
 }
 
+// normalize reads a service-provider transaction in the merchant mode's
+// names: the platform's sp_mchid and sp_appid are the mchid and appid it
+// was taken under (the sub-merchant stays in SubMchID).
+func (t *Transaction) normalize() {
+	if t.SpMchID != "" {
+		t.MchID, t.AppID = t.SpMchID, t.SpAppID
+	}
+	if t.Payer.OpenID == "" {
+		t.Payer.OpenID = t.Payer.SpOpenID
+	}
+}
+
 // Query reads a payment by out_trade_no.
-func (c *Client) Query(ctx context.Context, outTradeNo string) (Transaction, error) {
+func (c *Client) Query(ctx context.Context, sub SubMerchant, outTradeNo string) (Transaction, error) {
 	var t Transaction
-	err := c.do(ctx, http.MethodGet, "/v3/pay/transactions/out-trade-no/"+url.PathEscape(outTradeNo)+"?mchid="+url.QueryEscape(c.mch.MchID), nil, &t)
+	path := "/v3/pay/transactions/out-trade-no/" + url.PathEscape(outTradeNo) + "?mchid=" + url.QueryEscape(c.mch.MchID)
+	if sub.partner() {
+		path = "/v3/pay/partner/transactions/out-trade-no/" + url.PathEscape(outTradeNo) + "?sp_mchid=" + url.QueryEscape(c.mch.MchID) + "&" + sub.query()
+	}
+	err := c.do(ctx, http.MethodGet, path, nil, &t)
+	t.normalize()
 	return t, err
 }
 
 // Close closes an unpaid payment so that it can no longer be paid.
-func (c *Client) Close(ctx context.Context, outTradeNo string) error {
+func (c *Client) Close(ctx context.Context, sub SubMerchant, outTradeNo string) error {
+	if sub.partner() {
+		return c.do(ctx, http.MethodPost, "/v3/pay/partner/transactions/out-trade-no/"+url.PathEscape(outTradeNo)+"/close",
+			map[string]string{"sp_mchid": c.mch.MchID, "sub_mchid": sub.MchID}, nil)
+	}
 	return c.do(ctx, http.MethodPost, "/v3/pay/transactions/out-trade-no/"+url.PathEscape(outTradeNo)+"/close", map[string]string{"mchid": c.mch.MchID}, nil)
 }
 
 // RefundResult is a refund as the platform reports it.
 type RefundResult struct {
-	MchID         string      `json:"mchid"` // in notifications
+	MchID         string      `json:"mchid"`     // in notifications
+	SpMchID       string      `json:"sp_mchid"`  // in the service-provider mode's notifications
+	SubMchID      string      `json:"sub_mchid"` // the same
 	RefundID      string      `json:"refund_id"`
 	OutRefundNo   string      `json:"out_refund_no"`
 	OutTradeNo    string      `json:"out_trade_no"`
@@ -256,6 +292,7 @@ type RefundResult struct {
 type RefundRequest struct {
 	OutTradeNo, TransactionID, OutRefundNo, Reason string
 	RefundFen, TotalFen                            int64
+	Sub                                            SubMerchant
 }
 
 // Refund asks for a domestic refund; out_refund_no makes it idempotent at
@@ -264,6 +301,9 @@ func (c *Client) Refund(ctx context.Context, rr RefundRequest) (RefundResult, er
 	in := map[string]any{
 		"out_refund_no": rr.OutRefundNo, "reason": rr.Reason, "notify_url": c.notify,
 		"amount": map[string]any{"refund": rr.RefundFen, "total": rr.TotalFen, "currency": "CNY"},
+	}
+	if rr.Sub.partner() {
+		in["sub_mchid"] = rr.Sub.MchID
 	}
 	if rr.TransactionID != "" {
 		in["transaction_id"] = rr.TransactionID
@@ -276,8 +316,12 @@ func (c *Client) Refund(ctx context.Context, rr RefundRequest) (RefundResult, er
 }
 
 // QueryRefund reads a refund by out_refund_no.
-func (c *Client) QueryRefund(ctx context.Context, outRefundNo string) (RefundResult, error) {
+func (c *Client) QueryRefund(ctx context.Context, sub SubMerchant, outRefundNo string) (RefundResult, error) {
 	var out RefundResult
-	err := c.do(ctx, http.MethodGet, "/v3/refund/domestic/refunds/"+url.PathEscape(outRefundNo), nil, &out)
+	path := "/v3/refund/domestic/refunds/" + url.PathEscape(outRefundNo)
+	if sub.partner() {
+		path += "?" + sub.query()
+	}
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
 }

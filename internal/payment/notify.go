@@ -66,6 +66,7 @@ func (s *Service) NotifyV3(ctx context.Context, h wxpay.SignedHeaders, body []by
 		if err := json.Unmarshal(plain, &t); err != nil {
 			return problem.New(problem.InvalidRequest, "malformed transaction")
 		}
+		t.normalize()
 		err = s.HandleTransaction(ctx, src, t)
 	case strings.HasPrefix(n.EventType, "REFUND."):
 		var rr RefundResult

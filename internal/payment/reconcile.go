@@ -107,7 +107,11 @@ func (s *Service) sweep(ctx context.Context, checks []sweepCheck) {
 // final answer through the same exactly-once path as its notification
 // (which, should it come later, is then a duplicate).
 func (s *Service) reconcileRefund(ctx context.Context, r dbsqlc.Refund) error {
-	res, err := s.o.Client.QueryRefund(ctx, r.OutRefundNo)
+	p, err := s.q.PaymentGetByID(ctx, s.o.Pool, r.PaymentID)
+	if err != nil {
+		return fmt.Errorf("read payment: %w", err)
+	}
+	res, err := s.o.Client.QueryRefund(ctx, SubOf(p), r.OutRefundNo)
 	if err != nil {
 		return err
 	}
@@ -122,7 +126,7 @@ func (s *Service) reconcileRefund(ctx context.Context, r dbsqlc.Refund) error {
 // reconcile applies the platform's view of one payment. ErrInFlight means
 // the payment went through and someone else is applying it right now.
 func (s *Service) reconcile(ctx context.Context, p dbsqlc.Payment) error {
-	t, err := s.o.Client.Query(ctx, p.OutTradeNo)
+	t, err := s.o.Client.Query(ctx, SubOf(p), p.OutTradeNo)
 	if notAtPlatform(err) {
 		return nil // never prepaid there: nothing was paid
 	}
@@ -204,7 +208,7 @@ func (s *Service) closeAttempt(ctx context.Context, p dbsqlc.Payment) error {
 	if cur.Status != paystate.Created && cur.Status != paystate.Closed {
 		return nil // paid (and applied) meanwhile
 	}
-	if err := s.o.Client.Close(ctx, p.OutTradeNo); err != nil && !notAtPlatform(err) {
+	if err := s.o.Client.Close(ctx, SubOf(p), p.OutTradeNo); err != nil && !notAtPlatform(err) {
 		var api *APIError
 		if !errors.As(err, &api) || api.Code != "ORDERPAID" {
 			return fmt.Errorf("close %s: %w", p.OutTradeNo, err)

@@ -34,6 +34,17 @@ func (s *Service) takeTurn(ctx context.Context, r dbsqlc.Refund) (time.Duration,
 			return fmt.Errorf("read refund turn: %w", err)
 		}
 		now := s.o.Now()
+		if s.o.Returns != nil {
+			// Profit sharing may have moved since BeforeRefund looked.
+			clear, err := s.o.Returns.ClearTx(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			if !clear {
+				wait = time.Second
+				return nil
+			}
+		}
 		if turn.EarlierWaiting {
 			wait = max(s.o.RefundGap, time.Second)
 			return nil

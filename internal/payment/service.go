@@ -55,6 +55,38 @@ type Options struct {
 	// RefundGap is the least time between two refunds of one payment
 	// sent to WeChat Pay (its rule is a minute; 0 sends them at once).
 	RefundGap time.Duration
+	// Mode is ModeMerchant (the default) or ModePartner: each payment
+	// taken for its merchant's sub-merchant account, frozen for profit
+	// sharing.
+	Mode string
+	// Returns, in the partner mode, gets back from the platform's account
+	// what a refund needs of a payment's shared money before the refund
+	// is sent (the sharing capability provides it).
+	Returns ReturnsBeforeRefund
+}
+
+// ReturnsBeforeRefund is what a refund of a payment frozen for profit
+// sharing waits on: the sharing capability returns (回退) what the refund
+// needs of the money already shared, and says how long to wait when
+// that is not done yet.
+type ReturnsBeforeRefund interface {
+	BeforeRefund(ctx context.Context, r dbsqlc.Refund) (wait time.Duration, err error)
+	// ClearTx reports, in the refund's turn (tx holds the payment's
+	// row), whether r may be sent now.
+	ClearTx(ctx context.Context, tx pgx.Tx, r dbsqlc.Refund) (bool, error)
+}
+
+// SubOf is the sub-merchant payment p was taken for (zero in the
+// merchant mode).
+func SubOf(p dbsqlc.Payment) SubMerchant {
+	var sub SubMerchant
+	if p.SubMchid != nil {
+		sub.MchID = *p.SubMchid
+	}
+	if p.SubAppid != nil {
+		sub.AppID = *p.SubAppid
+	}
+	return sub
 }
 
 // Orders is what payments need of the order capability: an order as its
@@ -250,7 +282,7 @@ func (s *Service) Pay(ctx context.Context, userID, orderID int64) (RequestPaymen
 		// Concurrent pays of one attempt on this instance share one call.
 		v, err, _ := s.prepays.Do(p.OutTradeNo, func() (any, error) {
 			return s.o.Client.Prepay(context.WithoutCancel(ctx), PrepayRequest{Description: "takeout order " + o.ID, OutTradeNo: p.OutTradeNo,
-				TimeExpire: o.PayDeadline, AmountFen: o.TotalFen, OpenID: user.Openid})
+				TimeExpire: o.PayDeadline, AmountFen: o.TotalFen, OpenID: user.Openid, Sub: SubOf(p)})
 		})
 		if err != nil {
 			return RequestPayment{}, problem.Wrap(problem.UpstreamUnavailable, err, "WeChat Pay did not take the payment; try again")
@@ -291,12 +323,24 @@ func (s *Service) reserveAttempt(ctx context.Context, orderID, amountFen int64) 
 		if n := len(pays); n > 0 && pays[n-1].Status == paystate.Created && (pays[n-1].PrepayExpiresAt == nil || pays[n-1].PrepayExpiresAt.After(s.o.Now())) {
 			return pays[n-1], nil
 		}
-		// Two concurrent pays insert the same attempt number: the
-		// insert is an upsert, so both get the one row.
-		return s.q.PaymentInsert(ctx, tx, dbsqlc.PaymentInsertParams{
+		ins := dbsqlc.PaymentInsertParams{
 			OrderID: orderID, Channel: Channel, Mchid: s.o.MchID, Appid: s.o.AppID,
 			OutTradeNo: OutTradeNo(orderID, len(pays)+1), AmountFen: amountFen, Currency: "CNY",
-		})
+		}
+		if s.o.Mode == ModePartner {
+			m, err := s.q.MerchantSubMerchantOfOrder(ctx, tx, orderID)
+			if err != nil {
+				return dbsqlc.Payment{}, fmt.Errorf("read the order's sub-merchant: %w", err)
+			}
+			if m.SubMchid == nil {
+				return dbsqlc.Payment{}, problem.New(problem.MerchantNotOnboarded,
+					"this shop cannot take payments yet: it has no WeChat Pay sub-merchant account").With("merchant_id", strconv.FormatInt(m.ID, 10))
+			}
+			ins.SubMchid, ins.SubAppid, ins.ProfitSharing = m.SubMchid, m.SubAppid, true
+		}
+		// Two concurrent pays insert the same attempt number: the
+		// insert is an upsert, so both get the one row.
+		return s.q.PaymentInsert(ctx, tx, ins)
 	})
 }
 
@@ -377,11 +421,12 @@ const (
 	anomalyRefundTrade       = "refund_trade"
 	anomalyRefundTransaction = "refund_transaction"
 	anomalyRefundAmount      = "refund_amount"
+	anomalySubMchID          = "sub_mchid"
 )
 
 // anomalyKinds lists every kind, so that each one's series exists at 0.
 var anomalyKinds = []string{anomalyMchID, anomalyAppID, anomalyAmount, anomalyCurrency, anomalySecondTransaction,
-	anomalyRefundMchID, anomalyRefundTrade, anomalyRefundTransaction, anomalyRefundAmount}
+	anomalyRefundMchID, anomalyRefundTrade, anomalyRefundTransaction, anomalyRefundAmount, anomalySubMchID}
 
 // mismatch compares a reported transaction with the payment we asked for.
 func mismatch(t Transaction, p dbsqlc.Payment) (kind, detail string) {
@@ -390,6 +435,8 @@ func mismatch(t Transaction, p dbsqlc.Payment) (kind, detail string) {
 		return anomalyMchID, fmt.Sprintf("mchid %q, want %q", t.MchID, p.Mchid)
 	case t.AppID != p.Appid:
 		return anomalyAppID, fmt.Sprintf("appid %q, want %q", t.AppID, p.Appid)
+	case t.SubMchID != SubOf(p).MchID:
+		return anomalySubMchID, fmt.Sprintf("sub_mchid %q, want %q", t.SubMchID, SubOf(p).MchID)
 	case t.TradeState == TradeSuccess && t.Amount.Total != p.AmountFen:
 		return anomalyAmount, fmt.Sprintf("amount %d, want %d", t.Amount.Total, p.AmountFen)
 	case t.TradeState == TradeSuccess && t.Amount.Currency != "" && t.Amount.Currency != p.Currency:
@@ -417,6 +464,16 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	if r.Status != paystate.Pending && r.Status != paystate.Processing {
 		return nil // failed, retried or settled: an operator's now
 	}
+	if r.SentAt == nil && s.o.Returns != nil {
+		// Money the refund needs that was shared comes back first.
+		wait, err := s.o.Returns.BeforeRefund(ctx, r)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return river.JobSnooze(wait)
+		}
+	}
 	if r.SentAt == nil {
 		wait, err := s.takeTurn(ctx, r)
 		if err != nil {
@@ -435,7 +492,7 @@ func (w *refundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 		total, txn = r.AmountFen, *r.TransactionID
 	}
 	res, err := s.o.Client.Refund(ctx, RefundRequest{OutTradeNo: p.OutTradeNo, TransactionID: txn, OutRefundNo: r.OutRefundNo,
-		Reason: r.Reason, RefundFen: r.AmountFen, TotalFen: total})
+		Reason: r.Reason, RefundFen: r.AmountFen, TotalFen: total, Sub: SubOf(p)})
 	if err != nil {
 		return s.refundFailed(ctx, r, err)
 	}
@@ -564,6 +621,8 @@ func (s *Service) refundMismatch(ctx context.Context, tx pgx.Tx, r RefundResult,
 	switch {
 	case r.MchID != "" && r.MchID != p.Mchid:
 		return anomalyRefundMchID, fmt.Sprintf("mchid %q, want %q", r.MchID, p.Mchid), nil
+	case r.SpMchID != "" && (r.SpMchID != p.Mchid || r.SubMchID != SubOf(p).MchID):
+		return anomalyRefundMchID, fmt.Sprintf("sp_mchid %q sub_mchid %q, want %q %q", r.SpMchID, r.SubMchID, p.Mchid, SubOf(p).MchID), nil
 	case r.OutTradeNo != "" && r.OutTradeNo != p.OutTradeNo:
 		return anomalyRefundTrade, fmt.Sprintf("out_trade_no %q, want %q", r.OutTradeNo, p.OutTradeNo), nil
 	case ref.TransactionID != nil && r.TransactionID != "" && r.TransactionID != *ref.TransactionID:

@@ -104,7 +104,7 @@ func (s *Service) applyDirect(ctx context.Context, src Source, t Transaction) (o
 		return "", false, nil
 	}
 	outcome, err = s.succeed.Do(ctx, dbsqlc.PaymentSettleParams{
-		Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo, Appid: t.AppID, AmountFen: t.Amount.Total,
+		Channel: Channel, Mchid: s.o.MchID, OutTradeNo: t.OutTradeNo, Appid: t.AppID, SubMchid: t.SubMchID, AmountFen: t.Amount.Total,
 		Currency: t.Amount.Currency, NotificationID: notificationID(src, t), TransactionID: t.TransactionID, PaidAt: s.paidAt(t),
 		FromStatus: string(dt.From), ToStatus: string(dt.To), UpdatedAt: dt.UpdatedAt,
 		Actor: dt.Actor, Reason: dt.Reason, EventType: dt.EventType,

@@ -56,6 +56,8 @@ var (
 	RefundLimitReached     = Type{"refund-limit-reached", http.StatusConflict, "The payment has had as many refunds as WeChat Pay takes"}
 	AfterSaleConflict      = Type{"after-sale-status-conflict", http.StatusConflict, "The after-sales request's status does not allow this"}
 	BillNotReady           = Type{"bill-not-ready", http.StatusConflict, "WeChat Pay's bill of that day is not out yet"}
+	MerchantNotOnboarded   = Type{"merchant-not-onboarded", http.StatusConflict, "The shop has no WeChat Pay sub-merchant account yet"}
+	SharingStatusConflict  = Type{"sharing-status-conflict", http.StatusConflict, "The profit-sharing request's status does not allow this"}
 	RateLimited            = Type{"rate-limited", http.StatusTooManyRequests, "Too many requests"}
 	StaffLoginFailed       = Type{"staff-login-failed", http.StatusUnauthorized, "Wrong username or password"}
 	VoucherNotClaimable    = Type{"voucher-not-claimable", http.StatusConflict, "The voucher cannot be claimed now"}
@@ -78,6 +80,7 @@ func All() []Type {
 		DishUnavailable, MerchantClosed, BelowMinimum, AboveMaximum, OutOfRange, TokenInvalid, TokenExpired, TokenNotYours, OrderStatusConflict, RefundStatusConflict, RefundExceedsPaid,
 		RateLimited, StaffLoginFailed, VoucherNotClaimable, VoucherLimitReached, VoucherBudgetSpent,
 		VoucherUnavailable, PromotionUnavailable, FulfilmentUnavailable, SlotUnavailable, SlotFull, RefundLimitReached, AfterSaleConflict, BillNotReady,
+		MerchantNotOnboarded, SharingStatusConflict,
 	}
 }
 

@@ -95,6 +95,9 @@ const (
 	// collected), once per order: the upload's row and job, in the
 	// transition's transaction.
 	UploadShipping Effect = "upload_shipping"
+	// ShareProfit records the share of a completed order's payment (the
+	// service-provider mode's profit sharing) and its job.
+	ShareProfit Effect = "share_profit"
 )
 
 // OneStatement reports whether the one-statement path of a transition
@@ -143,10 +146,10 @@ func Table() []Transition {
 		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "merchant dispatches (READY is optional)"},
 		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
 		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "the rider picked it up"},
-		{Ready, PickUp, Completed, []Actor{Merchant, Admin}, []Effect{ConsumeStock, UploadShipping, Notify}, "the customer collected a pickup order"},
+		{Ready, PickUp, Completed, []Actor{Merchant, Admin}, []Effect{ConsumeStock, UploadShipping, ShareProfit, Notify}, "the customer collected a pickup order"},
 		{Ready, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels a prepared order"},
-		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin}, []Effect{Notify}, "delivered, or the customer confirms receipt"},
-		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{Notify}, "auto-complete after a timeout"},
+		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin}, []Effect{ShareProfit, Notify}, "delivered, or the customer confirms receipt"},
+		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{ShareProfit, Notify}, "auto-complete after a timeout"},
 		{Refunding, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "refund callback or query, or settled by an operator"},
 		// Partial refunds that come to all that was paid end the order too.
 		// A voucher goes back with a whole refund before acceptance (the

@@ -38,16 +38,30 @@ type PayOptions struct {
 
 type simTxn struct {
 	AppID, MchID, OutTradeNo, NotifyURL, OpenID, Description string
-	Total                                                    int64
-	State, TransactionID, SuccessTime                        string
+	// SubMchID and SubAppID are set for a payment of the service-provider
+	// mode (then AppID and MchID are the provider's); ProfitSharing
+	// freezes its money for sharing (sharing.go).
+	SubMchID, SubAppID                string
+	ProfitSharing                     bool
+	Total                             int64
+	State, TransactionID, SuccessTime string
 	// Refunded is what the trade's refunds asked back, summed: as at the
 	// platform, never more than Total.
 	Refunded int64
+	// Frozen is what of a sharing payment is still frozen (unsplit);
+	// FromBalance what its refunds took from the sub-merchant's account
+	// once the frozen money was not enough.
+	Frozen, FromBalance int64
+	// PaidAt is when it was paid.
+	PaidAt time.Time
 }
 
 type simRefund struct {
 	OutRefundNo, OutTradeNo, RefundID, Status, NotifyURL string
 	Refund, Total                                        int64
+	// FromFrozen is what of it was taken from the payment's frozen
+	// money (the rest from the sub-merchant's account).
+	FromFrozen int64
 	// SucceededAt is when the refund succeeded (for the bills).
 	SucceededAt time.Time
 }
@@ -87,12 +101,14 @@ type payments struct {
 	billFaults BillConfig
 	billClock  time.Time
 	billFiles  map[string]billFile
+	// The service-provider mode's profit sharing (sharing.go).
+	sharing sharingState
 }
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
 func (s *Server) WithPayments(o PayOptions) *Server {
 	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}, refundLog: map[string][]RefundTaken{}, refundGap: o.RefundGap,
-		billFiles: map[string]billFile{}}
+		billFiles: map[string]billFile{}, sharing: newSharingState()}
 	switch {
 	case o.RefundGap == 0:
 		p.refundGap = defaultRefundGap
@@ -113,6 +129,10 @@ func (s *Server) WithPayments(o PayOptions) *Server {
 	s.mux.HandleFunc("GET /v3/bill/fundflowbill", p.merchant("bill", p.bill("fund")))
 	s.mux.HandleFunc("GET /v3/billdownload/file", p.download)
 	s.mux.HandleFunc("POST /sim/bills/config", p.simBillConfig)
+	s.mux.HandleFunc("POST /v3/pay/partner/transactions/jsapi", p.merchant("prepay", p.partnerPrepay))
+	s.mux.HandleFunc("GET /v3/pay/partner/transactions/out-trade-no/{no}", p.merchant("query", p.query))
+	s.mux.HandleFunc("POST /v3/pay/partner/transactions/out-trade-no/{no}/close", p.merchant("close", p.close))
+	p.withSharing(s)
 	return s
 }
 
@@ -202,6 +222,16 @@ func (p *payments) txnJSON(t *simTxn) map[string]any {
 	m := map[string]any{"appid": t.AppID, "mchid": t.MchID, "out_trade_no": t.OutTradeNo, "trade_state": t.State,
 		"trade_type": "JSAPI", "payer": map[string]string{"openid": t.OpenID},
 		"amount": map[string]any{"total": t.Total, "payer_total": t.Total, "currency": "CNY", "payer_currency": "CNY"}}
+	if t.SubMchID != "" {
+		// The partner APIs' names: the provider's and the sub-merchant's.
+		delete(m, "appid")
+		delete(m, "mchid")
+		m["sp_appid"], m["sp_mchid"], m["sub_mchid"] = t.AppID, t.MchID, t.SubMchID
+		if t.SubAppID != "" {
+			m["sub_appid"] = t.SubAppID
+		}
+		m["payer"] = map[string]string{"sp_openid": t.OpenID}
+	}
 	if t.TransactionID != "" {
 		m["transaction_id"], m["success_time"] = t.TransactionID, t.SuccessTime
 	}
@@ -212,17 +242,21 @@ func (p *payments) query(r *http.Request, _ []byte) (int, any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, ok := p.txns[r.PathValue("no")]
-	if !ok {
+	if !ok || !ownedBy(t, r.URL.Query().Get("sub_mchid")) {
 		return 404, map[string]string{"code": "ORDER_NOT_EXIST", "message": "no such order"}
 	}
 	return 200, p.txnJSON(t)
 }
 
-func (p *payments) close(r *http.Request, _ []byte) (int, any) {
+func (p *payments) close(r *http.Request, body []byte) (int, any) {
+	var in struct {
+		SubMchID string `json:"sub_mchid"`
+	}
+	_ = json.Unmarshal(body, &in)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, ok := p.txns[r.PathValue("no")]
-	if !ok {
+	if !ok || !ownedBy(t, in.SubMchID) {
 		return 404, map[string]string{"code": "ORDER_NOT_EXIST", "message": "no such order"}
 	}
 	if t.State == "SUCCESS" {
@@ -237,6 +271,7 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 		OutTradeNo  string `json:"out_trade_no"`
 		OutRefundNo string `json:"out_refund_no"`
 		NotifyURL   string `json:"notify_url"`
+		SubMchID    string `json:"sub_mchid"`
 		Amount      struct{ Refund, Total int64 }
 	}
 	if json.Unmarshal(body, &in) != nil || in.OutRefundNo == "" {
@@ -248,7 +283,7 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 		return status, out
 	}
 	t, ok := p.txns[in.OutTradeNo]
-	if !ok || t.State != "SUCCESS" && t.State != "REFUND" {
+	if !ok || t.State != "SUCCESS" && t.State != "REFUND" || !ownedBy(t, in.SubMchID) {
 		p.mu.Unlock()
 		return 400, map[string]string{"code": "RESOURCE_NOT_EXISTS", "message": "not paid"}
 	}
@@ -262,11 +297,16 @@ func (p *payments) refund(r *http.Request, body []byte) (int, any) {
 			p.mu.Unlock()
 			return status, out
 		}
+		fromFrozen, ok := p.takeForRefund(t, in.Amount.Refund)
+		if !ok {
+			p.mu.Unlock()
+			return 403, map[string]string{"code": "NOT_ENOUGH", "message": "the sub-merchant's balance is not enough for this refund"}
+		}
 		p.refundLog[in.OutTradeNo] = append(p.refundLog[in.OutTradeNo], RefundTaken{OutRefundNo: in.OutRefundNo, At: p.o.Now()})
 		t.Refunded += in.Amount.Refund
 		p.seq++
 		rf = &simRefund{OutRefundNo: in.OutRefundNo, OutTradeNo: in.OutTradeNo, RefundID: fmt.Sprintf("5030%016d", p.seq),
-			Status: "PROCESSING", NotifyURL: in.NotifyURL, Refund: in.Amount.Refund, Total: in.Amount.Total}
+			Status: "PROCESSING", NotifyURL: in.NotifyURL, Refund: in.Amount.Refund, Total: in.Amount.Total, FromFrozen: fromFrozen}
 		if p.refundAtOnce && !p.refundFails {
 			rf.Status, rf.SucceededAt = "SUCCESS", p.o.Now()
 		}
@@ -294,14 +334,19 @@ func (p *payments) finishRefund(rf *simRefund, fails, drop bool) {
 	if status == "SUCCESS" {
 		rf.SucceededAt = p.o.Now()
 	}
-	if fails {
+	t := p.txns[rf.OutTradeNo]
+	if fails && t != nil {
 		// The money did not leave: it may be refunded again.
-		if t, ok := p.txns[rf.OutTradeNo]; ok {
-			t.Refunded -= rf.Refund
-		}
+		t.Refunded -= rf.Refund
+		p.giveBackRefund(t, rf)
 	}
-	plain, _ := json.Marshal(map[string]any{"mchid": p.o.MchID, "out_trade_no": rf.OutTradeNo, "refund_id": rf.RefundID,
-		"out_refund_no": rf.OutRefundNo, "refund_status": status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total}})
+	notice := map[string]any{"mchid": p.o.MchID, "out_trade_no": rf.OutTradeNo, "refund_id": rf.RefundID,
+		"out_refund_no": rf.OutRefundNo, "refund_status": status, "amount": map[string]any{"refund": rf.Refund, "total": rf.Total}}
+	if t != nil && t.SubMchID != "" {
+		delete(notice, "mchid")
+		notice["sp_mchid"], notice["sub_mchid"] = p.o.MchID, t.SubMchID
+	}
+	plain, _ := json.Marshal(notice)
 	url := rf.NotifyURL
 	p.mu.Unlock()
 	if drop {
@@ -314,6 +359,9 @@ func (p *payments) queryRefund(r *http.Request, _ []byte) (int, any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rf, ok := p.refunds[r.PathValue("no")]
+	if ok && !ownedBy(p.txns[rf.OutTradeNo], r.URL.Query().Get("sub_mchid")) {
+		ok = false
+	}
 	if !ok {
 		return 404, map[string]string{"code": "RESOURCE_NOT_EXISTS", "message": "no such refund"}
 	}
@@ -361,7 +409,11 @@ func (p *payments) simPay(w http.ResponseWriter, r *http.Request) {
 	if t.State == "NOTPAY" {
 		p.seq++
 		t.State, t.TransactionID = "SUCCESS", fmt.Sprintf("4200%016d", p.seq)
-		t.SuccessTime = p.o.Now().Format(time.RFC3339)
+		t.PaidAt = p.o.Now()
+		t.SuccessTime = t.PaidAt.Format(time.RFC3339)
+		if t.ProfitSharing {
+			t.Frozen = t.Total
+		}
 	}
 	m := p.txnJSON(t)
 	if in.AmountFen > 0 {

@@ -179,11 +179,11 @@ func (b *OrderPlaceGroupedBatchResults) Close() error {
 
 const paymentSettleGrouped = `-- name: PaymentSettleGrouped :batchone
 SELECT payment_settle_grouped(
-    $1::text, $2::text, $3::text, $4::text,
-    $5::bigint, $6::text, $7::text,
-    $8::text, $9::timestamptz,
-    $10::text, $11::text, $12::timestamptz,
-    $13::text, $14::text, $15::text
+    $1::text, $2::text, $3::text, $4::text, $5::text,
+    $6::bigint, $7::text, $8::text,
+    $9::text, $10::timestamptz,
+    $11::text, $12::text, $13::timestamptz,
+    $14::text, $15::text, $16::text
 )::text AS outcome
 `
 
@@ -198,6 +198,7 @@ type PaymentSettleGroupedParams struct {
 	Mchid          string
 	OutTradeNo     string
 	Appid          string
+	SubMchid       string
 	AmountFen      int64
 	Currency       string
 	NotificationID string
@@ -221,6 +222,7 @@ func (q *Queries) PaymentSettleGrouped(ctx context.Context, db DBTX, arg []Payme
 			a.Mchid,
 			a.OutTradeNo,
 			a.Appid,
+			a.SubMchid,
 			a.AmountFen,
 			a.Currency,
 			a.NotificationID,

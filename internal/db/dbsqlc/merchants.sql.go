@@ -10,7 +10,7 @@ import (
 )
 
 const merchantGetByID = `-- name: MerchantGetByID :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps FROM merchants WHERE id = $1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid FROM merchants WHERE id = $1
 `
 
 func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merchant, error) {
@@ -36,12 +36,14 @@ func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merch
 		&i.AcceptTimeoutAction,
 		&i.Fulfilment,
 		&i.CommissionBps,
+		&i.SubMchid,
+		&i.SubAppid,
 	)
 	return i, err
 }
 
 const merchantGetByName = `-- name: MerchantGetByName :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
 `
 
 func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (Merchant, error) {
@@ -67,6 +69,8 @@ func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (
 		&i.AcceptTimeoutAction,
 		&i.Fulfilment,
 		&i.CommissionBps,
+		&i.SubMchid,
+		&i.SubAppid,
 	)
 	return i, err
 }
@@ -79,7 +83,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
         coalesce($9::jsonb, '[]'), coalesce($10::text[], '{}'),
         coalesce($11::integer, 300), coalesce($12::text, 'reject'),
         coalesce($13::jsonb, '{"delivery": true, "pickup": false, "scheduled": null}'))
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid
 `
 
 type MerchantInsertParams struct {
@@ -136,12 +140,14 @@ func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInser
 		&i.AcceptTimeoutAction,
 		&i.Fulfilment,
 		&i.CommissionBps,
+		&i.SubMchid,
+		&i.SubAppid,
 	)
 	return i, err
 }
 
 const merchantList = `-- name: MerchantList :many
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps FROM merchants ORDER BY id
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid FROM merchants ORDER BY id
 `
 
 func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error) {
@@ -173,6 +179,8 @@ func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error)
 			&i.AcceptTimeoutAction,
 			&i.Fulfilment,
 			&i.CommissionBps,
+			&i.SubMchid,
+			&i.SubAppid,
 		); err != nil {
 			return nil, err
 		}
@@ -207,7 +215,7 @@ UPDATE merchants SET
     version          = version + 1,
     updated_at       = now()
 WHERE id = $16 AND version = $17
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid
 `
 
 type MerchantUpdateParams struct {
@@ -272,6 +280,8 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		&i.AcceptTimeoutAction,
 		&i.Fulfilment,
 		&i.CommissionBps,
+		&i.SubMchid,
+		&i.SubAppid,
 	)
 	return i, err
 }

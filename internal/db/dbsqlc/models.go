@@ -186,6 +186,8 @@ type Merchant struct {
 	AcceptTimeoutAction string
 	Fulfilment          []byte
 	CommissionBps       int32
+	SubMchid            *string
+	SubAppid            *string
 }
 
 type NewCustomerClaim struct {
@@ -321,6 +323,9 @@ type Payment struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	CheckedAt       *time.Time
+	SubMchid        *string
+	SubAppid        *string
+	ProfitSharing   bool
 }
 
 type PaymentAnomaly struct {
@@ -383,6 +388,27 @@ type Printer struct {
 	CategoryIds []int64
 	Enabled     bool
 	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type ProfitSharing struct {
+	ID          int64
+	Kind        string
+	PaymentID   int64
+	OrderID     int64
+	MerchantID  int64
+	RefundID    *int64
+	Attempt     int32
+	OutNo       string
+	Cause       string
+	AmountFen   int64
+	UnfrozenFen int64
+	Status      string
+	WxID        *string
+	FailReason  *string
+	SentAt      *time.Time
+	FinishedAt  *time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }

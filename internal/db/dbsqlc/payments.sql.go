@@ -72,7 +72,7 @@ func (q *Queries) NotificationInsert(ctx context.Context, db DBTX, arg Notificat
 }
 
 const paymentGetByID = `-- name: PaymentGetByID :one
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE id = $1
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at, sub_mchid, sub_appid, profit_sharing FROM payments WHERE id = $1
 `
 
 func (q *Queries) PaymentGetByID(ctx context.Context, db DBTX, id int64) (Payment, error) {
@@ -95,12 +95,15 @@ func (q *Queries) PaymentGetByID(ctx context.Context, db DBTX, id int64) (Paymen
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CheckedAt,
+		&i.SubMchid,
+		&i.SubAppid,
+		&i.ProfitSharing,
 	)
 	return i, err
 }
 
 const paymentGetByOutTradeNo = `-- name: PaymentGetByOutTradeNo :one
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at, sub_mchid, sub_appid, profit_sharing FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3
 `
 
 type PaymentGetByOutTradeNoParams struct {
@@ -129,12 +132,15 @@ func (q *Queries) PaymentGetByOutTradeNo(ctx context.Context, db DBTX, arg Payme
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CheckedAt,
+		&i.SubMchid,
+		&i.SubAppid,
+		&i.ProfitSharing,
 	)
 	return i, err
 }
 
 const paymentGetByOutTradeNoForUpdate = `-- name: PaymentGetByOutTradeNoForUpdate :one
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3 FOR UPDATE
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at, sub_mchid, sub_appid, profit_sharing FROM payments WHERE channel = $1 AND mchid = $2 AND out_trade_no = $3 FOR UPDATE
 `
 
 type PaymentGetByOutTradeNoForUpdateParams struct {
@@ -163,25 +169,31 @@ func (q *Queries) PaymentGetByOutTradeNoForUpdate(ctx context.Context, db DBTX, 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CheckedAt,
+		&i.SubMchid,
+		&i.SubAppid,
+		&i.ProfitSharing,
 	)
 	return i, err
 }
 
 const paymentInsert = `-- name: PaymentInsert :one
-INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, currency)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO payments (order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, sub_mchid, sub_appid, profit_sharing)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (channel, mchid, out_trade_no) DO UPDATE SET updated_at = payments.updated_at
-RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at
+RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at, sub_mchid, sub_appid, profit_sharing
 `
 
 type PaymentInsertParams struct {
-	OrderID    int64
-	Channel    string
-	Mchid      string
-	Appid      string
-	OutTradeNo string
-	AmountFen  int64
-	Currency   string
+	OrderID       int64
+	Channel       string
+	Mchid         string
+	Appid         string
+	OutTradeNo    string
+	AmountFen     int64
+	Currency      string
+	SubMchid      *string
+	SubAppid      *string
+	ProfitSharing bool
 }
 
 func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg PaymentInsertParams) (Payment, error) {
@@ -193,6 +205,9 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg PaymentInsertP
 		arg.OutTradeNo,
 		arg.AmountFen,
 		arg.Currency,
+		arg.SubMchid,
+		arg.SubAppid,
+		arg.ProfitSharing,
 	)
 	var i Payment
 	err := row.Scan(
@@ -212,6 +227,9 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg PaymentInsertP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CheckedAt,
+		&i.SubMchid,
+		&i.SubAppid,
+		&i.ProfitSharing,
 	)
 	return i, err
 }
@@ -283,7 +301,7 @@ func (q *Queries) PaymentRecordSuccess(ctx context.Context, db DBTX, arg Payment
 const paymentSetPrepay = `-- name: PaymentSetPrepay :one
 UPDATE payments SET prepay_id = $1, prepay_expires_at = $2, updated_at = now()
 WHERE id = $3 AND status = 'CREATED'
-RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at
+RETURNING id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at, sub_mchid, sub_appid, profit_sharing
 `
 
 type PaymentSetPrepayParams struct {
@@ -314,17 +332,20 @@ func (q *Queries) PaymentSetPrepay(ctx context.Context, db DBTX, arg PaymentSetP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CheckedAt,
+		&i.SubMchid,
+		&i.SubAppid,
+		&i.ProfitSharing,
 	)
 	return i, err
 }
 
 const paymentSettle = `-- name: PaymentSettle :one
 SELECT payment_settle(
-    $1::text, $2::text, $3::text, $4::text,
-    $5::bigint, $6::text, $7::text,
-    $8::text, $9::timestamptz,
-    $10::text, $11::text, $12::timestamptz,
-    $13::text, $14::text, $15::text
+    $1::text, $2::text, $3::text, $4::text, $5::text,
+    $6::bigint, $7::text, $8::text,
+    $9::text, $10::timestamptz,
+    $11::text, $12::text, $13::timestamptz,
+    $14::text, $15::text, $16::text
 )::text AS outcome
 `
 
@@ -333,6 +354,7 @@ type PaymentSettleParams struct {
 	Mchid          string
 	OutTradeNo     string
 	Appid          string
+	SubMchid       string
 	AmountFen      int64
 	Currency       string
 	NotificationID string
@@ -355,6 +377,7 @@ func (q *Queries) PaymentSettle(ctx context.Context, db DBTX, arg PaymentSettleP
 		arg.Mchid,
 		arg.OutTradeNo,
 		arg.Appid,
+		arg.SubMchid,
 		arg.AmountFen,
 		arg.Currency,
 		arg.NotificationID,
@@ -373,7 +396,7 @@ func (q *Queries) PaymentSettle(ctx context.Context, db DBTX, arg PaymentSettleP
 }
 
 const paymentsByOrder = `-- name: PaymentsByOrder :many
-SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at FROM payments WHERE order_id = $1 ORDER BY id
+SELECT id, order_id, channel, mchid, appid, out_trade_no, amount_fen, currency, prepay_id, prepay_expires_at, status, transaction_id, paid_at, created_at, updated_at, checked_at, sub_mchid, sub_appid, profit_sharing FROM payments WHERE order_id = $1 ORDER BY id
 `
 
 func (q *Queries) PaymentsByOrder(ctx context.Context, db DBTX, orderID int64) ([]Payment, error) {
@@ -402,6 +425,9 @@ func (q *Queries) PaymentsByOrder(ctx context.Context, db DBTX, orderID int64) (
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CheckedAt,
+			&i.SubMchid,
+			&i.SubAppid,
+			&i.ProfitSharing,
 		); err != nil {
 			return nil, err
 		}
@@ -423,7 +449,7 @@ WITH due AS (
     FOR UPDATE OF p SKIP LOCKED
 )
 UPDATE payments p SET checked_at = now() FROM due WHERE p.id = due.id
-RETURNING p.id, p.order_id, p.channel, p.mchid, p.appid, p.out_trade_no, p.amount_fen, p.currency, p.prepay_id, p.prepay_expires_at, p.status, p.transaction_id, p.paid_at, p.created_at, p.updated_at, p.checked_at
+RETURNING p.id, p.order_id, p.channel, p.mchid, p.appid, p.out_trade_no, p.amount_fen, p.currency, p.prepay_id, p.prepay_expires_at, p.status, p.transaction_id, p.paid_at, p.created_at, p.updated_at, p.checked_at, p.sub_mchid, p.sub_appid, p.profit_sharing
 `
 
 type PaymentsToReconcileParams struct {
@@ -460,6 +486,9 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, db DBTX, arg Payments
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CheckedAt,
+			&i.SubMchid,
+			&i.SubAppid,
+			&i.ProfitSharing,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/takeout/takeout/internal/payment"
+	"github.com/takeout/takeout/internal/sharing"
+	"github.com/takeout/takeout/internal/wxsim"
+)
+
+const testSubMchID = "1900000222"
+
+// newPartnerShop is a pay shop in the service-provider mode: quick
+// shares (wxsim's minute is 250ms here, the API waits 300ms) and a quick
+// sweep; the shop's merchant is not onboarded yet.
+func newPartnerShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop {
+	t.Helper()
+	env := map[string]string{
+		"TAKEOUT_WXPAY_MODE":             "partner",
+		"TAKEOUT_SHARING_AFTER_PAY":      "300ms",
+		"TAKEOUT_SHARING_POLL":           "50ms",
+		"TAKEOUT_SHARING_SWEEP_INTERVAL": "200ms",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	ps := newPayShop(t, env, stocks...)
+	ps.sharingConfig(t, wxsim.SharingConfig{MinAgeMS: 250})
+	return ps
+}
+
+// sharingConfig sets wxsim's profit-sharing knobs.
+func (ps *payShop) sharingConfig(t *testing.T, c wxsim.SharingConfig) {
+	t.Helper()
+	b, _ := json.Marshal(c)
+	resp, err := http.Post(ps.sim.URL+"/sim/sharing", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("sim sharing: %d", resp.StatusCode)
+	}
+}
+
+// simSharing reads wxsim's view of the sharing money.
+func (ps *payShop) simSharing(t *testing.T) wxsim.SharingState {
+	t.Helper()
+	resp, err := http.Get(ps.sim.URL + "/sim/sharing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st wxsim.SharingState
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// simTxn is wxsim's view of one trade's sharing money.
+func (ps *payShop) simTxn(t *testing.T, outTradeNo string) wxsim.SharingTxn {
+	t.Helper()
+	for _, tx := range ps.simSharing(t).Transactions {
+		if tx.OutTradeNo == outTradeNo {
+			return tx
+		}
+	}
+	t.Fatalf("wxsim has no sharing transaction %s", outTradeNo)
+	return wxsim.SharingTxn{}
+}
+
+// onboard gives the shop's merchant its sub-merchant account.
+func (ps *payShop) onboard(t *testing.T, admin string) {
+	t.Helper()
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+ps.merchantID+"/sub-merchant", admin, map[string]any{"sub_mchid": testSubMchID}); r.status != 200 {
+		t.Fatalf("onboard: %d %s", r.status, r.body)
+	}
+}
+
+// completedOrder pays, accepts and completes an order of 5500; it
+// returns the order and its out_trade_no.
+func (ps *payShop) completedOrder(t *testing.T, user, key, staff string) (orderID, outTradeNo string) {
+	t.Helper()
+	orderID = ps.paidAccepted(t, user, key, staff)
+	for _, step := range []string{"dispatch", "complete"} {
+		if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+orderID+"/"+step, staff, nil); r.status != 200 {
+			t.Fatalf("%s: %d %s", step, r.status, r.body)
+		}
+	}
+	return orderID, payment.OutTradeNo(mustID(t, orderID), 1)
+}
+
+// sharingRows reads an order's profit-sharing requests as operators do.
+func (ps *payShop) sharingRows(t *testing.T, admin, orderID string) []sharing.Request {
+	t.Helper()
+	r := ps.do(t, ps.apis[0], "GET", "/admin/v1/profit-sharing?status=all&order_id="+orderID, admin, nil)
+	if r.status != 200 {
+		t.Fatalf("list sharing: %d %s", r.status, r.body)
+	}
+	var out sharing.Requests
+	r.json(t, &out)
+	return out.Requests
+}
+
+// ledgerOf is an order's ledger balances by account.
+func (ps *payShop) ledgerOf(t *testing.T, orderID string) map[string]int64 {
+	t.Helper()
+	rows, err := ps.pool.Query(t.Context(), "SELECT account, sum(amount_fen)::bigint FROM ledger_entries WHERE order_id = $1 GROUP BY account HAVING sum(amount_fen) <> 0", orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var a string
+		var v int64
+		if err := rows.Scan(&a, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[a] = v
+	}
+	return out
+}
+
+// In the service-provider mode: a shop pays only once onboarded; its
+// payment is the sub-merchant's, frozen; completion shares the platform's
+// commission once and unfreezes the rest, however many copies of the
+// share's job race; refunds after that first get the commission's part
+// back from the platform's account, to the fen, and the ledger and
+// WeChat's books agree at each step.
+func TestProfitSharing(t *testing.T) {
+	t.Parallel()
+	ps := newPartnerShop(t, nil, 100, 100)
+	admin := ps.staffToken(t, "admin")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	user := ps.login(t, "sharing")
+
+	// Not onboarded: no payment, and nothing written.
+	o := ps.place(t, user, "early", 1)
+	r := ps.do(t, ps.apis[0], "POST", "/v1/orders/"+o.ID+"/pay", user, nil)
+	if r.status != 409 || !strings.Contains(string(r.body), "merchant-not-onboarded") {
+		t.Fatalf("pay before onboarding: %d %s", r.status, r.body)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1", o.ID); n != 0 {
+		t.Errorf("a refused pay wrote %d payments", n)
+	}
+	path := "/admin/v1/merchants/" + ps.merchantID + "/sub-merchant"
+	for name, tt := range map[string]struct {
+		token  string
+		body   any
+		status int
+	}{
+		"letters":          {admin, map[string]any{"sub_mchid": "19000abc"}, 400},
+		"too short":        {admin, map[string]any{"sub_mchid": "1234"}, 400},
+		"missing":          {admin, map[string]any{}, 400},
+		"bad app id":       {admin, map[string]any{"sub_mchid": testSubMchID, "sub_appid": "app"}, 400},
+		"the merchant own": {staff, map[string]any{"sub_mchid": testSubMchID}, 403},
+	} {
+		if r := ps.do(t, ps.apis[0], "PUT", path, tt.token, tt.body); r.status != tt.status {
+			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, tt.status)
+		}
+	}
+	if n := ps.count(t, "SELECT count(*) FROM merchants WHERE sub_mchid IS NOT NULL"); n != 0 {
+		t.Fatalf("refused requests onboarded %d merchants", n)
+	}
+	ps.onboard(t, admin)
+	other := createMerchant(t, ps.stack, ps.apis[0], "Other Kitchen")
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+other+"/sub-merchant", admin, map[string]any{"sub_mchid": testSubMchID}); r.status != 409 {
+		t.Errorf("a second merchant with the same sub_mchid: %d %s", r.status, r.body)
+	}
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+ps.merchantID+"/commission", admin, map[string]any{"commission_bps": 800}); r.status != 200 {
+		t.Fatalf("commission: %d %s", r.status, r.body)
+	}
+
+	// Paid: five concurrent copies of the partner callback apply once,
+	// and the payment is the sub-merchant's, frozen for sharing.
+	c := ps.confirm(t, ps.apis[0], user, ps.cart(3, 1))
+	sr := ps.submit(t, ps.apis[0], user, "shared", c.ConfirmToken)
+	if sr.status != 201 {
+		t.Fatalf("submit: %d %s", sr.status, sr.body)
+	}
+	id := placedOrder(t, sr).ID
+	ps.pay(t, user, id)
+	trade := payment.OutTradeNo(mustID(t, id), 1)
+	ps.simPay(t, wxsim.PayRequest{OutTradeNo: trade, Copies: 5, Concurrent: true, Retries: 10, RetryMS: 20})
+	waitUntil(t, "the order to be paid", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'PAID'", id) == 1
+	})
+	ps.expectOnce(t, id, "SELECT count(*) FROM payments WHERE order_id = $1 AND sub_mchid = '"+testSubMchID+"' AND profit_sharing AND status = 'SUCCESS'",
+		"SELECT count(*) FROM order_status_history WHERE order_id = $1 AND to_status = 'PAID'",
+		"SELECT count(DISTINCT journal) FROM ledger_entries WHERE order_id = $1")
+	if got := ps.simTxn(t, trade); got.SubMchID != testSubMchID || got.Frozen != 5500 {
+		t.Fatalf("at WeChat: %+v, want 5500 frozen for %s", got, testSubMchID)
+	}
+
+	// Completed (twice at once: one transition): the share is recorded
+	// with the completion. Copies of its job race its sending; one
+	// sharing order goes out, one journal is posted.
+	for _, step := range []string{"accept", "dispatch"} {
+		if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+id+"/"+step, staff, nil); r.status != 200 {
+			t.Fatalf("%s: %d %s", step, r.status, r.body)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+id+"/complete", staff, nil) })
+	}
+	wg.Wait()
+	shareNo := sharing.ShareNo(trade, 1)
+	for range 6 {
+		if _, err := ps.pool.Exec(t.Context(), `INSERT INTO river_job (kind, args, state, scheduled_at, max_attempts)
+			SELECT 'sharing.share', jsonb_build_object('out_no', $1::text), 'scheduled', paid_at + interval '300 milliseconds', 5
+			FROM payments WHERE out_trade_no = $2`, shareNo, trade); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the share to end", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND kind = 'share' AND status = 'SUCCESS'", id) == 1
+	})
+	ps.expectOnce(t, id, "SELECT count(*) FROM profit_sharings WHERE order_id = $1",
+		"SELECT count(DISTINCT journal) FROM ledger_entries WHERE order_id = $1 AND kind = 'share'")
+	rows := ps.sharingRows(t, admin, id)
+	if len(rows) != 1 || rows[0].OutNo != shareNo || rows[0].AmountFen != 440 || rows[0].UnfrozenFen != 5060 || rows[0].Cause != sharing.CauseCompleted {
+		t.Errorf("the share: %+v, want %s: 440 (8%% of 5500) to the platform, 5060 unfrozen, for completion", rows, shareNo)
+	}
+	want := map[string]int64{"platform_shared": 440, "merchant_settled": 5060, "merchant_sales": -5500, "merchant_commission": 440, "platform_commission": -440}
+	if diff := cmp.Diff(want, ps.ledgerOf(t, id)); diff != "" {
+		t.Errorf("the ledger after the share (-want +got):\n%s", diff)
+	}
+	if got := ps.simTxn(t, trade); got.Frozen != 0 || got.Shared != 440 || got.Unfrozen != 5060 {
+		t.Errorf("at WeChat after the share: %+v", got)
+	}
+	ps.ledgerHolds(t, id)
+
+	// A fifth refunded: a fifth of the commission (88) comes back from
+	// the platform first; then the rest: the other 352.
+	for i, step := range []struct {
+		key    string
+		amount int64
+		back   int64
+	}{{"fifth", 1100, 88}, {"rest", 4400, 352}} {
+		body := `{"amount_fen":` + itoa(step.amount) + `,"reason":"cold"}`
+		if r := ps.refundPart(t, staff, id, step.key, body); r.status != 201 {
+			t.Fatalf("refund %s: %d %s", step.key, r.status, r.body)
+		}
+		waitUntil(t, "the refund to succeed", func() bool {
+			return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", id) == i+1
+		})
+		if n := ps.count(t, `SELECT count(*) FROM profit_sharings s JOIN refunds f ON f.id = s.refund_id
+			WHERE s.order_id = $1 AND s.kind = 'return' AND s.status = 'SUCCESS' AND s.amount_fen = `+itoa(step.back)+` AND s.finished_at <= f.sent_at`, id); n != 1 {
+			t.Errorf("refund %s: %d returns of %d finished before it was sent, want 1; all: %+v", step.key, n, step.back, ps.sharingRows(t, admin, id))
+		}
+		ps.ledgerHolds(t, id)
+	}
+	waitUntil(t, "the order to be refunded", func() bool {
+		return ps.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'REFUNDED'", id) == 1
+	})
+	for acct, v := range ps.ledgerOf(t, id) {
+		if acct == "wechat_clearing" || acct == "platform_shared" || acct == "merchant_settled" || strings.Contains(acct, "commission") {
+			t.Errorf("after everything was refunded, %s holds %d", acct, v)
+		}
+	}
+	got := ps.simTxn(t, trade)
+	if got.Refunded != 5500 || got.Returned != 440 || got.FromBalance != 5500 {
+		t.Errorf("at WeChat after the refunds: %+v", got)
+	}
+	if bal := ps.simSharing(t).Balances; bal[testMchID] != 0 || bal[testSubMchID] != 0 {
+		t.Errorf("balances at WeChat: %v, want the platform and the merchant at 0", bal)
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
