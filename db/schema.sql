@@ -149,7 +149,7 @@ BEGIN
     END IF;
     -- What earlier refunds of this payment gave back.
     SELECT coalesce(-sum(e.amount_fen), 0)::bigint INTO before FROM ledger_entries e
-    WHERE e.payment_id = NEW.payment_id AND e.kind = 'refund' AND e.account IN ('wechat_clearing', 'refunds_outside');
+    WHERE e.payment_id = NEW.payment_id AND e.kind = 'refund' AND e.account IN ('wechat_clearing', 'refunds_outside', 'merchant_settled');
     after := least(before + NEW.amount_fen, paid);
     md := merchant_disc * after / paid - merchant_disc * before / paid;
     pd := platform_disc * after / paid - platform_disc * before / paid;

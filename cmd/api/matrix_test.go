@@ -163,9 +163,14 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"GET /admin/v1/orders/{id}/ledger":          {"/admin/v1/orders/" + orderA.ID + "/ledger", "", nil, staffOnly(200, 404, 200)},
 		"PUT /admin/v1/merchants/{id}/commission": {"/admin/v1/merchants/" + sh.merchantID + "/commission", `{"commission_bps":9999}`, nil,
 			staffOnly(403, 403, 400)},
-		"GET /admin/v1/shipping":             {"/admin/v1/shipping", "", nil, staffOnly(403, 403, 200)},
-		"POST /admin/v1/shipping/{id}/retry": {"/admin/v1/shipping/" + orderA.ID + "/retry", "", nil, staffOnly(403, 403, 404)},
-		"POST /admin/v1/tokens/revoke":       {"/admin/v1/tokens/revoke", `{"token":"not-a-token"}`, nil, staffOnly(403, 403, 400)},
+		"PUT /admin/v1/merchants/{id}/sub-merchant": {"/admin/v1/merchants/" + sh.merchantID + "/sub-merchant", `{"sub_mchid":"x"}`, nil,
+			staffOnly(403, 403, 400)},
+		// Payments are off here, so is profit sharing: 503.
+		"GET /admin/v1/profit-sharing":                 {"/admin/v1/profit-sharing", "", nil, staffOnly(403, 403, 503)},
+		"POST /admin/v1/profit-sharing/{out_no}/retry": {"/admin/v1/profit-sharing/S1-1/retry", "", nil, staffOnly(403, 403, 503)},
+		"GET /admin/v1/shipping":                       {"/admin/v1/shipping", "", nil, staffOnly(403, 403, 200)},
+		"POST /admin/v1/shipping/{id}/retry":           {"/admin/v1/shipping/" + orderA.ID + "/retry", "", nil, staffOnly(403, 403, 404)},
+		"POST /admin/v1/tokens/revoke":                 {"/admin/v1/tokens/revoke", `{"token":"not-a-token"}`, nil, staffOnly(403, 403, 400)},
 		// Payments are not configured here: the refunds routes answer 503.
 		"GET /admin/v1/refunds":                          {"/admin/v1/refunds", "", nil, staffOnly(403, 403, 503)},
 		"POST /admin/v1/refunds/{out_refund_no}/retry":   {"/admin/v1/refunds/RX/retry", `{"note":"n"}`, nil, staffOnly(403, 403, 503)},

@@ -279,3 +279,139 @@ func TestProfitSharing(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// A return WeChat Pay refuses for lack of balance (the platform withdrew
+// its commission) holds its refund, unsent, and says so to operators; a
+// retry before the account is topped up is refused the same way, after
+// it the return's next attempt goes through and then the refund.
+func TestProfitSharingFailedReturn(t *testing.T) {
+	t.Parallel()
+	ps := newPartnerShop(t, nil, 100, 100)
+	admin := ps.staffToken(t, "admin")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	ps.onboard(t, admin)
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+ps.merchantID+"/commission", admin, map[string]any{"commission_bps": 1000}); r.status != 200 {
+		t.Fatalf("commission: %d %s", r.status, r.body)
+	}
+	id, trade := ps.completedOrder(t, ps.login(t, "returns"), "returns", staff)
+	waitUntil(t, "the share to end", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND status = 'SUCCESS'", id) == 1
+	})
+	empty := int64(0)
+	ps.sharingConfig(t, wxsim.SharingConfig{MinAgeMS: 250, ProviderBalance: &empty})
+
+	if r := ps.refundPart(t, staff, id, "all", `{"amount_fen":5500,"reason":"never came"}`); r.status != 201 {
+		t.Fatalf("refund: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the return to fail", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND kind = 'return' AND status = 'FAILED' AND fail_reason = 'BALANCE_NOT_ENOUGH'", id) == 1
+	})
+	failed := ps.sharingRows(t, admin, id)[0]
+	var refundNo string
+	if err := ps.pool.QueryRow(t.Context(), "SELECT out_refund_no FROM refunds WHERE order_id = $1", id).Scan(&refundNo); err != nil {
+		t.Fatal(err)
+	}
+	if failed.Kind != sharing.KindReturn || failed.AmountFen != 550 || failed.OutNo != sharing.ReturnNo(refundNo, 1) || failed.Cause != refundNo {
+		t.Fatalf("the failed return: %+v, want %s: 550 (10%% of 5500) for %s", failed, sharing.ReturnNo(refundNo, 1), refundNo)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'PENDING' AND sent_at IS NULL", id); n != 1 {
+		t.Errorf("the refund went on without its return: %d unsent pending refunds, want 1", n)
+	}
+	if !strings.Contains(ps.metrics(t, ps.apis[0]), `takeout_profit_sharing_failed{kind="return"} 1`) {
+		t.Errorf("metrics:\n%s", grepLines(ps.metrics(t, ps.apis[0]), "takeout_profit_sharing"))
+	}
+	r := ps.do(t, ps.apis[0], "GET", "/admin/v1/profit-sharing", admin, nil)
+	if r.status != 200 || !strings.Contains(string(r.body), failed.OutNo) {
+		t.Errorf("the operators' list of failed requests: %d %s", r.status, r.body)
+	}
+	for name, tt := range map[string]struct {
+		path   string
+		token  string
+		status int
+	}{
+		"unknown":   {"/admin/v1/profit-sharing/B0-1/retry", admin, 404},
+		"the shop":  {"/admin/v1/profit-sharing/" + failed.OutNo + "/retry", staff, 403},
+		"bad query": {"/admin/v1/profit-sharing/" + failed.OutNo + "/retry?now=1", admin, 400},
+	} {
+		if r := ps.do(t, ps.apis[0], "POST", tt.path, tt.token, nil); r.status != tt.status {
+			t.Errorf("%s: %d %s, want %d", name, r.status, r.body, tt.status)
+		}
+	}
+
+	// Retried before the top-up: the next attempt fails the same way.
+	if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/profit-sharing/"+failed.OutNo+"/retry", admin, nil); r.status != 200 {
+		t.Fatalf("retry: %d %s", r.status, r.body)
+	}
+	if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/profit-sharing/"+failed.OutNo+"/retry", admin, nil); r.status != 409 {
+		t.Errorf("a superseded request retried: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the second attempt to fail", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND kind = 'return' AND attempt = 2 AND status = 'FAILED'", id) == 1
+	})
+	topUp := int64(550)
+	ps.sharingConfig(t, wxsim.SharingConfig{MinAgeMS: 250, ProviderBalance: &topUp})
+	if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/profit-sharing/"+sharing.ReturnNo(refundNo, 2)+"/retry", admin, nil); r.status != 200 {
+		t.Fatalf("retry the second attempt: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the refund to succeed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", id) == 1
+	})
+	if n := ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND kind = 'return' AND status = 'SUCCESS' AND attempt = 3 AND amount_fen = 550", id); n != 1 {
+		t.Errorf("returns: %+v, want the third attempt of 550 to succeed", ps.sharingRows(t, admin, id))
+	}
+	ps.expectOnce(t, id, "SELECT count(DISTINCT journal) FROM ledger_entries WHERE order_id = $1 AND kind = 'share_return'")
+	ps.ledgerHolds(t, id)
+	if got := ps.simTxn(t, trade); got.Returned != 550 || got.Refunded != 5500 {
+		t.Errorf("at WeChat: %+v", got)
+	}
+}
+
+// An order nobody completes is shared at its deadline all the same
+// (with no commission: unfrozen whole to the merchant), once; completing
+// it later shares nothing more. A callback naming another sub-merchant
+// is an anomaly and moves nothing.
+func TestProfitSharingDeadline(t *testing.T) {
+	t.Parallel()
+	ps := newPartnerShop(t, map[string]string{"TAKEOUT_SHARING_FINISH_AFTER": "1s", "TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h"}, 100, 100)
+	admin := ps.staffToken(t, "admin")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	ps.onboard(t, admin)
+	user := ps.login(t, "deadline")
+	id := ps.paidAccepted(t, user, "deadline", staff)
+	trade := payment.OutTradeNo(mustID(t, id), 1)
+	waitUntil(t, "the deadline's share to end", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND cause = 'deadline' AND status = 'SUCCESS' AND amount_fen = 0 AND unfrozen_fen = 5500", id) == 1
+	})
+	for _, step := range []string{"dispatch", "complete"} {
+		if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+id+"/"+step, staff, nil); r.status != 200 {
+			t.Fatalf("%s: %d %s", step, r.status, r.body)
+		}
+	}
+	ps.expectOnce(t, id, "SELECT count(*) FROM profit_sharings WHERE order_id = $1")
+	if got := ps.simTxn(t, trade); got.Frozen != 0 || got.Unfrozen != 5500 || got.Shared != 0 {
+		t.Errorf("at WeChat: %+v", got)
+	}
+	want := map[string]int64{"merchant_settled": 5500, "merchant_sales": -5500}
+	if diff := cmp.Diff(want, ps.ledgerOf(t, id)); diff != "" {
+		t.Errorf("the ledger (-want +got):\n%s", diff)
+	}
+
+	// Another order's callback claiming another sub-merchant.
+	o := ps.place(t, user, "other-sub", 1)
+	ps.pay(t, user, o.ID)
+	other := payment.OutTradeNo(mustID(t, o.ID), 1)
+	forged := map[string]any{"sp_appid": testAppID, "sp_mchid": testMchID, "sub_mchid": "1900000333", "out_trade_no": other,
+		"transaction_id": "4200000000OTHERSUB", "trade_state": "SUCCESS", "amount": map[string]any{"total": 1000, "payer_total": 1000, "currency": "CNY"},
+		"payer": map[string]string{"sp_openid": "o-1"}}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { ps.notify(t, ps.apis[0], "n-other-sub", "TRANSACTION.SUCCESS", "transaction", forged) })
+	}
+	wg.Wait()
+	if n := ps.count(t, "SELECT count(*) FROM payment_anomalies WHERE out_trade_no = $1 AND kind = 'sub_mchid'", other); n != 1 {
+		t.Errorf("%d sub_mchid anomalies recorded, want 1", n)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'", o.ID); n != 0 {
+		t.Errorf("a callback for another sub-merchant paid the order")
+	}
+}

@@ -150,7 +150,7 @@ func HandleRetry(s *Service) http.Handler {
 			web.Error(w, r, errDisabled)
 			return
 		}
-		if err := web.CheckQuery(r); err != nil {
+		if _, err := web.Query(r); err != nil { // it takes no parameters
 			web.Error(w, r, err)
 			return
 		}
