@@ -247,30 +247,13 @@ func (a *app) buildServices(ctx context.Context) error {
 		return err
 	}
 	messages, ships := a.orderNotices()
-	var effects *payment.Effects
-	var orderPayments order.Payments // nil unless payments are configured
-	var pc payClient
-	if cfg.PaymentsEnabled() {
-		effects = payment.NewEffects(inserter)
-		orderPayments = effects
-		if pc, err = newPayClient(cfg, a.client(cfg.WeChatTimeout)); err != nil {
-			return err
-		}
-	}
-	var orderSharing order.ProfitSharing // nil unless in the service-provider mode
-	var returns payment.ReturnsBeforeRefund
-	if cfg.PartnerMode() {
-		if a.sharing, err = sharing.NewService(sharing.Options{
-			Pool: pool, Client: pc.client, Jobs: inserter, Logger: logger, Now: time.Now, Registerer: a.reg,
-			AfterPay: cfg.SharingAfterPay, FinishAfter: cfg.SharingFinishAfter, Poll: cfg.SharingPoll, FailedWait: 12 * cfg.SharingPoll,
-		}); err != nil {
-			return err
-		}
-		orderSharing, returns = a.sharing, a.sharing
+	money, err := a.buildMoneyParts(inserter)
+	if err != nil {
+		return err
 	}
 	orders, err := order.NewService(order.Options{
-		Events: a.hub, Messages: messages, Sharing: orderSharing,
-		Payments: orderPayments, Prints: a.prints, Shipping: ships, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
+		Events: a.hub, Messages: messages, Sharing: money.sharing,
+		Payments: money.payments, Prints: a.prints, Shipping: ships, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
 		DedupWindow: cfg.OrderDedupWindow, PayWindow: cfg.OrderPayWindow, MaxTotalFen: cfg.OrderMaxTotalFen, AutoCompleteAfter: cfg.AutoCompleteAfter, UrgeInterval: cfg.UrgeInterval,
 		WebhookEnabled: cfg.WebhookURL != "", WebhookMaxAttempts: cfg.WebhookMaxAttempts, Registerer: a.reg,
@@ -281,7 +264,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	}
 	var payments *payment.Service // nil unless payments are configured, and bills with it
 	if cfg.PaymentsEnabled() {
-		if payments, a.bills, err = newPayments(cfg, pool, pc, orders, effects, returns, logger, a.reg); err != nil {
+		if payments, a.bills, err = newPayments(cfg, pool, money.client, orders, money.effects, money.returns, logger, a.reg); err != nil {
 			return err
 		}
 	}
@@ -309,6 +292,43 @@ func (a *app) buildServices(ctx context.Context) error {
 	})
 	a.handler = a.tracing.Handler(a.handler)
 	return err
+}
+
+// moneyParts are what the order service and payments are built with:
+// all nil unless payments are configured, the sharing ones unless in the
+// service-provider mode.
+type moneyParts struct {
+	effects  *payment.Effects
+	payments order.Payments
+	sharing  order.ProfitSharing
+	returns  payment.ReturnsBeforeRefund
+	client   payClient
+}
+
+// buildMoneyParts builds the WeChat Pay client, the payments' effects on
+// orders and, in the service-provider mode, profit sharing.
+func (a *app) buildMoneyParts(inserter *jobs.Client) (moneyParts, error) {
+	cfg := a.cfg
+	var m moneyParts
+	if !cfg.PaymentsEnabled() {
+		return m, nil
+	}
+	m.effects = payment.NewEffects(inserter)
+	m.payments = m.effects
+	var err error
+	if m.client, err = newPayClient(cfg, a.client(cfg.WeChatTimeout)); err != nil {
+		return m, err
+	}
+	if cfg.PartnerMode() {
+		if a.sharing, err = sharing.NewService(sharing.Options{
+			Pool: a.pool, Client: m.client.client, Jobs: inserter, Logger: a.logger, Now: time.Now, Registerer: a.reg,
+			AfterPay: cfg.SharingAfterPay, FinishAfter: cfg.SharingFinishAfter, Poll: cfg.SharingPoll, FailedWait: 12 * cfg.SharingPoll,
+		}); err != nil {
+			return m, err
+		}
+		m.sharing, m.returns = a.sharing, a.sharing
+	}
+	return m, nil
 }
 
 // orderNotices are who the order service tells of its orders: customers'

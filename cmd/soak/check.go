@@ -49,7 +49,7 @@ var invariantOrder = []string{
 	invHistoryPath, invStuck, invDeadJobs, invAnomalies, invBoardMissed, invBoardRepeated,
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
 	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline, invPrintedOnce, invPickupOnce, invSlotsConserved,
-	invShippedOnce, invJournalsBalance, invLedgerMatches, invAfterSaleRefundedOnce,
+	invShippedOnce, invJournalsBalance, invLedgerMatches, invAfterSaleRefundedOnce, invSharingSplits,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may
@@ -117,6 +117,7 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		checkJobs,
 		checkAnomalies,
 		checkLedger,
+		checkSharing,
 		func(ctx context.Context, db querier, f *findings) error { return checkAfterSales(ctx, db, dl, f) },
 	}
 	for _, step := range steps {

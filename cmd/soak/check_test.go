@@ -60,6 +60,18 @@ func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
 
 // The checker finds nothing in a consistent database and finds each kind
 // of breakage when it is planted: it can fail.
+// shared1001 shares order 1001's payment of 100: commission to the
+// platform, the rest unfrozen; the request then says it sent recorded.
+func shared1001(commission, recorded int64) []string {
+	return []string{
+		`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
+		fmt.Sprintf(`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status, amount_fen, unfrozen_fen)
+		 SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'completed', 'PROCESSING', %d, 100 - %d FROM payments p JOIN orders o ON o.id = p.order_id`, commission, commission),
+		`UPDATE profit_sharings SET status = 'SUCCESS'`,
+		fmt.Sprintf(`UPDATE profit_sharings SET amount_fen = %d, unfrozen_fen = 100 - %d`, recorded, recorded),
+	}
+}
+
 func TestCheckFindsPlantedViolations(t *testing.T) {
 	t.Parallel()
 	ack1001 := []ack{{purchase: 1, digest: "d1", order: "1001"}}
@@ -273,6 +285,13 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		{name: "an after-sales request left past its deadline", acks: ack1001, plant: append(slices.Clone(autoAccepted1001),
 			`INSERT INTO after_sales (order_id, merchant_id, user_id, amount_fen, reason, respond_by) SELECT id, merchant_id, user_id, 50, 'r', now() - interval '1 hour' FROM orders`),
 			want: map[string]int{invStuck: 1}},
+		{name: "a shared sale", acks: ack1001, plant: append(slices.Clone(autoAccepted1001), shared1001(10, 10)...), want: map[string]int{}},
+		{name: "a share whose requests say the platform kept more", acks: ack1001, plant: append(slices.Clone(autoAccepted1001), shared1001(10, 20)...),
+			want: map[string]int{invSharingSplits: 1}},
+		{name: "a share left unfinished", acks: ack1001, plant: append(slices.Clone(autoAccepted1001),
+			`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
+			`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'completed', 'PROCESSING' FROM payments p JOIN orders o ON o.id = p.order_id`),
+			want: map[string]int{invSharingSplits: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},

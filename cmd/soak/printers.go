@@ -216,6 +216,16 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, err
 	}
 	maps.Copy(counts, money)
+	shared, err := sharingCounts(ctx, st.direct)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(counts, shared)
+	atWeChat, err := checkSharingAtWeChat(ctx, d.client, st.wxsimURL, st.direct, f)
+	if err != nil {
+		return nil, fmt.Errorf("check sharing at WeChat: %w", err)
+	}
+	maps.Copy(counts, atWeChat)
 	asked, err := afterSaleCounts(ctx, st.direct)
 	if err != nil {
 		return nil, err

@@ -381,6 +381,13 @@ func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 		"TAKEOUT_WXPAY_QUERY_AFTER":            "5s",
 		"TAKEOUT_WXPAY_REFUND_GAP":             refundGap.String(),
 		"TAKEOUT_AFTER_SALES_RESPOND_WITHIN":   afterSalesRespondWithin,
+		// The service-provider mode: every shop a sub-merchant (seed),
+		// its payments shared on completion, or at a compressed deadline.
+		"TAKEOUT_WXPAY_MODE":             "partner",
+		"TAKEOUT_SHARING_AFTER_PAY":      sharingAfterPay.String(),
+		"TAKEOUT_SHARING_FINISH_AFTER":   "2m",
+		"TAKEOUT_SHARING_SWEEP_INTERVAL": "5s",
+		"TAKEOUT_SHARING_POLL":           "500ms",
 		"TAKEOUT_WEBHOOK_URL":                  webhookURL,
 		"TAKEOUT_WEBHOOK_SECRET":               randomSecret(),
 		"TAKEOUT_WEBHOOK_RETRY_BASE":           "1s",
@@ -582,6 +589,13 @@ const (
 	refundGap      = 3 * time.Second
 )
 
+// The least age of a payment before it is shared, compressed the same
+// way: at wxsim (WeChat's minute), and a little more at the API.
+const (
+	wxsimSharingMinAge = 2 * time.Second
+	sharingAfterPay    = 3 * time.Second
+)
+
 // startWxsim runs wxsim with its keys in the work directory and returns
 // its URL and the TAKEOUT_WXPAY_* settings it wrote for the API.
 func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, map[string]string, func(), error) {
@@ -621,6 +635,19 @@ func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, ma
 	if err != nil {
 		stop()
 		return "", nil, nil, fmt.Errorf("wxsim refund rules: %w", err)
+	}
+	// So is WeChat Pay's minute before a payment may be shared.
+	body, _ = json.Marshal(wxsim.SharingConfig{MinAgeMS: int(wxsimSharingMinAge / time.Millisecond)})
+	resp, err = http.Post("http://"+addr+"/sim/sharing", "application/json", bytes.NewReader(body)) //nolint:gosec,noctx // G107: the soak's own wxsim
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+	}
+	if err != nil {
+		stop()
+		return "", nil, nil, fmt.Errorf("wxsim sharing: %w", err)
 	}
 	return "http://" + addr, env, stop, nil
 }
@@ -700,7 +727,25 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 				return err
 			}
 		}
+		if err := d.onboard(ctx, admin, i, m.ID); err != nil {
+			return err
+		}
 		d.merchants = append(d.merchants, mer)
+	}
+	return nil
+}
+
+// onboard makes merchant i a sub-merchant with a commission (the third
+// none: its payments are unfrozen whole).
+func (d *driver) onboard(ctx context.Context, admin string, i int, id string) error {
+	for path, body := range map[string]any{
+		"/admin/v1/merchants/" + id + "/sub-merchant": map[string]any{"sub_mchid": fmt.Sprintf("19000001%02d", i)},
+		"/admin/v1/merchants/" + id + "/commission":   map[string]any{"commission_bps": []int{600, 300, 0}[i]},
+	} {
+		r := d.call(ctx, entry{Op: "seed", Method: "PUT", Path: path}, admin, body, nil)
+		if r.status != http.StatusOK {
+			return fmt.Errorf("PUT %s: %d %s: %w", path, r.status, r.body, r.err)
+		}
 	}
 	return nil
 }
@@ -816,6 +861,7 @@ func openWork(ctx context.Context, db querier) (int, error) {
 	    (SELECT count(*) FROM orders WHERE status IN ('PENDING_PAYMENT', 'REFUNDING', 'DELIVERING')) +
 	    (SELECT count(*) FROM orders WHERE status = 'PAID' AND accept_by IS NOT NULL) +
 	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')) +
+	    (SELECT count(*) FROM profit_sharings WHERE status IN ('PENDING', 'PROCESSING')) +
 	    (SELECT count(*) FROM print_jobs WHERE status IN ('queued', 'sent'))`).Scan(&n)
 	return n, err
 }

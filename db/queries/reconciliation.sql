@@ -50,9 +50,11 @@ WHERE p.out_trade_no = ANY(@out_trade_nos::text[])
 
 -- name: BillRefunds :many
 -- Our refunds the bill names, and those that succeeded on its day, with
--- what the ledger's refund took out of WeChat clearing.
+-- what the ledger's refund took out of WeChat Pay: from clearing, and in
+-- the service-provider mode from what was unfrozen to the merchant.
 SELECT f.id, f.order_id, o.merchant_id, f.out_refund_no, f.amount_fen, f.status, f.transaction_id,
-    coalesce((SELECT -sum(e.amount_fen) FROM ledger_entries e WHERE e.journal = 'refund:' || f.id AND e.account = 'wechat_clearing'), 0)::bigint AS ledger_fen
+    coalesce((SELECT -sum(e.amount_fen) FROM ledger_entries e WHERE e.journal = 'refund:' || f.id
+              AND e.account IN ('wechat_clearing', 'merchant_settled')), 0)::bigint AS ledger_fen
 FROM refunds f JOIN orders o ON o.id = f.order_id
 WHERE f.out_refund_no = ANY(@out_refund_nos::text[])
    OR (f.status = 'SUCCESS' AND f.updated_at >= @day_start AND f.updated_at < @day_end);

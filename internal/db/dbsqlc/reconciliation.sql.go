@@ -84,7 +84,8 @@ func (q *Queries) BillPayments(ctx context.Context, db DBTX, arg BillPaymentsPar
 
 const billRefunds = `-- name: BillRefunds :many
 SELECT f.id, f.order_id, o.merchant_id, f.out_refund_no, f.amount_fen, f.status, f.transaction_id,
-    coalesce((SELECT -sum(e.amount_fen) FROM ledger_entries e WHERE e.journal = 'refund:' || f.id AND e.account = 'wechat_clearing'), 0)::bigint AS ledger_fen
+    coalesce((SELECT -sum(e.amount_fen) FROM ledger_entries e WHERE e.journal = 'refund:' || f.id
+              AND e.account IN ('wechat_clearing', 'merchant_settled')), 0)::bigint AS ledger_fen
 FROM refunds f JOIN orders o ON o.id = f.order_id
 WHERE f.out_refund_no = ANY($1::text[])
    OR (f.status = 'SUCCESS' AND f.updated_at >= $2 AND f.updated_at < $3)
@@ -108,7 +109,8 @@ type BillRefundsRow struct {
 }
 
 // Our refunds the bill names, and those that succeeded on its day, with
-// what the ledger's refund took out of WeChat clearing.
+// what the ledger's refund took out of WeChat Pay: from clearing, and in
+// the service-provider mode from what was unfrozen to the merchant.
 func (q *Queries) BillRefunds(ctx context.Context, db DBTX, arg BillRefundsParams) ([]BillRefundsRow, error) {
 	rows, err := db.Query(ctx, billRefunds, arg.OutRefundNos, arg.DayStart, arg.DayEnd)
 	if err != nil {
