@@ -692,6 +692,6 @@ func newPayments(cfg config.Config, pool *pgxpool.Pool, pc payClient, orders *or
 	if err != nil {
 		return nil, nil, err
 	}
-	bills, err := bill.NewService(bill.Options{Pool: pool, Source: client, FeeRateBps: cfg.WxPayFeeRateBps, Now: time.Now, Logger: logger, Registerer: reg})
+	bills, err := bill.NewService(bill.Options{Pool: pool, Source: client, FeeRateBps: cfg.WxPayFeeRateBps, Sharing: cfg.PartnerMode(), Now: time.Now, Logger: logger, Registerer: reg})
 	return payments, bills, err
 }

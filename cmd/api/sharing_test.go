@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/takeout/takeout/internal/bill"
 	"github.com/takeout/takeout/internal/payment"
 	"github.com/takeout/takeout/internal/sharing"
 	"github.com/takeout/takeout/internal/wxsim"
@@ -413,5 +416,56 @@ func TestProfitSharingDeadline(t *testing.T) {
 	}
 	if n := ps.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'SUCCESS'", o.ID); n != 0 {
 		t.Errorf("a callback for another sub-merchant paid the order")
+	}
+}
+
+// In the service-provider mode the daily reconciliation reads WeChat
+// Pay's profit-sharing bill too: a share (its commission and what it
+// unfroze) and a return match their requests; a share missing from the
+// bill, and a return of another amount, are found by their numbers.
+func TestProfitSharingBill(t *testing.T) {
+	t.Parallel()
+	ps := newPartnerShop(t, nil, 100, 100)
+	admin := ps.staffToken(t, "admin")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	ps.onboard(t, admin)
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+ps.merchantID+"/commission", admin, map[string]any{"commission_bps": 500}); r.status != 200 {
+		t.Fatalf("commission: %d %s", r.status, r.body)
+	}
+	id, trade := ps.completedOrder(t, ps.login(t, "billed"), "billed", staff)
+	waitUntil(t, "the share to end", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND status = 'SUCCESS'", id) == 1
+	})
+	if r := ps.refundPart(t, staff, id, "half", `{"amount_fen":2750,"reason":"half cold"}`); r.status != 201 {
+		t.Fatalf("refund: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the refund to succeed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", id) == 1
+	})
+	var returnNo string
+	if err := ps.pool.QueryRow(t.Context(), "SELECT out_no FROM profit_sharings WHERE order_id = $1 AND kind = 'return' AND status = 'SUCCESS'", id).Scan(&returnNo); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(bill.Shanghai)
+	date := now.Format(time.DateOnly)
+	ready := bill.Day(now).AddDate(0, 0, 1).Add(10*time.Hour + 5*time.Minute).Format(time.RFC3339)
+	ps.billConfig(t, wxsim.BillConfig{Now: ready})
+	rec, r := ps.reconcile(t, admin, date)
+	if r.status != 200 || len(rec.Anomalies) != 0 {
+		t.Fatalf("the day's bills: %d %s", r.status, r.body)
+	}
+	s := rec.Summary
+	if s.SharingRows != 3 || s.SharedFen != 275 || s.UnfrozenFen != 5225 || s.ReturnedFen != 137 || s.SharingHash == "" {
+		t.Errorf("the profit-sharing bill as read: %+v; want 3 lines: 275 (5%%) shared, 5225 unfrozen, 137 returned", s)
+	}
+
+	share := sharing.ShareNo(trade, 1)
+	ps.billConfig(t, wxsim.BillConfig{Now: ready, Drop: []string{share}, AmountOff: map[string]int64{returnNo: 1}})
+	rec, r = ps.reconcile(t, admin, date)
+	want := []string{"amount " + returnNo, "missing_there " + share}
+	got := kindsOf(rec)
+	slices.Sort(got)
+	if r.status != 200 || !slices.Equal(got, want) || !strings.Contains(string(r.body), "5500") {
+		t.Errorf("with the share dropped (both its lines, 5500) and the return off by a fen: %v, want %v (%d %s)", got, want, r.status, r.body)
 	}
 }

@@ -70,3 +70,11 @@ ORDER BY f.transaction_id, f.id;
 -- as the bill says: posted once per journal.
 SELECT ledger_post(@journal::text, 'fee', @order_id::bigint, @merchant_id::bigint, sqlc.narg('payment_id')::bigint, sqlc.narg('refund_id')::bigint,
     @ref::text, ARRAY['wechat_fees', 'wechat_fees_withheld'], ARRAY[@fee_fen::bigint, 0 - @fee_fen::bigint]);
+
+-- name: BillSharings :many
+-- Our profit-sharing requests the profit-sharing bill names, and those
+-- that succeeded on its day.
+SELECT s.id, s.kind, s.out_no, s.amount_fen, s.unfrozen_fen, s.status
+FROM profit_sharings s
+WHERE s.out_no = ANY(@out_nos::text[])
+   OR (s.status = 'SUCCESS' AND s.finished_at >= @day_start AND s.finished_at < @day_end);

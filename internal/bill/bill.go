@@ -51,6 +51,7 @@ func readyAt(day time.Time) time.Time { return day.AddDate(0, 0, 1).Add(10 * tim
 type Source interface {
 	TradeBill(ctx context.Context, date string) (payment.BillRef, error)
 	FundBill(ctx context.Context, date string) (payment.BillRef, error)
+	SharingBill(ctx context.Context, date string) (payment.BillRef, error)
 	DownloadBill(ctx context.Context, url string) ([]byte, error)
 }
 
@@ -62,6 +63,9 @@ type Options struct {
 	// basis points (60 is 0.6%): a bill's fee that is not this rate of its
 	// amount, rounded to the fen, is an anomaly.
 	FeeRateBps int64
+	// Sharing matches the profit-sharing bill too (the service-provider
+	// mode).
+	Sharing    bool
 	Now        func() time.Time
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -140,6 +144,12 @@ type Summary struct {
 	FundExpenseFen int64 `json:"fund_expense_fen"`
 	Matched        int   `json:"matched"`
 	FeesPosted     int   `json:"fees_posted"`
+	// The profit-sharing bill's, in the service-provider mode.
+	SharingRows int    `json:"sharing_rows,omitempty"`
+	SharedFen   int64  `json:"shared_fen,omitempty"`
+	UnfrozenFen int64  `json:"unfrozen_fen,omitempty"`
+	ReturnedFen int64  `json:"returned_fen,omitempty"`
+	SharingHash string `json:"sharing_hash,omitempty"`
 }
 
 // Reconciliation is a date's run as operators see it.
@@ -221,13 +231,21 @@ func (s *Service) Run(ctx context.Context, day time.Time) (Reconciliation, error
 	if err == nil {
 		fund, err = s.fetch(ctx, s.o.Source.FundBill, date)
 	}
+	var shares *fetched
+	if err == nil && s.o.Sharing {
+		shares, err = s.fetch(ctx, s.o.Source.SharingBill, date)
+	}
 	var tb TradeBill
 	var fb FundBill
+	var sb SharingBill
 	if err == nil && trade != nil {
 		tb, err = ParseTradeBill(trade.raw)
 	}
 	if err == nil && fund != nil {
 		fb, err = ParseFundBill(fund.raw)
+	}
+	if err == nil && shares != nil {
+		sb, err = ParseSharingBill(shares.raw)
 	}
 	if errors.Is(err, ErrNotReady) {
 		s.runs.WithLabelValues("not_ready").Inc()
@@ -248,6 +266,14 @@ func (s *Service) Run(ctx context.Context, day time.Time) (Reconciliation, error
 		m := &matcher{s: s, tx: tx, day: day, feeRate: s.o.FeeRateBps}
 		if err := m.match(ctx, tb, fb); err != nil {
 			return Reconciliation{}, err
+		}
+		if s.o.Sharing {
+			if err := m.sharing(ctx, sb); err != nil {
+				return Reconciliation{}, err
+			}
+			if shares != nil {
+				m.summary.SharingHash = shares.hash
+			}
 		}
 		if err := s.q.ReconciliationAnomaliesClear(ctx, tx, pgDate(day)); err != nil {
 			return Reconciliation{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -181,4 +182,68 @@ func (m *matcher) fund(tb TradeBill, fb FundBill) {
 			m.add(Fund, c.ref, fen(c.fund), fen(c.trade), "the fund bill's %s is %d fen; the trade bill's lines come to %d", c.ref, c.fund, c.trade)
 		}
 	}
+}
+
+// sharing matches the profit-sharing bill with our profit-sharing
+// requests: each line with the request of its number (a share's line to
+// the platform with its commission, its unfreeze line with what it
+// unfroze, a return's with what came back), and each request that
+// succeeded on the day with its lines.
+func (m *matcher) sharing(ctx context.Context, sb SharingBill) error {
+	m.summary.SharingRows, m.summary.SharedFen, m.summary.UnfrozenFen, m.summary.ReturnedFen = len(sb.Rows), sb.SharedFen, sb.UnfrozenFen, sb.ReturnedFen
+	nos := make([]string, 0, len(sb.Rows))
+	for _, r := range sb.Rows {
+		nos = append(nos, r.OutNo)
+	}
+	start, end := m.day, m.day.AddDate(0, 0, 1)
+	ours, err := m.s.q.BillSharings(ctx, m.tx, dbsqlc.BillSharingsParams{OutNos: nos, DayStart: &start, DayEnd: &end})
+	if err != nil {
+		return fmt.Errorf("read profit sharing: %w", err)
+	}
+	type key struct{ no, line string }
+	billed := map[key]bool{}
+	for _, r := range sb.Rows {
+		billed[key{r.OutNo, r.Type}] = true
+		i := slices.IndexFunc(ours, func(s dbsqlc.BillSharingsRow) bool { return s.OutNo == r.OutNo })
+		if i < 0 {
+			m.add(MissingHere, r.OutNo, fen(r.AmountFen), nil, "%s of %s in WeChat Pay's profit-sharing bill, no such request here", r.Type, r.TransactionID)
+			continue
+		}
+		s := ours[i]
+		want := s.AmountFen
+		if r.Type == SharingUnfreeze {
+			want = s.UnfrozenFen
+		}
+		switch {
+		case s.Status != "SUCCESS":
+			m.add(Status, r.OutNo, fen(r.AmountFen), fen(want), "%s succeeded at WeChat Pay, %s here", r.Type, s.Status)
+		case r.AmountFen != want:
+			m.add(Amount, r.OutNo, fen(r.AmountFen), fen(want), "%s: %d fen in the bill, %d here", r.Type, r.AmountFen, want)
+		default:
+			m.summary.Matched++
+		}
+	}
+	for _, s := range ours {
+		if s.Status != "SUCCESS" {
+			continue
+		}
+		lines := []string{SharingReturn}
+		amounts := []int64{s.AmountFen}
+		if s.Kind == "share" {
+			lines, amounts = []string{SharingShare, SharingUnfreeze}, []int64{s.AmountFen, s.UnfrozenFen}
+		}
+		// One anomaly per request (its number is the reference), naming
+		// the lines the bill lacks.
+		var missing []string
+		var missingFen int64
+		for i, line := range lines {
+			if amounts[i] > 0 && !billed[key{s.OutNo, line}] {
+				missing, missingFen = append(missing, line), missingFen+amounts[i]
+			}
+		}
+		if len(missing) > 0 {
+			m.add(MissingThere, s.OutNo, nil, fen(missingFen), "%s succeeded here, not in WeChat Pay's profit-sharing bill", strings.Join(missing, ", "))
+		}
+	}
+	return nil
 }

@@ -216,3 +216,74 @@ func ParseFundBill(raw []byte) (FundBill, error) {
 	b.IncomeFen, b.ExpenseFen = in, out
 	return b, nil
 }
+
+// SharingRow is one line of the profit-sharing bill: a share to a
+// receiver, an unfreeze to the sub-merchant, or a return.
+type SharingRow struct {
+	Time, SubMchID, Receiver, TransactionID, WxID, OutNo, Type, Result string
+	AmountFen                                                          int64
+}
+
+// The profit-sharing bill's line types.
+const (
+	SharingShare    = "分账"
+	SharingUnfreeze = "解冻给分账方"
+	SharingReturn   = "回退"
+)
+
+// SharingBill is a day's profit-sharing bill.
+type SharingBill struct {
+	Rows                                []SharingRow
+	SharedFen, UnfrozenFen, ReturnedFen int64
+}
+
+// ParseSharingBill reads a profit-sharing bill and checks its totals line
+// against its lines.
+func ParseSharingBill(raw []byte) (SharingBill, error) {
+	header, rows, totals, err := readCSV(raw)
+	if err != nil {
+		return SharingBill{}, err
+	}
+	col, err := columns(header, "分账发起时间", "分账方商户号", "分账接收方", "微信订单号", "微信分账/回退单号", "商户分账/回退单号", "分账类型", "处理结果", "金额(元)")
+	if err != nil {
+		return SharingBill{}, err
+	}
+	var b SharingBill
+	for i, rec := range rows {
+		if len(rec) != len(header) {
+			return SharingBill{}, fmt.Errorf("%w: line %d has %d fields, want %d", ErrBillMalformed, i+2, len(rec), len(header))
+		}
+		row := SharingRow{Time: rec[col["分账发起时间"]], SubMchID: rec[col["分账方商户号"]], Receiver: rec[col["分账接收方"]],
+			TransactionID: rec[col["微信订单号"]], WxID: rec[col["微信分账/回退单号"]], OutNo: rec[col["商户分账/回退单号"]],
+			Type: rec[col["分账类型"]], Result: rec[col["处理结果"]]}
+		if row.AmountFen, err = ParseYuan(rec[col["金额(元)"]]); err != nil {
+			return SharingBill{}, fmt.Errorf("%w: line %d: %w", ErrBillMalformed, i+2, err)
+		}
+		switch row.Type {
+		case SharingShare:
+			b.SharedFen += row.AmountFen
+		case SharingUnfreeze:
+			b.UnfrozenFen += row.AmountFen
+		case SharingReturn:
+			b.ReturnedFen += row.AmountFen
+		default:
+			return SharingBill{}, fmt.Errorf("%w: line %d: type %q", ErrBillMalformed, i+2, row.Type)
+		}
+		b.Rows = append(b.Rows, row)
+	}
+	if len(totals) < 4 {
+		return SharingBill{}, fmt.Errorf("%w: a totals line of %d fields", ErrBillMalformed, len(totals))
+	}
+	count, cerr := strconv.Atoi(totals[0])
+	shared, serr := ParseYuan(totals[1])
+	unfrozen, uerr := ParseYuan(totals[2])
+	returned, rerr := ParseYuan(totals[3])
+	if err := errors.Join(cerr, serr, uerr, rerr); err != nil {
+		return SharingBill{}, fmt.Errorf("%w: totals: %w", ErrBillMalformed, err)
+	}
+	if count != len(b.Rows) || shared != b.SharedFen || unfrozen != b.UnfrozenFen || returned != b.ReturnedFen {
+		return SharingBill{}, fmt.Errorf("%w: the totals (%d lines, %d shared, %d unfrozen, %d returned) are not its lines' (%d, %d, %d, %d)",
+			ErrBillMalformed, count, shared, unfrozen, returned, len(b.Rows), b.SharedFen, b.UnfrozenFen, b.ReturnedFen)
+	}
+	return b, nil
+}

@@ -2,6 +2,7 @@ package bill
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +101,32 @@ func TestDue(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func TestParseSharingBill(t *testing.T) {
+	t.Parallel()
+	const header = "分账发起时间,分账方商户号,分账接收方,微信订单号,微信分账/回退单号,商户分账/回退单号,分账类型,处理结果,金额(元),分账描述\r\n"
+	const lines = "`2026-12-07 10:00:00,`1900000222,`1900000109,`4200000001,`3008000001,`S1-1,`分账,`SUCCESS,`2.75,`commission\r\n" +
+		"`2026-12-07 10:00:00,`1900000222,`1900000222,`4200000001,`3008000001,`S1-1,`解冻给分账方,`SUCCESS,`52.25,`解冻给分账方\r\n" +
+		"`2026-12-07 11:00:00,`1900000222,`1900000109,`4200000001,`3008000002,`B1-1-P1,`回退,`SUCCESS,`1.37,`return\r\n"
+	const totals = "总条数,分账总金额,解冻总金额,回退总金额\r\n"
+	b, err := ParseSharingBill([]byte(header + lines + totals + "`3,`2.75,`52.25,`1.37\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 3 || b.SharedFen != 275 || b.UnfrozenFen != 5225 || b.ReturnedFen != 137 || b.Rows[2].OutNo != "B1-1-P1" || b.Rows[1].Receiver != "1900000222" {
+		t.Errorf("read %+v", b)
+	}
+	for name, raw := range map[string]string{
+		"totals off by a fen": header + lines + totals + "`3,`2.76,`52.25,`1.37\r\n",
+		"a line too few":      header + lines + totals + "`4,`2.75,`52.25,`1.37\r\n",
+		"an unknown type":     header + strings.Replace(lines, "回退", "退回", 1) + totals + "`3,`2.75,`52.25,`1.37\r\n",
+		"no amount column":    strings.Replace(header, "金额(元)", "金额", 1) + lines + totals + "`3,`2.75,`52.25,`1.37\r\n",
+	} {
+		if _, err := ParseSharingBill([]byte(raw)); !errors.Is(err, ErrBillMalformed) {
+			t.Errorf("%s: %v, want ErrBillMalformed", name, err)
 		}
 	}
 }

@@ -34,6 +34,15 @@ func (c *Client) FundBill(ctx context.Context, date string) (BillRef, error) {
 	return out, err
 }
 
+// SharingBill asks for the profit-sharing bill of a day (the service
+// provider's: every share, unfreeze and return of its sub-merchants),
+// gzip.
+func (c *Client) SharingBill(ctx context.Context, date string) (BillRef, error) {
+	var out BillRef
+	err := c.do(ctx, http.MethodGet, "/v3/profitsharing/bills?"+url.Values{"bill_date": {date}, "tar_type": {"GZIP"}}.Encode(), nil, &out)
+	return out, err
+}
+
 // maxBill bounds a bill's download.
 const maxBill = 256 << 20
 

@@ -205,7 +205,8 @@ func (p *payments) fundBill(day string) []byte {
 	return b.Bytes()
 }
 
-// bill answers GET /v3/bill/tradebill and /v3/bill/fundflowbill.
+// bill answers GET /v3/bill/tradebill, /v3/bill/fundflowbill and
+// /v3/profitsharing/bills.
 func (p *payments) bill(kind string) merchantHandler {
 	return func(r *http.Request, _ []byte) (int, any) {
 		q := r.URL.Query()
@@ -224,12 +225,18 @@ func (p *payments) bill(kind string) merchantHandler {
 			return 400, map[string]string{"code": "INVALID_REQUEST", "message": "bills are kept three months"}
 		}
 		var raw []byte
-		if kind == "trade" {
+		switch kind {
+		case "trade":
 			if len(p.tradeLines(day)) == 0 {
 				return 400, map[string]string{"code": "NO_STATEMENT_EXIST", "message": "no bill: nothing happened on " + day}
 			}
 			raw = p.tradeBill(day)
-		} else {
+		case "sharing":
+			if len(p.sharingLines(day)) == 0 {
+				return 400, map[string]string{"code": "NO_STATEMENT_EXIST", "message": "no profit-sharing bill: nothing was shared on " + day}
+			}
+			raw = p.sharingBill(day)
+		default:
 			raw = p.fundBill(day)
 		}
 		sum := sha1.Sum(raw) //nolint:gosec // G401: WeChat Pay's bill hash

@@ -63,7 +63,7 @@ type simShare struct {
 	OutOrderNo, OrderID, TransactionID, OutTradeNo, SubMchID, State string
 	Receivers                                                       []simShareReceiver
 	Unfreeze                                                        bool
-	Created                                                         time.Time
+	Created, Finished                                               time.Time
 	// Returned is what returns took back, by receiver account; Returns
 	// counts them.
 	Returned map[string]int64
@@ -73,7 +73,7 @@ type simShare struct {
 type simReturn struct {
 	OutReturnNo, ReturnID, OutOrderNo, OrderID, SubMchID, ReturnMchID, Result, FailReason string
 	Amount                                                                                int64
-	Created                                                                               time.Time
+	Created, Finished                                                                     time.Time
 }
 
 // SharingConfig is the body of POST /sim/sharing.
@@ -116,6 +116,7 @@ func (p *payments) withSharing(s *Server) {
 	s.mux.HandleFunc("GET /v3/profitsharing/orders/{no}", p.merchant("query_share", p.queryShare))
 	s.mux.HandleFunc("POST /v3/profitsharing/return-orders", p.merchant("return", p.returnShare))
 	s.mux.HandleFunc("GET /v3/profitsharing/return-orders/{no}", p.merchant("query_return", p.queryReturn))
+	s.mux.HandleFunc("GET /v3/profitsharing/bills", p.merchant("bill", p.bill("sharing")))
 	s.mux.HandleFunc("POST /sim/sharing", p.simSharing)
 	s.mux.HandleFunc("GET /sim/sharing", p.simSharingState)
 }
@@ -284,7 +285,7 @@ func (p *payments) finishShare(sh *simShare, t *simTxn, fails bool) {
 		st.balances[t.SubMchID] += t.Frozen
 		t.Frozen = 0
 	}
-	sh.State = "FINISHED"
+	sh.State, sh.Finished = "FINISHED", p.o.Now()
 }
 
 func (p *payments) shareJSON(sh *simShare) map[string]any {
@@ -375,7 +376,7 @@ func (p *payments) settleReturn(rt *simReturn) {
 	st.balances[rt.ReturnMchID] -= rt.Amount
 	st.balances[rt.SubMchID] += rt.Amount
 	st.shares[rt.OutOrderNo].Returned[rt.ReturnMchID] += rt.Amount
-	rt.Result = "SUCCESS"
+	rt.Result, rt.Finished = "SUCCESS", p.o.Now()
 }
 
 func returnJSON(rt *simReturn) map[string]any {
@@ -529,4 +530,76 @@ func (p *payments) partnerPrepay(_ *http.Request, body []byte) (int, any) {
 		ProfitSharing: in.SettleInfo.ProfitSharing, OutTradeNo: in.OutTradeNo, NotifyURL: in.NotifyURL,
 		OpenID: in.Payer.SpOpenID, Description: in.Description, Total: in.Amount.Total, State: "NOTPAY"}
 	return 200, map[string]string{"prepay_id": "wx" + strings.ReplaceAll(in.OutTradeNo, "-", "")}
+}
+
+type sharingLine struct {
+	at                                              time.Time
+	sub, receiver, txn, wxID, outNo, kind, describe string
+	amount                                          int64
+}
+
+// Kinds of the profit-sharing bill's lines.
+const (
+	sharingLineShare    = "分账"
+	sharingLineUnfreeze = "解冻给分账方"
+	sharingLineReturn   = "回退"
+)
+
+// sharingLines are the day's successful shares, unfreezes and returns as
+// the profit-sharing bill has them (the bills' Drop and AmountOff faults
+// apply by out_order_no or out_return_no); p.mu is held.
+func (p *payments) sharingLines(day string) []sharingLine {
+	c := p.billFaults
+	dropped := map[string]bool{}
+	for _, no := range c.Drop {
+		dropped[no] = true
+	}
+	var lines []sharingLine
+	for _, sh := range p.sharing.shares {
+		if sh.State != "FINISHED" || !onDay(sh.Finished, day) || dropped[sh.OutOrderNo] {
+			continue
+		}
+		for _, r := range sh.Receivers {
+			if r.Result != "SUCCESS" {
+				continue
+			}
+			kind := sharingLineShare
+			if r.Account == sh.SubMchID {
+				kind = sharingLineUnfreeze
+			}
+			lines = append(lines, sharingLine{at: sh.Finished, sub: sh.SubMchID, receiver: r.Account, txn: sh.TransactionID, wxID: sh.OrderID,
+				outNo: sh.OutOrderNo, kind: kind, describe: r.Description, amount: r.Amount + c.AmountOff[sh.OutOrderNo]})
+		}
+	}
+	for _, rt := range p.sharing.returns {
+		if rt.Result != "SUCCESS" || !onDay(rt.Finished, day) || dropped[rt.OutReturnNo] {
+			continue
+		}
+		lines = append(lines, sharingLine{at: rt.Finished, sub: rt.SubMchID, receiver: rt.ReturnMchID, txn: p.sharing.shares[rt.OutOrderNo].TransactionID,
+			wxID: rt.ReturnID, outNo: rt.OutReturnNo, kind: sharingLineReturn, describe: "return", amount: rt.Amount + c.AmountOff[rt.OutReturnNo]})
+	}
+	sort.Slice(lines, func(i, j int) bool {
+		if !lines[i].at.Equal(lines[j].at) {
+			return lines[i].at.Before(lines[j].at)
+		}
+		return lines[i].outNo+lines[i].kind < lines[j].outNo+lines[j].kind
+	})
+	return lines
+}
+
+// sharingBill renders the profit-sharing bill: a line per share to a
+// receiver, unfreeze to the sub-merchant and return, and a totals line.
+func (p *payments) sharingBill(day string) []byte {
+	var b strings.Builder
+	b.WriteString("分账发起时间,分账方商户号,分账接收方,微信订单号,微信分账/回退单号,商户分账/回退单号,分账类型,处理结果,金额(元),分账描述\r\n")
+	totals := map[string]int64{}
+	lines := p.sharingLines(day)
+	for _, l := range lines {
+		totals[l.kind] += l.amount
+		fields := []string{l.at.In(shanghai).Format(time.DateTime), l.sub, l.receiver, l.txn, l.wxID, l.outNo, l.kind, "SUCCESS", yuan(l.amount), l.describe}
+		b.WriteString("`" + strings.Join(fields, ",`") + "\r\n")
+	}
+	b.WriteString("总条数,分账总金额,解冻总金额,回退总金额\r\n")
+	fmt.Fprintf(&b, "`%d,`%s,`%s,`%s\r\n", len(lines), yuan(totals[sharingLineShare]), yuan(totals[sharingLineUnfreeze]), yuan(totals[sharingLineReturn]))
+	return []byte(b.String())
 }

@@ -140,6 +140,57 @@ func (q *Queries) BillRefunds(ctx context.Context, db DBTX, arg BillRefundsParam
 	return items, nil
 }
 
+const billSharings = `-- name: BillSharings :many
+SELECT s.id, s.kind, s.out_no, s.amount_fen, s.unfrozen_fen, s.status
+FROM profit_sharings s
+WHERE s.out_no = ANY($1::text[])
+   OR (s.status = 'SUCCESS' AND s.finished_at >= $2 AND s.finished_at < $3)
+`
+
+type BillSharingsParams struct {
+	OutNos   []string
+	DayStart *time.Time
+	DayEnd   *time.Time
+}
+
+type BillSharingsRow struct {
+	ID          int64
+	Kind        string
+	OutNo       string
+	AmountFen   int64
+	UnfrozenFen int64
+	Status      string
+}
+
+// Our profit-sharing requests the profit-sharing bill names, and those
+// that succeeded on its day.
+func (q *Queries) BillSharings(ctx context.Context, db DBTX, arg BillSharingsParams) ([]BillSharingsRow, error) {
+	rows, err := db.Query(ctx, billSharings, arg.OutNos, arg.DayStart, arg.DayEnd)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BillSharingsRow{}
+	for rows.Next() {
+		var i BillSharingsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.OutNo,
+			&i.AmountFen,
+			&i.UnfrozenFen,
+			&i.Status,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const billUnexpected = `-- name: BillUnexpected :many
 SELECT DISTINCT ON (f.transaction_id) f.transaction_id::text AS transaction_id, f.order_id, f.amount_fen
 FROM refunds f WHERE f.transaction_id = ANY($1::text[])
