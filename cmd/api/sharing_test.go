@@ -22,13 +22,14 @@ import (
 const testSubMchID = "1900000222"
 
 // newPartnerShop is a pay shop in the service-provider mode: quick
-// shares (wxsim's minute is 250ms here, the API waits 300ms) and a quick
+// shares (wxsim's minute is 250ms here; the API waits 1.3s, as WeChat
+// Pay's success_time, which paid_at is, is whole seconds) and a quick
 // sweep; the shop's merchant is not onboarded yet.
 func newPartnerShop(t *testing.T, extra map[string]string, stocks ...int32) *payShop {
 	t.Helper()
 	env := map[string]string{
 		"TAKEOUT_WXPAY_MODE":             "partner",
-		"TAKEOUT_SHARING_AFTER_PAY":      "300ms",
+		"TAKEOUT_SHARING_AFTER_PAY":      "1300ms",
 		"TAKEOUT_SHARING_POLL":           "50ms",
 		"TAKEOUT_SHARING_SWEEP_INTERVAL": "200ms",
 	}
@@ -221,7 +222,7 @@ func TestProfitSharing(t *testing.T) {
 	shareNo := sharing.ShareNo(trade, 1)
 	for range 6 {
 		if _, err := ps.pool.Exec(t.Context(), `INSERT INTO river_job (kind, args, state, scheduled_at, max_attempts)
-			SELECT 'sharing.share', jsonb_build_object('out_no', $1::text), 'scheduled', paid_at + interval '300 milliseconds', 5
+			SELECT 'sharing.share', jsonb_build_object('out_no', $1::text), 'scheduled', paid_at + interval '1300 milliseconds', 5
 			FROM payments WHERE out_trade_no = $2`, shareNo, trade); err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +376,7 @@ func TestProfitSharingFailedReturn(t *testing.T) {
 // is an anomaly and moves nothing.
 func TestProfitSharingDeadline(t *testing.T) {
 	t.Parallel()
-	ps := newPartnerShop(t, map[string]string{"TAKEOUT_SHARING_FINISH_AFTER": "1s", "TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h"}, 100, 100)
+	ps := newPartnerShop(t, map[string]string{"TAKEOUT_SHARING_FINISH_AFTER": "2s", "TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h"}, 100, 100)
 	admin := ps.staffToken(t, "admin")
 	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
 	ps.onboard(t, admin)
@@ -468,4 +469,93 @@ func TestProfitSharingBill(t *testing.T) {
 	if r.status != 200 || !slices.Equal(got, want) || !strings.Contains(string(r.body), "5500") {
 		t.Errorf("with the share dropped (both its lines, 5500) and the return off by a fen: %v, want %v (%d %s)", got, want, r.status, r.body)
 	}
+}
+
+// Refunds racing the share of their payment: asked for as the order
+// completes, while the share is at WeChat Pay, and after it, they take
+// turns with it on the payment's row; whatever the order, the platform
+// and the merchant keep what the order owes each, in our ledger and in
+// WeChat's books alike.
+func TestProfitSharingRacesRefunds(t *testing.T) {
+	t.Parallel()
+	ps := newPartnerShop(t, nil, 100, 100)
+	admin := ps.staffToken(t, "admin")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	ps.onboard(t, admin)
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+ps.merchantID+"/commission", admin, map[string]any{"commission_bps": 700}); r.status != 200 {
+		t.Fatalf("commission: %d %s", r.status, r.body)
+	}
+	// Shares stay PROCESSING at WeChat for 400ms.
+	ps.sharingConfig(t, wxsim.SharingConfig{MinAgeMS: 250, DelayMS: 400})
+	type race struct {
+		id, trade string
+	}
+	var races []race
+	for i, wait := range []time.Duration{0, 450 * time.Millisecond, 1200 * time.Millisecond} {
+		key := "race-" + strconv.Itoa(i)
+		id := ps.paidAccepted(t, ps.login(t, key), key, staff)
+		if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+id+"/dispatch", staff, nil); r.status != 200 {
+			t.Fatalf("dispatch: %d %s", r.status, r.body)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if r := ps.do(t, ps.apis[0], "POST", "/admin/v1/orders/"+id+"/complete", staff, nil); r.status != 200 {
+				t.Errorf("complete: %d %s", r.status, r.body)
+			}
+		})
+		wg.Go(func() {
+			time.Sleep(wait)
+			for j, amount := range []string{"1300", "700"} {
+				if r := ps.refundPart(t, staff, id, key+"-"+strconv.Itoa(j), `{"amount_fen":`+amount+`,"reason":"race"}`); r.status != 201 {
+					t.Errorf("refund: %d %s", r.status, r.body)
+				}
+			}
+		})
+		wg.Wait()
+		races = append(races, race{id, payment.OutTradeNo(mustID(t, id), 1)})
+	}
+	for _, r := range races {
+		ended := func() bool {
+			return ps.count(t, "SELECT count(*) FROM refunds WHERE order_id = $1 AND status = 'SUCCESS'", r.id) == 2 &&
+				ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND status IN ('PENDING', 'PROCESSING')", r.id) == 0 &&
+				ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND kind = 'share' AND status = 'SUCCESS'", r.id) == 1
+		}
+		for deadline := time.Now().Add(30 * time.Second); !ended(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("order %s: the refunds and the share did not end: refunds %v; sharing %+v; jobs %v", r.id,
+					ps.strs(t, "SELECT out_refund_no || ' ' || status || ' sent ' || coalesce(sent_at::text, '-') || ' ' || coalesce(last_error, '') FROM refunds WHERE order_id = $1", r.id),
+					ps.sharingRows(t, admin, r.id),
+					ps.strs(t, "SELECT kind || ' ' || state || ' ' || attempt || ' ' || coalesce(errors[array_length(errors, 1)]->>'error', '') FROM river_job WHERE kind LIKE 'sharing%' OR kind = 'payment.refund'"))
+			}
+		}
+		ps.ledgerHolds(t, r.id)
+		l := ps.ledgerOf(t, r.id)
+		// 7% of what is kept (5500 - 2000 = 3500): 245.
+		if l["platform_shared"] != 245 || l["platform_shared"]+l["merchant_settled"] != 3500 || l["wechat_clearing"] != 0 {
+			t.Errorf("order %s: the ledger %v, want the platform to keep 245 and the merchant 3255", r.id, l)
+		}
+		got := ps.simTxn(t, r.trade)
+		if got.Frozen != 0 || got.Shared-got.Returned != 245 || got.Unfrozen+got.Returned-got.FromBalance != 3255 {
+			t.Errorf("order %s at WeChat: %+v", r.id, got)
+		}
+	}
+}
+
+// strs reads a query's one text column.
+func (sh *shop) strs(t *testing.T, query string, args ...any) []string {
+	t.Helper()
+	rows, err := sh.pool.Query(t.Context(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
 }

@@ -590,10 +590,12 @@ const (
 )
 
 // The least age of a payment before it is shared, compressed the same
-// way: at wxsim (WeChat's minute), and a little more at the API.
+// way: at wxsim (WeChat's minute), and more at the API (a second more
+// for paid_at, WeChat's success_time, being whole seconds, as the API's
+// default of 61s has it, and a half for the run's clocks).
 const (
 	wxsimSharingMinAge = 2 * time.Second
-	sharingAfterPay    = 3 * time.Second
+	sharingAfterPay    = 3500 * time.Millisecond
 )
 
 // startWxsim runs wxsim with its keys in the work directory and returns

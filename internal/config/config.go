@@ -212,7 +212,8 @@ type Config struct {
 	// TAKEOUT_WECHAT_APPID are then the service provider's).
 	WxPayMode string `env:"TAKEOUT_WXPAY_MODE" envDefault:"merchant"`
 	// SharingAfterPay is the least time after a payment before its
-	// share is sent: WeChat Pay takes none in the first minute.
+	// share is sent: WeChat Pay takes none in the first minute, and
+	// paid_at (its success_time) is whole seconds, so a second more.
 	SharingAfterPay time.Duration `env:"TAKEOUT_SHARING_AFTER_PAY" envDefault:"61s"`
 	// SharingFinishAfter is how long after its payment an order nobody
 	// completed is shared all the same (its commission to the platform,
