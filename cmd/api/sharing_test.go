@@ -559,3 +559,47 @@ func (sh *shop) strs(t *testing.T, query string, args ...any) []string {
 	}
 	return out
 }
+
+// A share whose receiver WeChat Pay closes moves nothing: it is FAILED,
+// the money stays frozen, and operators see it; retried once the
+// receiver is fixed, its next attempt shares the order once.
+func TestProfitSharingFailedShare(t *testing.T) {
+	t.Parallel()
+	ps := newPartnerShop(t, nil, 100, 100)
+	admin := ps.staffToken(t, "admin")
+	staff := ps.staffToken(t, "merchant:"+ps.merchantID)
+	ps.onboard(t, admin)
+	if r := ps.do(t, ps.apis[0], "PUT", "/admin/v1/merchants/"+ps.merchantID+"/commission", admin, map[string]any{"commission_bps": 500}); r.status != 200 {
+		t.Fatalf("commission: %d %s", r.status, r.body)
+	}
+	ps.sharingConfig(t, wxsim.SharingConfig{MinAgeMS: 250, FailReceivers: true})
+	id, trade := ps.completedOrder(t, ps.login(t, "closed"), "closed", staff)
+	waitUntil(t, "the share to fail", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND status = 'FAILED' AND fail_reason = 'ACCOUNT_ABNORMAL'", id) == 1
+	})
+	if got := ps.simTxn(t, trade); got.Frozen != 5500 || got.Shared != 0 {
+		t.Errorf("at WeChat after the failed share: %+v, want all 5500 frozen", got)
+	}
+	if n := ps.count(t, "SELECT count(*) FROM ledger_entries WHERE order_id = $1 AND kind = 'share'", id); n != 0 {
+		t.Errorf("a failed share posted %d ledger entries", n)
+	}
+	m := ps.metrics(t, ps.apis[0])
+	if !strings.Contains(m, `takeout_profit_sharing_failed{kind="share"} 1`) || !strings.Contains(m, `takeout_profit_sharing_total{kind="share",outcome="failed"} 1`) {
+		t.Errorf("metrics:\n%s", grepLines(m, "takeout_profit_sharing"))
+	}
+	ps.sharingConfig(t, wxsim.SharingConfig{MinAgeMS: 250})
+	r := ps.do(t, ps.apis[0], "POST", "/admin/v1/profit-sharing/"+sharing.ShareNo(trade, 1)+"/retry", admin, nil)
+	var next sharing.Request
+	r.json(t, &next)
+	if r.status != 200 || next.OutNo != sharing.ShareNo(trade, 2) || next.Attempt != 2 {
+		t.Fatalf("retry: %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the second attempt to succeed", func() bool {
+		return ps.count(t, "SELECT count(*) FROM profit_sharings WHERE order_id = $1 AND attempt = 2 AND status = 'SUCCESS' AND amount_fen = 275", id) == 1
+	})
+	ps.expectOnce(t, id, "SELECT count(DISTINCT journal) FROM ledger_entries WHERE order_id = $1 AND kind = 'share'")
+	if got := ps.simTxn(t, trade); got.Frozen != 0 || got.Shared != 275 || got.Unfrozen != 5225 {
+		t.Errorf("at WeChat after the retry: %+v", got)
+	}
+	ps.ledgerHolds(t, id)
+}
