@@ -76,8 +76,9 @@ func scrape(t *testing.T, inst *instance) (map[string]bool, []string) {
 	return names, lines
 }
 
-// The dashboard and the rules read only metrics a running instance
-// exports (after a submit and a paid callback), or rules that record them,
+// The dashboard and the rules read only metrics a running instance (of
+// the service-provider mode) exports (after a submit and a paid
+// callback), or rules that record them,
 // and every query of the dashboard parses (promtool checks it as a rule).
 // The counters the alerts watch are there at 0 before their first event.
 func TestDashboardAndRulesNameOnlyExportedMetrics(t *testing.T) {
@@ -86,7 +87,10 @@ func TestDashboardAndRulesNameOnlyExportedMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal("promtool is missing: run `make test` (it installs Debian's prometheus package) or apt-get install prometheus")
 	}
-	ps := newPayShop(t, nil, 10)
+	// The service-provider mode exports what the merchant mode does and
+	// profit sharing's metrics too.
+	ps := newPartnerShop(t, nil, 10)
+	ps.onboard(t, ps.staffToken(t, "admin"))
 	user := ps.login(t, "observed")
 	o := ps.place(t, user, "observed", 1)
 	ps.pay(t, user, o.ID)
@@ -100,6 +104,8 @@ func TestDashboardAndRulesNameOnlyExportedMetrics(t *testing.T) {
 		`takeout_jobs_dead_total{kind="payment.refund"} 0`,
 		`takeout_payment_reconcile_checks_total{kind="payment",outcome="failed"} 0`,
 		`takeout_payment_callbacks_total{outcome="rejected",source="v3"} 0`,
+		`takeout_profit_sharing_total{kind="return",outcome="failed"} 0`,
+		`takeout_profit_sharing_failed{kind="return"} 0`,
 	} {
 		if !slices.Contains(lines, series) {
 			t.Errorf("no %s before any such event", series)

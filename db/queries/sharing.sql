@@ -117,11 +117,14 @@ WHERE kind = 'share' AND status IN ('PENDING', 'PROCESSING') AND updated_at < @i
 ORDER BY id LIMIT @max_rows;
 
 -- name: SharingRefundsInFlight :one
--- Other refunds of a payment sent and not ended: a refund after a share
--- waits for them, so that each computes its return on the refunds
--- before it.
+-- Other refunds of a payment not ended that a refund after its share
+-- waits for: those asked for before it, and any sent. Each then
+-- computes its return on the refunds before it, all ended and posted
+-- (a return done for an earlier refund not yet posted would otherwise
+-- be counted against this one).
 SELECT count(*)::bigint FROM refunds
-WHERE payment_id = @payment_id AND id <> @refund_id AND sent_at IS NOT NULL AND status IN ('PENDING', 'PROCESSING');
+WHERE payment_id = @payment_id AND id <> @refund_id AND status IN ('PENDING', 'PROCESSING')
+  AND (id < @refund_id OR sent_at IS NOT NULL);
 
 -- name: SharingCommissionOfSale :one
 -- The commission a payment's sale charged, and what refunds took back

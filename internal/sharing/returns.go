@@ -20,8 +20,9 @@ import (
 // refund's part of the commission to the merchant's: what was shared
 // less what the order owes after the refund (the ledger's proportional
 // figure). Refunds and shares of one payment take turns on its row: a
-// refund waits for a share in flight and for the refunds sent before it,
-// a share for the refunds sent.
+// refund waits for a share in flight, and after a share for the refunds
+// asked for before it (and any sent); a share waits for the refunds
+// sent.
 
 // BeforeRefund makes refund r ready to send: it returns what r needs of
 // the shared money (sending the return, or asking how it went) and says
@@ -134,8 +135,8 @@ func (s *Service) ClearTx(ctx context.Context, tx pgx.Tx, r dbsqlc.Refund) (bool
 
 // returnNeeded is what refund r needs returned of its payment's shared
 // money (0 when the payment was not shared), the payment's share, and
-// whether r must wait: a share or another refund of the payment in
-// flight.
+// whether r must wait: a share in flight, or (after a share) a refund of
+// the payment asked for before r, or sent, that has not ended.
 func (s *Service) returnNeeded(ctx context.Context, tx pgx.Tx, r dbsqlc.Refund) (need int64, share dbsqlc.ProfitSharing, hold bool, err error) {
 	share, err = s.q.SharingLiveShare(ctx, tx, r.PaymentID)
 	if errors.Is(err, db.ErrNotFound) {

@@ -608,7 +608,8 @@ func (q *Queries) SharingPaymentForUpdate(ctx context.Context, db DBTX, id int64
 
 const sharingRefundsInFlight = `-- name: SharingRefundsInFlight :one
 SELECT count(*)::bigint FROM refunds
-WHERE payment_id = $1 AND id <> $2 AND sent_at IS NOT NULL AND status IN ('PENDING', 'PROCESSING')
+WHERE payment_id = $1 AND id <> $2 AND status IN ('PENDING', 'PROCESSING')
+  AND (id < $2 OR sent_at IS NOT NULL)
 `
 
 type SharingRefundsInFlightParams struct {
@@ -616,9 +617,11 @@ type SharingRefundsInFlightParams struct {
 	RefundID  int64
 }
 
-// Other refunds of a payment sent and not ended: a refund after a share
-// waits for them, so that each computes its return on the refunds
-// before it.
+// Other refunds of a payment not ended that a refund after its share
+// waits for: those asked for before it, and any sent. Each then
+// computes its return on the refunds before it, all ended and posted
+// (a return done for an earlier refund not yet posted would otherwise
+// be counted against this one).
 func (q *Queries) SharingRefundsInFlight(ctx context.Context, db DBTX, arg SharingRefundsInFlightParams) (int64, error) {
 	row := db.QueryRow(ctx, sharingRefundsInFlight, arg.PaymentID, arg.RefundID)
 	var column_1 int64
