@@ -174,11 +174,13 @@ func (s *Service) scheduleTx(ctx context.Context, tx pgx.Tx, p dbsqlc.Payment, m
 	if err != nil {
 		return fmt.Errorf("record share: %w", err)
 	}
-	at := s.o.Now()
-	if p.PaidAt != nil && p.PaidAt.Add(s.o.AfterPay).After(at) {
-		at = p.PaidAt.Add(s.o.AfterPay)
+	// Due now, the job is available at once to any instance (a scheduled
+	// one waits for the leader to make it available).
+	opts := &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	if p.PaidAt != nil && p.PaidAt.Add(s.o.AfterPay).After(s.o.Now()) {
+		opts.ScheduledAt = p.PaidAt.Add(s.o.AfterPay)
 	}
-	if _, err := s.o.Jobs.InsertTx(ctx, tx, ShareArgs{OutNo: sh.OutNo}, &river.InsertOpts{ScheduledAt: at, UniqueOpts: river.UniqueOpts{ByArgs: true}}); err != nil {
+	if _, err := s.o.Jobs.InsertTx(ctx, tx, ShareArgs{OutNo: sh.OutNo}, opts); err != nil {
 		return fmt.Errorf("insert share job: %w", err)
 	}
 	return nil
