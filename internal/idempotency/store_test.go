@@ -772,19 +772,30 @@ func TestDeadlockVictimRunsAgain(t *testing.T) {
 	}
 	var locked sync.WaitGroup
 	locked.Add(2)
-	var runs atomic.Int32
+	var runs, changed atomic.Int32
 	lockBoth := func(first, second string) idempotency.ChangeFunc {
 		var attempt atomic.Int32
 		return func(ctx context.Context, tx *idempotency.Tx) (idempotency.Answer, error) {
 			runs.Add(1)
+			n := attempt.Add(1)
+			// The victim's new transaction starts once the survivor holds
+			// both rows: otherwise it may take its first row back before
+			// the survivor is woken and deadlock again, as often as
+			// RetryAborted tries (make test on a clean clone saw three).
+			for n > 1 && changed.Load() == 0 && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
 			if _, err := tx.Exec(ctx, "UPDATE users SET openid = openid WHERE openid = $1", first); err != nil {
 				return idempotency.Answer{}, err
 			}
-			if attempt.Add(1) == 1 {
+			if n == 1 {
 				locked.Done()
 				locked.Wait() // both hold their first row
 			}
 			_, err := tx.Exec(ctx, "UPDATE users SET openid = openid WHERE openid = $1", second)
+			if err == nil {
+				changed.Add(1)
+			}
 			return answer(tx), err
 		}
 	}
@@ -803,8 +814,7 @@ func TestDeadlockVictimRunsAgain(t *testing.T) {
 			t.Errorf("a request failed: %v", err)
 		}
 	}
-	// Two, and the victim once more at least: its new transaction may
-	// take the freed row before the survivor does and deadlock again.
+	// Two, and the victim once more.
 	if n := runs.Load(); n < 3 {
 		t.Errorf("changes ran %d times, want at least 3: two, and the deadlock's victim again", n)
 	}
