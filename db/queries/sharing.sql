@@ -30,13 +30,6 @@ SELECT * FROM profit_sharings WHERE payment_id = @payment_id AND kind = 'share' 
 -- name: SharingLiveReturn :one
 SELECT * FROM profit_sharings WHERE refund_id = @refund_id AND kind = 'return' AND status <> 'SUPERSEDED';
 
--- name: SharingReturnedOfPayment :one
--- What returns brought back of a payment's share, and what returns are
--- still in flight.
-SELECT coalesce(sum(amount_fen) FILTER (WHERE status = 'SUCCESS'), 0)::bigint AS returned_fen,
-       count(*) FILTER (WHERE status IN ('PENDING', 'PROCESSING'))::bigint AS in_flight
-FROM profit_sharings WHERE payment_id = @payment_id AND kind = 'return';
-
 -- name: SharingMarkSent :execrows
 UPDATE profit_sharings SET status = 'PROCESSING', amount_fen = @amount_fen, unfrozen_fen = @unfrozen_fen,
     sent_at = @sent_at, updated_at = now()
@@ -67,9 +60,6 @@ WHERE (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status))
   AND (sqlc.narg(order_id)::bigint IS NULL OR order_id = sqlc.narg(order_id))
 ORDER BY id DESC
 LIMIT @max_rows;
-
--- name: SharingByOrder :many
-SELECT * FROM profit_sharings WHERE order_id = @order_id ORDER BY id;
 
 -- name: SharingFailedCount :one
 SELECT count(*) FILTER (WHERE kind = 'share')::bigint AS shares, count(*) FILTER (WHERE kind = 'return')::bigint AS returns

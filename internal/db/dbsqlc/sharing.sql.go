@@ -61,49 +61,6 @@ func (q *Queries) MerchantSubMerchantOfOrder(ctx context.Context, db DBTX, order
 	return i, err
 }
 
-const sharingByOrder = `-- name: SharingByOrder :many
-SELECT id, kind, payment_id, order_id, merchant_id, refund_id, attempt, out_no, cause, amount_fen, unfrozen_fen, status, wx_id, fail_reason, sent_at, finished_at, created_at, updated_at FROM profit_sharings WHERE order_id = $1 ORDER BY id
-`
-
-func (q *Queries) SharingByOrder(ctx context.Context, db DBTX, orderID int64) ([]ProfitSharing, error) {
-	rows, err := db.Query(ctx, sharingByOrder, orderID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ProfitSharing{}
-	for rows.Next() {
-		var i ProfitSharing
-		if err := rows.Scan(
-			&i.ID,
-			&i.Kind,
-			&i.PaymentID,
-			&i.OrderID,
-			&i.MerchantID,
-			&i.RefundID,
-			&i.Attempt,
-			&i.OutNo,
-			&i.Cause,
-			&i.AmountFen,
-			&i.UnfrozenFen,
-			&i.Status,
-			&i.WxID,
-			&i.FailReason,
-			&i.SentAt,
-			&i.FinishedAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const sharingCommissionOfSale = `-- name: SharingCommissionOfSale :one
 SELECT coalesce((SELECT sum(e.amount_fen) FROM ledger_entries e WHERE e.journal = 'pay:' || p.id AND e.account = 'merchant_commission'), 0)::bigint AS commission_fen,
        coalesce((SELECT -sum(e.amount_fen) FROM ledger_entries e WHERE e.payment_id = p.id AND e.kind = 'refund'
@@ -641,26 +598,6 @@ func (q *Queries) SharingRefundsSentUnfinished(ctx context.Context, db DBTX, pay
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
-}
-
-const sharingReturnedOfPayment = `-- name: SharingReturnedOfPayment :one
-SELECT coalesce(sum(amount_fen) FILTER (WHERE status = 'SUCCESS'), 0)::bigint AS returned_fen,
-       count(*) FILTER (WHERE status IN ('PENDING', 'PROCESSING'))::bigint AS in_flight
-FROM profit_sharings WHERE payment_id = $1 AND kind = 'return'
-`
-
-type SharingReturnedOfPaymentRow struct {
-	ReturnedFen int64
-	InFlight    int64
-}
-
-// What returns brought back of a payment's share, and what returns are
-// still in flight.
-func (q *Queries) SharingReturnedOfPayment(ctx context.Context, db DBTX, paymentID int64) (SharingReturnedOfPaymentRow, error) {
-	row := db.QueryRow(ctx, sharingReturnedOfPayment, paymentID)
-	var i SharingReturnedOfPaymentRow
-	err := row.Scan(&i.ReturnedFen, &i.InFlight)
-	return i, err
 }
 
 const sharingSetWxID = `-- name: SharingSetWxID :exec
