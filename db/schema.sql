@@ -65,6 +65,26 @@ END
 $$;
 
 --
+-- Name: ledger_post_delivery(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_delivery() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.status = 'DELIVERED' THEN
+        PERFORM ledger_post('courier:' || NEW.id, 'courier_fee', NEW.order_id, NEW.merchant_id, NULL, NULL, NEW.out_no,
+            ARRAY['merchant_courier_fees', 'courier_payable'],
+            ARRAY[coalesce(NEW.fee_fen, 0) + NEW.tip_fen, -(coalesce(NEW.fee_fen, 0) + NEW.tip_fen)]);
+    ELSIF NEW.cancel_fee_fen > 0 THEN
+        PERFORM ledger_post('courier_cancel:' || NEW.id, 'courier_cancel_fee', NEW.order_id, NEW.merchant_id, NULL, NULL, NEW.out_no,
+            ARRAY['merchant_courier_fees', 'courier_payable'], ARRAY[NEW.cancel_fee_fen, -NEW.cancel_fee_fen]);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: ledger_post_payment(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -614,11 +634,13 @@ CREATE TABLE public.merchants (
     commission_bps integer DEFAULT 0 NOT NULL,
     sub_mchid text,
     sub_appid text,
+    courier_dispatch text DEFAULT 'off'::text NOT NULL,
     CONSTRAINT merchants_accept_timeout_action_check CHECK ((accept_timeout_action = ANY (ARRAY['accept'::text, 'reject'::text]))),
     CONSTRAINT merchants_accept_within_seconds_check CHECK (((accept_within_seconds = 0) OR ((accept_within_seconds >= 10) AND (accept_within_seconds <= 7200)))),
     CONSTRAINT merchants_bands_location_check CHECK (((delivery_bands = '[]'::jsonb) OR (latitude IS NOT NULL))),
     CONSTRAINT merchants_closed_dates_check CHECK ((cardinality(closed_dates) <= 366)),
     CONSTRAINT merchants_commission_bps_check CHECK (((commission_bps >= 0) AND (commission_bps <= 5000))),
+    CONSTRAINT merchants_courier_dispatch_check CHECK ((courier_dispatch = ANY (ARRAY['off'::text, 'accept'::text, 'ready'::text]))),
     CONSTRAINT merchants_delivery_bands_check CHECK ((jsonb_typeof(delivery_bands) = 'array'::text)),
     CONSTRAINT merchants_delivery_fee_fen_check CHECK (((delivery_fee_fen >= 0) AND (delivery_fee_fen <= 100000000))),
     CONSTRAINT merchants_fulfilment_check CHECK ((jsonb_typeof(fulfilment) = 'object'::text)),
@@ -769,6 +791,76 @@ ALTER TABLE public.categories ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.deliveries (
+    id bigint NOT NULL,
+    order_id bigint NOT NULL,
+    merchant_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    provider text NOT NULL,
+    out_no text NOT NULL,
+    provider_ref text,
+    status text DEFAULT 'QUOTED'::text NOT NULL,
+    quote_token text,
+    quote_expires timestamp with time zone,
+    fee_fen bigint,
+    tip_fen bigint DEFAULT 0 NOT NULL,
+    cancel_fee_fen bigint DEFAULT 0 NOT NULL,
+    rider_id text DEFAULT ''::text NOT NULL,
+    rider_name text DEFAULT ''::text NOT NULL,
+    rider_phone text DEFAULT ''::text NOT NULL,
+    latitude double precision,
+    longitude double precision,
+    located_at timestamp with time zone,
+    provider_time timestamp with time zone,
+    seq integer DEFAULT 0 NOT NULL,
+    assign_by timestamp with time zone,
+    heard_at timestamp with time zone DEFAULT now() NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT deliveries_attempt_check CHECK (((attempt >= 1) AND (attempt <= 9))),
+    CONSTRAINT deliveries_cancel_fee_fen_check CHECK ((cancel_fee_fen >= 0)),
+    CONSTRAINT deliveries_fee_fen_check CHECK ((fee_fen >= 0)),
+    CONSTRAINT deliveries_provider_check CHECK ((provider = ANY (ARRAY['dada'::text, 'meituan'::text]))),
+    CONSTRAINT deliveries_status_check CHECK ((status = ANY (ARRAY['QUOTED'::text, 'PLACED'::text, 'ASSIGNED'::text, 'ARRIVED'::text, 'PICKED_UP'::text, 'DELIVERED'::text, 'CANCELLED'::text, 'FAILED'::text]))),
+    CONSTRAINT deliveries_tip_fen_check CHECK ((tip_fen >= 0))
+);
+
+--
+-- Name: deliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.deliveries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: delivery_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.delivery_events (
+    delivery_id bigint NOT NULL,
+    seq integer NOT NULL,
+    order_id bigint NOT NULL,
+    kind text NOT NULL,
+    status text NOT NULL,
+    rider_name text DEFAULT ''::text NOT NULL,
+    provider_time timestamp with time zone,
+    source text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT delivery_events_kind_check CHECK ((kind = ANY (ARRAY['status'::text, 'reassigned'::text]))),
+    CONSTRAINT delivery_events_source_check CHECK ((source = ANY (ARRAY['callback'::text, 'query'::text, 'system'::text])))
+);
+
+--
 -- Name: dish_stock; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -891,9 +983,9 @@ CREATE TABLE public.ledger_entries (
     refund_id bigint,
     ref text NOT NULL,
     posted_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT ledger_entries_account_check CHECK ((account = ANY (ARRAY['wechat_clearing'::text, 'refunds_outside'::text, 'wechat_fees_withheld'::text, 'wechat_fees'::text, 'merchant_sales'::text, 'merchant_discounts'::text, 'merchant_refunds'::text, 'merchant_commission'::text, 'platform_commission'::text, 'platform_promotions'::text, 'unexpected_receipts'::text, 'platform_shared'::text, 'merchant_settled'::text]))),
+    CONSTRAINT ledger_entries_account_check CHECK ((account = ANY (ARRAY['wechat_clearing'::text, 'refunds_outside'::text, 'wechat_fees_withheld'::text, 'wechat_fees'::text, 'merchant_sales'::text, 'merchant_discounts'::text, 'merchant_refunds'::text, 'merchant_commission'::text, 'platform_commission'::text, 'platform_promotions'::text, 'unexpected_receipts'::text, 'platform_shared'::text, 'merchant_settled'::text, 'merchant_courier_fees'::text, 'courier_payable'::text]))),
     CONSTRAINT ledger_entries_amount_fen_check CHECK ((amount_fen <> 0)),
-    CONSTRAINT ledger_entries_kind_check CHECK ((kind = ANY (ARRAY['sale'::text, 'receipt'::text, 'refund'::text, 'fee'::text, 'share'::text, 'share_return'::text])))
+    CONSTRAINT ledger_entries_kind_check CHECK ((kind = ANY (ARRAY['sale'::text, 'receipt'::text, 'refund'::text, 'fee'::text, 'share'::text, 'share_return'::text, 'courier_fee'::text, 'courier_cancel_fee'::text])))
 );
 
 --
@@ -1921,6 +2013,34 @@ ALTER TABLE ONLY public.categories
     ADD CONSTRAINT categories_pkey PRIMARY KEY (id);
 
 --
+-- Name: deliveries deliveries_order_id_attempt_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deliveries
+    ADD CONSTRAINT deliveries_order_id_attempt_key UNIQUE (order_id, attempt);
+
+--
+-- Name: deliveries deliveries_out_no_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deliveries
+    ADD CONSTRAINT deliveries_out_no_key UNIQUE (out_no);
+
+--
+-- Name: deliveries deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deliveries
+    ADD CONSTRAINT deliveries_pkey PRIMARY KEY (id);
+
+--
+-- Name: delivery_events delivery_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_events
+    ADD CONSTRAINT delivery_events_pkey PRIMARY KEY (delivery_id, seq);
+
+--
 -- Name: dish_stock dish_stock_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2436,6 +2556,24 @@ CREATE UNIQUE INDEX after_sales_one_open_idx ON public.after_sales USING btree (
 CREATE INDEX after_sales_status_idx ON public.after_sales USING btree (status, id);
 
 --
+-- Name: deliveries_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_merchant_idx ON public.deliveries USING btree (merchant_id, created_at);
+
+--
+-- Name: deliveries_one_active; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX deliveries_one_active ON public.deliveries USING btree (order_id) WHERE (status <> ALL (ARRAY['DELIVERED'::text, 'CANCELLED'::text, 'FAILED'::text]));
+
+--
+-- Name: deliveries_open_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_open_idx ON public.deliveries USING btree (heard_at) WHERE (status <> ALL (ARRAY['DELIVERED'::text, 'CANCELLED'::text, 'FAILED'::text]));
+
+--
 -- Name: idempotency_records_expires_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2706,6 +2844,12 @@ CREATE UNIQUE INDEX vouchers_order_key ON public.vouchers USING btree (order_id)
 CREATE INDEX vouchers_user ON public.vouchers USING btree (user_id, id);
 
 --
+-- Name: deliveries deliveries_ledger; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER deliveries_ledger AFTER UPDATE OF status ON public.deliveries FOR EACH ROW WHEN (((new.status = ANY (ARRAY['DELIVERED'::text, 'CANCELLED'::text, 'FAILED'::text])) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.ledger_post_delivery();
+
+--
 -- Name: dishes dishes_named_by_orders; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2793,6 +2937,27 @@ ALTER TABLE ONLY public.after_sales
 
 ALTER TABLE ONLY public.categories
     ADD CONSTRAINT categories_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: deliveries deliveries_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deliveries
+    ADD CONSTRAINT deliveries_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: deliveries deliveries_order_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deliveries
+    ADD CONSTRAINT deliveries_order_id_fkey FOREIGN KEY (order_id) REFERENCES public.orders(id);
+
+--
+-- Name: delivery_events delivery_events_delivery_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_events
+    ADD CONSTRAINT delivery_events_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES public.deliveries(id);
 
 --
 -- Name: dish_stock dish_stock_dish_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

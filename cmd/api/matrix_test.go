@@ -142,6 +142,10 @@ func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 		"GET /admin/v1/prints":                  {"/admin/v1/prints", "", nil, staffOnly(200, 200, 200)},
 		"POST /admin/v1/prints/{id}/reprint":    {"/admin/v1/prints/999999/reprint", "", map[string]string{"Idempotency-Key": "matrix-reprint"}, staffOnly(404, 404, 404)},
 		"POST /v1/printers/{provider}/callback": {"/v1/printers/feie/callback", "orderId=x", nil, everyone(404)}, // no provider configured here
+		"POST /v1/couriers/{provider}/callback": {"/v1/couriers/dada/callback", `{}`, nil, everyone(404)},        // no courier configured here
+		"GET /v1/orders/{id}/delivery":          {"/v1/orders/" + orderA.ID + "/delivery", "", nil, userOnly(404, 404)},
+		"PUT /admin/v1/merchants/{id}/courier":  {"/admin/v1/merchants/" + sh.merchantID + "/courier", `{"dispatch":"x"}`, nil, staffOnly(400, 403, 400)},
+		"GET /admin/v1/deliveries":              {"/admin/v1/deliveries", "", nil, staffOnly(200, 200, 200)},
 		"POST /admin/v1/orders/{id}/accept":     {"/admin/v1/orders/" + orderA.ID + "/accept", "", nil, staffOnly(409, 404, 409)},
 		"POST /admin/v1/orders/{id}/reject":     {"/admin/v1/orders/" + orderA.ID + "/reject", "", nil, staffOnly(409, 404, 409)},
 		"POST /admin/v1/orders/{id}/dispatch":   {"/admin/v1/orders/" + orderA.ID + "/dispatch", "", nil, staffOnly(409, 404, 409)},

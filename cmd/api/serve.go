@@ -29,6 +29,7 @@ import (
 	"github.com/takeout/takeout/internal/bill"
 	"github.com/takeout/takeout/internal/catalog"
 	"github.com/takeout/takeout/internal/config"
+	"github.com/takeout/takeout/internal/courier"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/httpapi"
 	"github.com/takeout/takeout/internal/idempotency"
@@ -135,7 +136,8 @@ type app struct {
 	shipping    *shipping.Service
 	bills       *bill.Service    // nil unless payments are configured
 	sharing     *sharing.Service // nil unless in the service-provider mode
-	inserter    *jobs.Client     // inserts jobs in a caller's transaction
+	couriers    *courier.Service
+	inserter    *jobs.Client // inserts jobs in a caller's transaction
 	wxTokens    *subscribemsg.AccessTokens
 	handler     http.Handler
 
@@ -227,14 +229,9 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err := a.buildIDs(ctx); err != nil {
 		return err
 	}
-	if a.idem, err = idempotency.NewStore(idempotency.Options{
-		DB: pool, Redis: a.rds, Logger: logger, Registerer: a.reg, Now: time.Now,
-		Retention: cfg.IdemRetention, InflightTTL: cfg.IdemInflightTTL, CoalesceWait: cfg.IdemCoalesceWait,
-		L1Bytes: cfg.IdemL1Bytes, L1TTL: cfg.IdemL1TTL,
-	}); err != nil {
+	if err := a.buildIdempotency(); err != nil {
 		return err
 	}
-	a.onClose(a.idem.Close)
 	inserter, err := jobs.NewInserter(pool, logger, cfg.JobMaxAttempts, a.tracing.JobMiddleware()...)
 	if err != nil {
 		return err
@@ -251,7 +248,12 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	orderCouriers, courierOrders, err := a.buildCouriers(inserter)
+	if err != nil {
+		return err
+	}
 	orders, err := order.NewService(order.Options{
+		Couriers: orderCouriers, CourierQuoteTimeout: cfg.CourierQuoteTimeout,
 		Events: a.hub, Messages: messages, Sharing: money.sharing,
 		Payments: money.payments, Prints: a.prints, Shipping: ships, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
@@ -262,6 +264,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	courierOrders.s = orders
 	var payments *payment.Service // nil unless payments are configured, and bills with it
 	if cfg.PaymentsEnabled() {
 		if payments, a.bills, err = newPayments(cfg, pool, money.client, orders, money.effects, money.returns, logger, a.reg); err != nil {
@@ -285,7 +288,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		WeChat:  auth.NewWeChat(cfg.WeChatAPIBase, cfg.WeChatAppID, string(cfg.WeChatAppSecret), a.client(cfg.WeChatTimeout)),
 		Catalog: a.catalog, Orders: orders, Idempotency: a.idem, Jobs: a.jobs, Payments: payments, Registry: a.reg,
 		Staff: a.staff, Stream: a.hub, Messages: a.messages, Vouchers: vouchers, Printing: a.prints, Shipping: a.shipping,
-		Ledger: ledger.NewService(pool), AfterSales: afterSales, Bills: a.bills, Sharing: a.sharing,
+		Ledger: ledger.NewService(pool), AfterSales: afterSales, Bills: a.bills, Sharing: a.sharing, Couriers: a.couriers,
 		Promotions:   promotion.NewService(promotion.Options{Pool: pool, MenuChanged: a.catalog.Changed}),
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout,
 		RateLimitIP: cfg.RateLimitIP, RateLimitUser: cfg.RateLimitUser, ClientIPHeader: cfg.ClientIPHeader,
@@ -453,6 +456,21 @@ func (a *app) buildPrinting(inserter *jobs.Client) error {
 	return err
 }
 
+// buildIdempotency builds the idempotency store.
+func (a *app) buildIdempotency() error {
+	cfg := a.cfg
+	var err error
+	if a.idem, err = idempotency.NewStore(idempotency.Options{
+		DB: a.pool, Redis: a.rds, Logger: a.logger, Registerer: a.reg, Now: time.Now,
+		Retention: cfg.IdemRetention, InflightTTL: cfg.IdemInflightTTL, CoalesceWait: cfg.IdemCoalesceWait,
+		L1Bytes: cfg.IdemL1Bytes, L1TTL: cfg.IdemL1TTL,
+	}); err != nil {
+		return err
+	}
+	a.onClose(a.idem.Close)
+	return nil
+}
+
 // buildIDs leases a worker id and builds the order id generator on it.
 func (a *app) buildIDs(ctx context.Context) error {
 	lease, err := orderid.AcquireLease(ctx, a.pool, instanceName(), a.cfg.WorkerLeaseTTL, time.Now, a.logger)
@@ -501,6 +519,7 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 			func() (river.JobArgs, *river.InsertOpts) { return sharing.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	orders.AddWorkers(workers, check)
+	kinds, periodic = a.courierJobs(workers, kinds, periodic)
 	prints.AddWorkers(workers)
 	kinds = append(kinds, printing.SweepArgs{}.Kind(), printing.DeliverArgs{}.Kind())
 	periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PrintSweepInterval),

@@ -1,6 +1,7 @@
 // Command wxsim is the WeChat simulator for development and tests (see
 // package wxsim), with the cloud printers' simulator (package printsim)
-// under /yilianyun, /feie and /printsim. It listens on TAKEOUT_WXSIM_ADDR and accepts the app id
+// under /yilianyun, /feie and /printsim, and the courier providers'
+// (package couriersim) under /dada, /meituan and /couriersim. It listens on TAKEOUT_WXSIM_ADDR and accepts the app id
 // and secret the API is configured with.
 package main
 
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/takeout/takeout/internal/config"
+	"github.com/takeout/takeout/internal/couriersim"
 	"github.com/takeout/takeout/internal/printsim"
 	"github.com/takeout/takeout/internal/wxsim"
 )
@@ -50,7 +52,17 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		YilianyunClientID: wxsim.YilianyunClientID, YilianyunSecret: keys.PrinterSecret, YilianyunCallbackURL: cfg.YilianyunCallbackURL,
 		FeieUser: wxsim.FeieUser, FeieUKey: keys.PrinterSecret, FeieKey: keys.Feie, Client: &http.Client{Timeout: 5 * time.Second}, Now: time.Now,
 	})
+	// So does the courier providers' (package couriersim).
+	couriers := couriersim.New(couriersim.Options{
+		DadaAppKey: wxsim.DadaAppKey, DadaAppSecret: keys.CourierSecret, DadaSourceID: "73753",
+		MeituanAppKey: wxsim.MeituanAppKey, MeituanAppSecret: keys.CourierSecret, MeituanCallbackURL: cfg.MeituanCallbackURL,
+		Step: cfg.CourierStep, Client: &http.Client{Timeout: 5 * time.Second}, Now: time.Now,
+	})
+	defer couriers.Close()
 	mux := http.NewServeMux()
+	mux.Handle("/dada/", couriers)
+	mux.Handle("/meituan/", couriers)
+	mux.Handle("/couriersim/", couriers)
 	mux.Handle("/yilianyun/", printers)
 	mux.Handle("/feie/", printers)
 	mux.Handle("/printsim/", printers)

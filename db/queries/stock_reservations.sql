@@ -9,7 +9,7 @@ ORDER BY id;
 -- cart that the merchant has (the dish columns NULL on the one row of a
 -- merchant with none of them). No row: no such merchant.
 SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
-       m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version, m.fulfilment,
+       m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version, m.fulfilment, m.courier_dispatch,
        d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
        d.packaging_fee_fen, d.options_version,
        -- The dish's option groups and choices, in menu order, one object

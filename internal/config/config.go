@@ -250,7 +250,47 @@ type Config struct {
 	// tried before it fails for an operator to reprint.
 	PrintConfirmAfter time.Duration `env:"TAKEOUT_PRINT_CONFIRM_AFTER" envDefault:"15s"`
 	PrintGiveUpAfter  time.Duration `env:"TAKEOUT_PRINT_GIVE_UP_AFTER" envDefault:"1h"`
+
+	// Courier providers: a provider is on when its credentials are set;
+	// orders are placed with the first of TAKEOUT_COURIER_ORDER, and
+	// placed again with the next.
+	DadaAPIBase      string `env:"TAKEOUT_DADA_API_BASE" envDefault:"http://127.0.0.1:8090/dada"`
+	DadaAppKey       string `env:"TAKEOUT_DADA_APP_KEY"`
+	DadaAppSecret    Secret `env:"TAKEOUT_DADA_APP_SECRET"`
+	DadaSourceID     string `env:"TAKEOUT_DADA_SOURCE_ID" envDefault:"73753"`
+	DadaShopNo       string `env:"TAKEOUT_DADA_SHOP_NO" envDefault:"11047059"`
+	MeituanAPIBase   string `env:"TAKEOUT_MEITUAN_API_BASE" envDefault:"http://127.0.0.1:8090/meituan"`
+	MeituanAppKey    string `env:"TAKEOUT_MEITUAN_APP_KEY"`
+	MeituanAppSecret Secret `env:"TAKEOUT_MEITUAN_APP_SECRET"`
+	MeituanShopID    string `env:"TAKEOUT_MEITUAN_SHOP_ID" envDefault:"test_0001"`
+	CourierOrder     string `env:"TAKEOUT_COURIER_ORDER" envDefault:"dada,meituan"`
+	// CourierCallbackBase is the API's address as the providers reach it.
+	CourierCallbackBase string `env:"TAKEOUT_COURIER_CALLBACK_BASE" envDefault:"http://127.0.0.1:8080"`
+	// CourierTimeout bounds one call to a provider; CourierQuoteTimeout
+	// the quote a confirm waits for.
+	CourierTimeout      time.Duration `env:"TAKEOUT_COURIER_TIMEOUT" envDefault:"3s"`
+	CourierQuoteTimeout time.Duration `env:"TAKEOUT_COURIER_QUOTE_TIMEOUT" envDefault:"800ms"`
+	// CourierQuoteTTL caps how long a quote given at confirm is kept.
+	CourierQuoteTTL time.Duration `env:"TAKEOUT_COURIER_QUOTE_TTL" envDefault:"2m"`
+	// CourierAssignWithin is how long a placement waits for a rider
+	// before it is tipped CourierTipFen (once, where the provider takes
+	// tips), then placed with the next provider.
+	CourierAssignWithin time.Duration `env:"TAKEOUT_COURIER_ASSIGN_WITHIN" envDefault:"10m"`
+	CourierTipFen       int64         `env:"TAKEOUT_COURIER_TIP_FEN" envDefault:"300"`
+	// CourierLateAfter is how long an active delivery goes unheard before
+	// the provider is asked; CourierSweepInterval how often that is
+	// looked for.
+	CourierLateAfter     time.Duration `env:"TAKEOUT_COURIER_LATE_AFTER" envDefault:"2m"`
+	CourierSweepInterval time.Duration `env:"TAKEOUT_COURIER_SWEEP_INTERVAL" envDefault:"30s"`
+	// CourierMaxAttempts caps an order's placements.
+	CourierMaxAttempts int `env:"TAKEOUT_COURIER_MAX_ATTEMPTS" envDefault:"4"`
 }
+
+// DadaEnabled reports whether the Dada-like courier is configured.
+func (c Config) DadaEnabled() bool { return c.DadaAppKey != "" && c.DadaAppSecret != "" }
+
+// MeituanEnabled reports whether the Meituan-like courier is configured.
+func (c Config) MeituanEnabled() bool { return c.MeituanAppKey != "" && c.MeituanAppSecret != "" }
 
 // YilianyunEnabled reports whether the Yilianyun-like printer provider
 // is configured.
@@ -401,6 +441,7 @@ func (c Config) validate() error {
 	c.validateIdentity(k)
 	c.validateWork(k)
 	c.validateLive(k)
+	c.validateCouriers(k)
 	k.check(c.Env == "development" || c.Env == "production", "TAKEOUT_ENV: want development or production, got %q", c.Env)
 	if c.Env == "production" {
 		k.errs = append(k.errs, c.productionProblems()...)
@@ -409,6 +450,18 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: %w", errors.Join(k.errs...))
 	}
 	return nil
+}
+
+// validateCouriers checks the courier settings.
+func (c Config) validateCouriers(k *checker) {
+	for _, name := range strings.Split(c.CourierOrder, ",") {
+		k.check(name == "dada" || name == "meituan", "TAKEOUT_COURIER_ORDER: providers dada and meituan, comma-separated, got %q", c.CourierOrder)
+	}
+	k.check(c.CourierTimeout > 0 && c.CourierQuoteTimeout > 0 && c.CourierQuoteTTL > 0, "TAKEOUT_COURIER_TIMEOUT, TAKEOUT_COURIER_QUOTE_TIMEOUT, TAKEOUT_COURIER_QUOTE_TTL: want more than 0")
+	k.check(c.CourierAssignWithin >= time.Second && c.CourierLateAfter >= time.Second && c.CourierSweepInterval >= 100*time.Millisecond,
+		"TAKEOUT_COURIER_ASSIGN_WITHIN, TAKEOUT_COURIER_LATE_AFTER: want at least 1s; TAKEOUT_COURIER_SWEEP_INTERVAL at least 100ms")
+	k.check(c.CourierTipFen >= 0 && c.CourierTipFen <= 10000, "TAKEOUT_COURIER_TIP_FEN: want 0 to 10000, got %d", c.CourierTipFen)
+	k.check(c.CourierMaxAttempts >= 1 && c.CourierMaxAttempts <= 9, "TAKEOUT_COURIER_MAX_ATTEMPTS: want 1 to 9, got %d", c.CourierMaxAttempts)
 }
 
 // validateServer checks the listeners, limits, logs and connections.
@@ -713,6 +766,13 @@ type Wxsim struct {
 	// YilianyunCallbackURL is where the printer simulator's Yilianyun-like
 	// side pushes print callbacks (the provider's console setting).
 	YilianyunCallbackURL string `env:"TAKEOUT_WXSIM_YILIANYUN_CALLBACK_URL" envDefault:"http://127.0.0.1:8080/v1/printers/yilianyun/callback"`
+	// MeituanCallbackURL is where the courier simulator's Meituan-like
+	// side calls back (the provider's console setting; Dada's callback
+	// address comes with each order).
+	MeituanCallbackURL string `env:"TAKEOUT_WXSIM_MEITUAN_CALLBACK_URL" envDefault:"http://127.0.0.1:8080/v1/couriers/meituan/callback"`
+	// CourierStep is how often the simulated riders move each order on
+	// by one step.
+	CourierStep time.Duration `env:"TAKEOUT_WXSIM_COURIER_STEP" envDefault:"20s"`
 }
 
 // LoadWxsim reads the simulator's configuration through getenv.

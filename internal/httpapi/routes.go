@@ -10,6 +10,7 @@ import (
 	"github.com/takeout/takeout/internal/bill"
 	"github.com/takeout/takeout/internal/board"
 	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/courier"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
 	"github.com/takeout/takeout/internal/ledger"
@@ -53,13 +54,7 @@ func apiRoutes(r chi.Router, d Deps) {
 
 	// Groups with full paths rather than mounted subrouters: a mount adds
 	// a wildcard path value to every request it routes.
-	// Payment callbacks come from the provider: never rate limited, and
-	// every refusal, an oversized body and a malformed query string
-	// included, in the provider's shape.
-	r.Method(http.MethodPost, "/v1/payments/wechat/notify", payment.HandleNotifyV3(d.Payments, d.MaxBodyBytes))
-	r.Method(http.MethodPost, "/v1/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments, d.MaxBodyBytes))
-	// Printer providers' callbacks, likewise: checked by their signatures.
-	r.Method(http.MethodPost, "/v1/printers/{provider}/callback", printing.HandleCallback(d.Printing, d.MaxBodyBytes))
+	callbackRoutes(r, d)
 
 	r.Group(func(r chi.Router) {
 		r.Use(wellFormed, limitBody(d.MaxBodyBytes))
@@ -87,6 +82,7 @@ func apiRoutes(r chi.Router, d Deps) {
 				r.Method(http.MethodPost, "/v1/orders/{id}/urge", order.HandleUrge(d.Orders))
 				r.Method(http.MethodPost, "/v1/orders/{id}/pay", payment.HandlePay(d.Payments))
 				r.Method(http.MethodPut, "/v1/orders/{id}/subscriptions", subscribemsg.HandleGrant(d.Messages))
+				r.Method(http.MethodGet, "/v1/orders/{id}/delivery", courier.HandleOfOrder(d.Couriers))
 				r.Method(http.MethodPost, "/v1/vouchers/claim", voucher.HandleClaim(d.Vouchers, d.Idempotency))
 				r.Method(http.MethodGet, "/v1/vouchers", voucher.HandleWallet(d.Vouchers))
 				customerAfterSalesRoutes(r, d)
@@ -115,6 +111,7 @@ func apiRoutes(r chi.Router, d Deps) {
 			r.Method(http.MethodPost, a+"/dishes/{id}/stock/adjustments", catalog.HandleAdjustStock(d.Catalog, d.Idempotency))
 			discountRoutes(r, d, a)
 			printingRoutes(r, d, a)
+			courierRoutes(r, d, a)
 			r.Method(http.MethodGet, a+"/orders", order.HandleSearch(d.Orders))
 			r.Method(http.MethodPost, a+"/orders/{id}/accept", order.HandleStaffAction(d.Orders, statemachine.Accept))
 			r.Method(http.MethodPost, a+"/orders/{id}/reject", order.HandleStaffAction(d.Orders, statemachine.Reject))
@@ -179,6 +176,22 @@ func discountRoutes(r chi.Router, d Deps, a string) {
 	r.Method(http.MethodGet, a+"/voucher-templates", voucher.HandleListTemplates(d.Vouchers))
 	r.Method(http.MethodGet, a+"/voucher-templates/{id}", voucher.HandleGetTemplate(d.Vouchers))
 	r.Method(http.MethodPatch, a+"/voucher-templates/{id}", voucher.HandleUpdateTemplate(d.Vouchers))
+}
+
+// callbackRoutes are the providers' callbacks: never rate limited, and
+// every refusal, an oversized body and a malformed query string included,
+// in the provider's shape; each checked by its signature.
+func callbackRoutes(r chi.Router, d Deps) {
+	r.Method(http.MethodPost, "/v1/payments/wechat/notify", payment.HandleNotifyV3(d.Payments, d.MaxBodyBytes))
+	r.Method(http.MethodPost, "/v1/payments/wechat/notify/v2", payment.HandleNotifyV2(d.Payments, d.MaxBodyBytes))
+	r.Method(http.MethodPost, "/v1/printers/{provider}/callback", printing.HandleCallback(d.Printing, d.MaxBodyBytes))
+	r.Method(http.MethodPost, "/v1/couriers/{provider}/callback", courier.HandleCallback(d.Couriers, d.MaxBodyBytes))
+}
+
+// courierRoutes are staff's routes of courier dispatch.
+func courierRoutes(r chi.Router, d Deps, a string) {
+	r.Method(http.MethodPut, a+"/merchants/{id}/courier", courier.HandleSetDispatch(d.Pool))
+	r.Method(http.MethodGet, a+"/deliveries", courier.HandleList(d.Couriers))
 }
 
 // printingRoutes are staff's routes of printers and print tickets.

@@ -16,6 +16,7 @@ import (
 	"github.com/takeout/takeout/internal/auth"
 	"github.com/takeout/takeout/internal/bill"
 	"github.com/takeout/takeout/internal/catalog"
+	"github.com/takeout/takeout/internal/courier"
 	"github.com/takeout/takeout/internal/db"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/jobs"
@@ -54,6 +55,9 @@ type Deps struct {
 	Vouchers   *voucher.Service
 	Promotions *promotion.Service
 	Printing   *printing.Service
+	// Couriers hands orders to courier providers (none configured: no
+	// deliveries).
+	Couriers   *courier.Service
 	Shipping   *shipping.Service
 	Ledger     *ledger.Service
 	AfterSales *aftersales.Service

@@ -157,7 +157,8 @@ func fitsFulfilment(o dbsqlc.Order, event statemachine.Event) error {
 }
 
 // kitchenEffect runs an effect of the kitchen's side of a transition:
-// the slot given back, the print tickets and the shipping upload queued.
+// the slot given back, the print tickets and the shipping upload queued,
+// the courier called or called off.
 func (s *Service) kitchenEffect(ctx context.Context, tx pgx.Tx, e statemachine.Effect, row dbsqlc.Order) error {
 	switch {
 	case e == statemachine.ReleaseSlot && row.SlotStart != nil: // none held: no statement
@@ -168,6 +169,14 @@ func (s *Service) kitchenEffect(ctx context.Context, tx pgx.Tx, e statemachine.E
 		return s.opts.Prints.QueueTx(ctx, tx, row.ID, row.MerchantID)
 	case e == statemachine.UploadShipping && s.opts.Shipping != nil:
 		return s.opts.Shipping.QueueTx(ctx, tx, row.ID, row.Fulfilment == fulfilment.Pickup)
+	case e == statemachine.DispatchCourier && s.opts.Couriers != nil && row.Fulfilment == fulfilment.Delivery:
+		trigger := "accept"
+		if row.Status == statemachine.Ready {
+			trigger = "ready"
+		}
+		return s.opts.Couriers.DispatchTx(ctx, tx, row.ID, row.MerchantID, trigger)
+	case e == statemachine.CancelCourier && s.opts.Couriers != nil && row.Fulfilment == fulfilment.Delivery:
+		return s.opts.Couriers.CancelTx(ctx, tx, row.ID)
 	}
 	return nil
 }
@@ -175,7 +184,7 @@ func (s *Service) kitchenEffect(ctx context.Context, tx pgx.Tx, e statemachine.E
 func (s *Service) runEffects(ctx context.Context, tx pgx.Tx, t *statemachine.Transition, row dbsqlc.Order, out Order) error {
 	for _, e := range t.Effects {
 		switch e {
-		case statemachine.ReleaseSlot, statemachine.QueuePrints, statemachine.UploadShipping:
+		case statemachine.ReleaseSlot, statemachine.QueuePrints, statemachine.UploadShipping, statemachine.DispatchCourier, statemachine.CancelCourier:
 			if err := s.kitchenEffect(ctx, tx, e, row); err != nil {
 				return err
 			}

@@ -128,6 +128,12 @@ type Options struct {
 	// Shipping, when set, queues the shipping upload of an order
 	// dispatched or collected (the UploadShipping effect).
 	Shipping Shipping
+	// Couriers, when set, hands delivery orders to courier providers
+	// (the DispatchCourier and CancelCourier effects) and prices them at
+	// confirm.
+	Couriers Couriers
+	// CourierQuoteTimeout bounds the courier's quote at confirm.
+	CourierQuoteTimeout time.Duration
 	// GroupCommitMax and GroupCommitSlots configure the group commit of
 	// one-statement placements (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int
@@ -146,6 +152,19 @@ type Payments interface {
 	// CloseTx arranges for the order's open payments to be closed at the
 	// provider, so that they can no longer be paid.
 	CloseTx(ctx context.Context, tx pgx.Tx, orderID int64) error
+}
+
+// Couriers is what the order lifecycle asks of the courier capability.
+type Couriers interface {
+	// DispatchTx opens the order's courier delivery when its merchant
+	// dispatches on trigger ("accept", "ready"), in the transition's
+	// transaction.
+	DispatchTx(ctx context.Context, tx pgx.Tx, orderID, merchantID int64, trigger string) error
+	// CancelTx cancels the order's active delivery, if any.
+	CancelTx(ctx context.Context, tx pgx.Tx, orderID int64) error
+	// QuoteAtConfirm prices the order's delivery while it is confirmed,
+	// best effort, for the placement to use.
+	QuoteAtConfirm(ctx context.Context, merchantID, orderID int64, a Address, valueFen int64, remark string)
 }
 
 // ProfitSharing is the platform's share of a payment frozen for profit
@@ -360,6 +379,7 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
+	dispatch := rows[0].CourierDispatch
 	way := req.way()
 	slot, openUntil, err := rules.fulfils(way, req.slot(), s.now())
 	if err != nil {
@@ -416,10 +436,35 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 			return ConfirmResponse{}, err
 		}
 		if placed {
-			return s.finish(ctx, req, in, tokItems, tok0, w, then)
+			return s.courierQuote(ctx, dispatch, in)(s.finish(ctx, req, in, tokItems, tok0, w, then))
 		}
 	}
-	return s.finish(ctx, req, in, tokItems, tok0, w, choice)
+	return s.courierQuote(ctx, dispatch, in)(s.finish(ctx, req, in, tokItems, tok0, w, choice))
+}
+
+// courierQuote passes a confirm's answer on, having had the courier
+// price the delivery first when the merchant hands its delivery orders
+// to couriers: the placement after the accept uses the quote while it
+// is good. It never fails the confirm (a provider that does not answer
+// in time is asked again at the placement).
+func (s *Service) courierQuote(ctx context.Context, dispatch string, in Intent) func(ConfirmResponse, error) (ConfirmResponse, error) {
+	return func(resp ConfirmResponse, err error) (ConfirmResponse, error) {
+		if err != nil || s.opts.Couriers == nil || dispatch == "off" || in.Fulfilment != fulfilment.Delivery {
+			return resp, err
+		}
+		orderID, perr := strconv.ParseInt(resp.OrderID, 10, 64)
+		if perr != nil {
+			return resp, err
+		}
+		timeout := s.opts.CourierQuoteTimeout
+		if timeout <= 0 {
+			timeout = time.Second
+		}
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		s.opts.Couriers.QuoteAtConfirm(qctx, in.MerchantID, orderID, in.Address, in.ItemsTotalFen, in.Remark)
+		return resp, err
+	}
 }
 
 // placedAs reports whether the priced cart with the choice of discounts

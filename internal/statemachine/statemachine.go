@@ -98,6 +98,13 @@ const (
 	// ShareProfit records the share of a completed order's payment (the
 	// service-provider mode's profit sharing) and its job.
 	ShareProfit Effect = "share_profit"
+	// DispatchCourier opens the order's courier delivery and its job,
+	// when its merchant dispatches to couriers on this transition (on
+	// accept, or when ready): the courier package.
+	DispatchCourier Effect = "dispatch_courier"
+	// CancelCourier cancels the order's active courier delivery, if it
+	// has one: a job, queued in the transition's transaction.
+	CancelCourier Effect = "cancel_courier"
 )
 
 // OneStatement reports whether the one-statement path of a transition
@@ -137,18 +144,18 @@ func Table() []Transition {
 		{PendingPayment, Pay, Paid, []Actor{Payment}, []Effect{StartAcceptDeadline, Notify}, "payment callback or active query"},
 		{PendingPayment, Cancel, Cancelled, []Actor{User, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, ClosePayment, Notify}, "user cancels"},
 		{PendingPayment, Timeout, Cancelled, []Actor{System}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "pay deadline passed"},
-		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{QueuePrints, Notify}, "merchant accepts"},
+		{Paid, Accept, Accepted, []Actor{Merchant, Admin}, []Effect{QueuePrints, DispatchCourier, Notify}, "merchant accepts"},
 		{Paid, Reject, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "merchant rejects"},
 		{Paid, Cancel, Refunding, []Actor{User, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "user cancels before acceptance"},
-		{Paid, AutoAccept, Accepted, []Actor{System}, []Effect{AcceptDeadlineApplied, QueuePrints, Notify}, "accept deadline passed: accepted by the merchant's rule"},
+		{Paid, AutoAccept, Accepted, []Actor{System}, []Effect{AcceptDeadlineApplied, QueuePrints, DispatchCourier, Notify}, "accept deadline passed: accepted by the merchant's rule"},
 		{Paid, AutoReject, Refunding, []Actor{System}, []Effect{AcceptDeadlineApplied, ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, RequestRefund, Notify}, "accept deadline passed: rejected and refunded by the merchant's rule"},
-		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{Notify}, "food prepared: the rider or the customer is told"},
-		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "merchant dispatches (READY is optional)"},
-		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
-		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "the rider picked it up"},
+		{Accepted, MarkReady, Ready, []Actor{Merchant, Admin}, []Effect{DispatchCourier, Notify}, "food prepared: the rider or the customer is told"},
+		{Accepted, Dispatch, Delivering, []Actor{Merchant, Admin, System}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "merchant dispatches, or the courier picked it up (READY is optional)"},
+		{Accepted, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, CancelCourier, RequestRefund, Notify}, "merchant cancels (e.g. sold out)"},
+		{Ready, Dispatch, Delivering, []Actor{Merchant, Admin, System}, []Effect{ConsumeStock, ScheduleAutoComplete, UploadShipping, Notify}, "the rider picked it up"},
 		{Ready, PickUp, Completed, []Actor{Merchant, Admin}, []Effect{ConsumeStock, UploadShipping, ShareProfit, Notify}, "the customer collected a pickup order"},
-		{Ready, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, RequestRefund, Notify}, "merchant cancels a prepared order"},
-		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin}, []Effect{ShareProfit, Notify}, "delivered, or the customer confirms receipt"},
+		{Ready, Refund, Refunding, []Actor{Merchant, Admin}, []Effect{ReleaseSlot, ReleaseStock, CancelCourier, RequestRefund, Notify}, "merchant cancels a prepared order"},
+		{Delivering, Complete, Completed, []Actor{User, Merchant, Admin, System}, []Effect{ShareProfit, Notify}, "delivered (the merchant or the courier says so), or the customer confirms receipt"},
 		{Delivering, AutoComplete, Completed, []Actor{System}, []Effect{ShareProfit, Notify}, "auto-complete after a timeout"},
 		{Refunding, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "refund callback or query, or settled by an operator"},
 		// Partial refunds that come to all that was paid end the order too.
@@ -156,8 +163,8 @@ func Table() []Transition {
 		// customer loses nothing by the merchant's refusal); once the
 		// kitchen accepted, it was spent.
 		{Paid, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, ReleaseVoucher, ReleasePromotions, Notify}, "partial refunds came to all that was paid"},
-		{Accepted, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, Notify}, "partial refunds came to all that was paid"},
-		{Ready, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, Notify}, "partial refunds came to all that was paid"},
+		{Accepted, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, CancelCourier, Notify}, "partial refunds came to all that was paid"},
+		{Ready, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{ReleaseSlot, ReleaseStock, CancelCourier, Notify}, "partial refunds came to all that was paid"},
 		{Delivering, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},
 		{Completed, RefundDone, Refunded, []Actor{Payment, Admin}, []Effect{Notify}, "partial refunds came to all that was paid"},
 	}

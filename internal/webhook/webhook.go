@@ -39,6 +39,8 @@ type Event struct {
 	Version    int64           `json:"version"`
 	OccurredAt time.Time       `json:"occurred_at"`
 	Order      json.RawMessage `json:"order,omitempty"`
+	// Delivery is the courier delivery of an order.delivery event.
+	Delivery json.RawMessage `json:"delivery,omitempty"`
 }
 
 // EventID is the stable id of an order's event at a version.

@@ -28,6 +28,9 @@ type Keys struct {
 	// PrinterSecret is the printer providers' client secret (Yilianyun)
 	// and UKEY (Feie) in development.
 	PrinterSecret string
+	// CourierSecret is the courier providers' app secret (Dada, Meituan)
+	// in development.
+	CourierSecret string
 }
 
 // The file names in the key directory.
@@ -40,6 +43,11 @@ const (
 	feieKeyFile     = "feie_key.pem"
 	feiePubFile     = "feie_pub.pem"
 	printerKeyFile  = "printers.key"
+	courierKeyFile  = "couriers.key"
+	// DadaAppKey and MeituanAppKey are the courier simulator's
+	// development apps.
+	DadaAppKey    = "dada-dev-app"
+	MeituanAppKey = "meituan-dev-app"
 	// YilianyunClientID and FeieUser are the printer simulator's
 	// development accounts.
 	YilianyunClientID = "1000000001"
@@ -90,6 +98,11 @@ func LoadOrCreateKeys(dir, mchID string) (Keys, error) {
 		return Keys{}, err
 	}
 	k.PrinterSecret = string(printerSecret)
+	courierSecret, err := loadOrCreateSecret(filepath.Join(dir, courierKeyFile))
+	if err != nil {
+		return Keys{}, err
+	}
+	k.CourierSecret = string(courierSecret)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return Keys{}, err
@@ -104,8 +117,13 @@ export TAKEOUT_YILIANYUN_CLIENT_SECRET_FILE='%s'
 export TAKEOUT_FEIE_USER='%s'
 export TAKEOUT_FEIE_UKEY_FILE='%s'
 export TAKEOUT_FEIE_PUBLIC_KEY='%s'
+export TAKEOUT_DADA_APP_KEY='%s'
+export TAKEOUT_DADA_APP_SECRET_FILE='%s'
+export TAKEOUT_MEITUAN_APP_KEY='%s'
+export TAKEOUT_MEITUAN_APP_SECRET_FILE='%s'
 `, mchID, MerchantSerial, filepath.Join(abs, merchantKeyFile), PlatformSerial, filepath.Join(abs, platformPubFile), filepath.Join(abs, apiv3KeyFile),
-		YilianyunClientID, filepath.Join(abs, printerKeyFile), FeieUser, filepath.Join(abs, printerKeyFile), filepath.Join(abs, feiePubFile))
+		YilianyunClientID, filepath.Join(abs, printerKeyFile), FeieUser, filepath.Join(abs, printerKeyFile), filepath.Join(abs, feiePubFile),
+		DadaAppKey, filepath.Join(abs, courierKeyFile), MeituanAppKey, filepath.Join(abs, courierKeyFile))
 	if err := os.WriteFile(filepath.Join(dir, apiEnvFile), []byte(env), 0o600); err != nil {
 		return Keys{}, err
 	}

@@ -65,6 +65,7 @@ async function switchLanguage() {
     $('#who').textContent = t('who', { user: session.username, merchant: session.merchantId });
     setLive($('#live').classList.contains('on'));
     render();
+    renderFailedDeliveries();
     loadLatePrints();
   }
 }
@@ -110,6 +111,9 @@ const session = {
 };
 
 const orders = new Map(); // id → order
+// deliveries holds each order's latest courier delivery (its highest
+// attempt, newest change): from the list at start, then the stream.
+const deliveries = new Map(); // order id → delivery
 const fresh = new Set(); // ids of orders that just arrived
 const notes = new Map(); // id → { text, error } shown on the card
 let lastEventId = null;
@@ -177,6 +181,7 @@ function sessionEnded(message) {
   printsTimer = null;
   session.clear();
   orders.clear();
+  deliveries.clear();
   showLogin(message);
 }
 
@@ -226,6 +231,7 @@ async function start() {
   await loadTimeZone();
   await loadToday();
   if (!ticker) ticker = setInterval(tick, 1000);
+  await loadDeliveries();
   stream();
   loadLatePrints();
   loadAfterSales();
@@ -376,6 +382,42 @@ async function reprint(id, button) {
   button.disabled = false;
 }
 
+// loadDeliveries reads the couriers' deliveries of the open days; the
+// stream keeps them current from then on.
+async function loadDeliveries() {
+  const since = new Date(midnight().getTime() - OPEN_DAYS * 86400000);
+  try {
+    const res = await request('GET', `/admin/v1/deliveries?merchant_id=${session.merchantId}&since=${encodeURIComponent(since.toISOString())}`);
+    if (!res.ok) return;
+    (await res.json()).deliveries.forEach((d) => upsertDelivery(d));
+    renderFailedDeliveries();
+  } catch { /* the stream brings the changes */ }
+}
+
+// upsertDelivery keeps an order's latest delivery: a later attempt, or a
+// later change of the same one.
+function upsertDelivery(d) {
+  const had = deliveries.get(d.order_id);
+  if (had && (had.attempt > d.attempt || (had.attempt === d.attempt && had.updated_at > d.updated_at))) return;
+  deliveries.set(d.order_id, d);
+}
+
+// The orders the couriers gave up on, for the merchant to deliver.
+function renderFailedDeliveries() {
+  const list = $('#deliveries-list');
+  list.replaceChildren();
+  const failed = [...deliveries.values()].filter((d) => d.final);
+  for (const d of failed) {
+    const li = document.createElement('li');
+    li.dataset.orderId = d.order_id;
+    const what = document.createElement('span');
+    what.textContent = t('deliveries.line', { order: d.order_id.slice(-6), provider: d.provider, reason: d.reason });
+    li.append(what);
+    list.append(li);
+  }
+  $('#deliveries-failed').hidden = failed.length === 0;
+}
+
 // loadToday reads the orders of the merchant's day, and those still
 // open from the days before (scheduled orders placed ahead of their slot).
 async function loadToday() {
@@ -478,6 +520,13 @@ function onBlock(block) {
   }
   if (!event.startsWith('order.') || !data) return;
   const ev = JSON.parse(data);
+  if (ev.type === 'order.delivery' && ev.delivery) {
+    upsertDelivery(ev.delivery);
+    renderFailedDeliveries();
+    render();
+    if (ev.delivery.final) ring();
+    return;
+  }
   if (!ev.order) return;
   upsert(ev.order);
   // A moved order is no longer news; a paid or urged one is, for a while.
@@ -615,6 +664,16 @@ function card(o) {
     line.textContent = t(`deadline.applied.${deadline.then === 'accept' ? 'accept' : 'reject'}`);
     line.classList.add('applied');
     line.hidden = false;
+  }
+  const d = deliveries.get(o.id);
+  if (d && !pickup(o)) {
+    const r = el.querySelector('.rider');
+    const status = t(`delivery.${d.status}`);
+    if (d.final) r.textContent = t('rider.final', { reason: d.reason });
+    else r.textContent = d.rider ? t('rider', { name: d.rider.name, status }) : t('rider.none', { status });
+    r.classList.toggle('final', !!d.final);
+    r.dataset.status = d.status;
+    r.hidden = false;
   }
   const note = notes.get(o.id);
   const err = el.querySelector('.card-error');

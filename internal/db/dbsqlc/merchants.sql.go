@@ -10,7 +10,7 @@ import (
 )
 
 const merchantGetByID = `-- name: MerchantGetByID :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid FROM merchants WHERE id = $1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid, courier_dispatch FROM merchants WHERE id = $1
 `
 
 func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merchant, error) {
@@ -38,12 +38,13 @@ func (q *Queries) MerchantGetByID(ctx context.Context, db DBTX, id int64) (Merch
 		&i.CommissionBps,
 		&i.SubMchid,
 		&i.SubAppid,
+		&i.CourierDispatch,
 	)
 	return i, err
 }
 
 const merchantGetByName = `-- name: MerchantGetByName :one
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid, courier_dispatch FROM merchants WHERE name = $1 ORDER BY id LIMIT 1
 `
 
 func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (Merchant, error) {
@@ -71,6 +72,7 @@ func (q *Queries) MerchantGetByName(ctx context.Context, db DBTX, name string) (
 		&i.CommissionBps,
 		&i.SubMchid,
 		&i.SubAppid,
+		&i.CourierDispatch,
 	)
 	return i, err
 }
@@ -83,7 +85,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
         coalesce($9::jsonb, '[]'), coalesce($10::text[], '{}'),
         coalesce($11::integer, 300), coalesce($12::text, 'reject'),
         coalesce($13::jsonb, '{"delivery": true, "pickup": false, "scheduled": null}'))
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid, courier_dispatch
 `
 
 type MerchantInsertParams struct {
@@ -142,12 +144,13 @@ func (q *Queries) MerchantInsert(ctx context.Context, db DBTX, arg MerchantInser
 		&i.CommissionBps,
 		&i.SubMchid,
 		&i.SubAppid,
+		&i.CourierDispatch,
 	)
 	return i, err
 }
 
 const merchantList = `-- name: MerchantList :many
-SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid FROM merchants ORDER BY id
+SELECT id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid, courier_dispatch FROM merchants ORDER BY id
 `
 
 func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error) {
@@ -181,6 +184,7 @@ func (q *Queries) MerchantList(ctx context.Context, db DBTX) ([]Merchant, error)
 			&i.CommissionBps,
 			&i.SubMchid,
 			&i.SubAppid,
+			&i.CourierDispatch,
 		); err != nil {
 			return nil, err
 		}
@@ -215,7 +219,7 @@ UPDATE merchants SET
     version          = version + 1,
     updated_at       = now()
 WHERE id = $16 AND version = $17
-RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid
+RETURNING id, name, status, delivery_fee_fen, version, created_at, updated_at, min_order_fen, latitude, longitude, delivery_bands, time_zone, weekly_hours, closed_dates, quote_version, accept_within_seconds, accept_timeout_action, fulfilment, commission_bps, sub_mchid, sub_appid, courier_dispatch
 `
 
 type MerchantUpdateParams struct {
@@ -282,6 +286,7 @@ func (q *Queries) MerchantUpdate(ctx context.Context, db DBTX, arg MerchantUpdat
 		&i.CommissionBps,
 		&i.SubMchid,
 		&i.SubAppid,
+		&i.CourierDispatch,
 	)
 	return i, err
 }

@@ -93,6 +93,47 @@ type Category struct {
 	UpdatedAt  time.Time
 }
 
+type Delivery struct {
+	ID           int64
+	OrderID      int64
+	MerchantID   int64
+	Attempt      int32
+	Provider     string
+	OutNo        string
+	ProviderRef  *string
+	Status       string
+	QuoteToken   *string
+	QuoteExpires *time.Time
+	FeeFen       *int64
+	TipFen       int64
+	CancelFeeFen int64
+	RiderID      string
+	RiderName    string
+	RiderPhone   string
+	Latitude     *float64
+	Longitude    *float64
+	LocatedAt    *time.Time
+	ProviderTime *time.Time
+	Seq          int32
+	AssignBy     *time.Time
+	HeardAt      time.Time
+	Reason       string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+type DeliveryEvent struct {
+	DeliveryID   int64
+	Seq          int32
+	OrderID      int64
+	Kind         string
+	Status       string
+	RiderName    string
+	ProviderTime *time.Time
+	Source       string
+	At           time.Time
+}
+
 type Dish struct {
 	ID              int64
 	MerchantID      int64
@@ -188,6 +229,7 @@ type Merchant struct {
 	CommissionBps       int32
 	SubMchid            *string
 	SubAppid            *string
+	CourierDispatch     string
 }
 
 type NewCustomerClaim struct {

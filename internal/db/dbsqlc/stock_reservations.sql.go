@@ -64,7 +64,7 @@ func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuot
 
 const quoteCart = `-- name: QuoteCart :many
 SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
-       m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version, m.fulfilment,
+       m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version, m.fulfilment, m.courier_dispatch,
        d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
        d.packaging_fee_fen, d.options_version,
        -- The dish's option groups and choices, in menu order, one object
@@ -106,6 +106,7 @@ type QuoteCartRow struct {
 	ClosedDates     []string
 	QuoteVersion    int64
 	Fulfilment      []byte
+	CourierDispatch string
 	DishID          *int64
 	Name            *string
 	PriceFen        *int64
@@ -143,6 +144,7 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 			&i.ClosedDates,
 			&i.QuoteVersion,
 			&i.Fulfilment,
+			&i.CourierDispatch,
 			&i.DishID,
 			&i.Name,
 			&i.PriceFen,
