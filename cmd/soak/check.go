@@ -50,6 +50,7 @@ var invariantOrder = []string{
 	invVoucherBudget, invVoucherPerUser, invClaimAcks, invVoucherTwoOrders, invVoucherReleased,
 	invPromotionBudget, invFirstOrderOnce, invAcceptDeadline, invPrintedOnce, invPickupOnce, invSlotsConserved,
 	invShippedOnce, invJournalsBalance, invLedgerMatches, invAfterSaleRefundedOnce, invSharingSplits,
+	invOneActiveDelivery, invDeliveryForward, invCourierFeesLedger, invCompletedDelivered, invCourierTruth,
 }
 
 // querier is the database the checker reads (a pool: PostgreSQL may

@@ -231,5 +231,10 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, err
 	}
 	maps.Copy(counts, asked)
+	couriers, err := checkCouriers(ctx, d.client, st.wxsimURL, st.direct, f)
+	if err != nil {
+		return nil, fmt.Errorf("check couriers: %w", err)
+	}
+	maps.Copy(counts, couriers)
 	return counts, nil
 }

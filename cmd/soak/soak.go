@@ -22,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/takeout/takeout/internal/auth"
+	"github.com/takeout/takeout/internal/courier"
+	"github.com/takeout/takeout/internal/couriersim"
 	"github.com/takeout/takeout/internal/lab"
 	"github.com/takeout/takeout/internal/lab/ha"
 	"github.com/takeout/takeout/internal/printsim"
@@ -198,6 +200,9 @@ func startStack(ctx context.Context, o *options, logf func(string, ...any)) (*st
 	}
 	logf("%d api instances ready; wxsim %s; callback gateway %s", len(st.insts), wxsimURL, st.gw.url)
 	if err := setPrintFaults(ctx, &http.Client{Timeout: 10 * time.Second}, wxsimURL, printFaults(st.gw.url+"/v1/printers/yilianyun/callback")); err != nil {
+		return st, err
+	}
+	if err := setCourierFaults(ctx, &http.Client{Timeout: 10 * time.Second}, wxsimURL, courierFaults(st.gw.url)); err != nil {
 		return st, err
 	}
 	if st.clog, err = openClientLog(filepath.Join(st.workDir, "client.jsonl")); err != nil {
@@ -413,6 +418,15 @@ func (st *stack) apiEnv(o options, webhookURL string) map[string]string {
 		"TAKEOUT_FEIE_CALLBACK_URL":   st.gw.url + "/v1/printers/feie/callback",
 		"TAKEOUT_PRINT_TIMEOUT":       "2s",
 		"TAKEOUT_PRINT_CONFIRM_AFTER": "5s",
+		// The courier providers, in wxsim, with their faults
+		// (courierFaults); their riders move a step a second.
+		"TAKEOUT_DADA_API_BASE":          st.wxsimURL + "/dada",
+		"TAKEOUT_MEITUAN_API_BASE":       st.wxsimURL + "/meituan",
+		"TAKEOUT_COURIER_CALLBACK_BASE":  st.gw.url,
+		"TAKEOUT_COURIER_TIMEOUT":        "2s",
+		"TAKEOUT_COURIER_ASSIGN_WITHIN":  "6s",
+		"TAKEOUT_COURIER_LATE_AFTER":     "4s",
+		"TAKEOUT_COURIER_SWEEP_INTERVAL": "1s",
 		// Every dispatched or collected order's payment shipped at wxsim.
 		"TAKEOUT_WECHAT_SHIPPING_UPLOAD": "true",
 	}
@@ -477,6 +491,10 @@ func (st *stack) settle(ctx context.Context, o options, d *driver, logf func(str
 	settleStart := time.Now()
 	// The printers' providers recover: the tickets left go out.
 	if err := setPrintFaults(ctx, d.client, st.wxsimURL, printsim.Config{}); err != nil {
+		logf("settle: %v", err)
+	}
+	// So do the couriers': the riders deliver what is left.
+	if err := setCourierFaults(ctx, d.client, st.wxsimURL, couriersim.Config{MeituanCallbackURL: st.gw.url + "/v1/couriers/meituan/callback"}); err != nil {
 		logf("settle: %v", err)
 	}
 	bgDone := make(chan struct{})
@@ -608,7 +626,7 @@ func startWxsim(ctx context.Context, bin, workDir, appSecret string) (string, ma
 	dir := filepath.Join(workDir, "wxsim")
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	proc, err := lab.Start(ctx, filepath.Join(workDir, "wxsim.log"), bin,
-		append(os.Environ(), "TAKEOUT_WXSIM_ADDR="+addr, "TAKEOUT_WXSIM_DIR="+dir, "TAKEOUT_WECHAT_APP_SECRET="+appSecret))
+		append(os.Environ(), "TAKEOUT_WXSIM_ADDR="+addr, "TAKEOUT_WXSIM_DIR="+dir, "TAKEOUT_WECHAT_APP_SECRET="+appSecret, "TAKEOUT_WXSIM_COURIER_STEP=1s"))
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -694,7 +712,8 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 		if err != nil {
 			return err
 		}
-		mer := merchant{ID: m.ID, Staff: staff, ByDistance: i == 2, Lat: 22.5, Lng: 113.9, Pickup: fulfilmentOf(i) != nil}
+		mer := merchant{ID: m.ID, Staff: staff, ByDistance: i == 2, Lat: 22.5, Lng: 113.9, Pickup: fulfilmentOf(i) != nil,
+			Courier: courierDispatchOf(i) != courier.DispatchOff}
 		for j := range 5 {
 			var di dish
 			if err := post("/admin/v1/merchants/"+m.ID+"/dishes",
@@ -738,11 +757,13 @@ func (d *driver) seed(ctx context.Context, admin string, tokens *auth.Tokens) er
 }
 
 // onboard makes merchant i a sub-merchant with a commission (the third
-// none: its payments are unfrozen whole).
+// none: its payments are unfrozen whole), handing its delivery orders to
+// couriers as courierDispatchOf says.
 func (d *driver) onboard(ctx context.Context, admin string, i int, id string) error {
 	for path, body := range map[string]any{
 		"/admin/v1/merchants/" + id + "/sub-merchant": map[string]any{"sub_mchid": fmt.Sprintf("19000001%02d", i)},
 		"/admin/v1/merchants/" + id + "/commission":   map[string]any{"commission_bps": []int{600, 300, 0}[i]},
+		"/admin/v1/merchants/" + id + "/courier":      map[string]any{"dispatch": courierDispatchOf(i)},
 	} {
 		r := d.call(ctx, entry{Op: "seed", Method: "PUT", Path: path}, admin, body, nil)
 		if r.status != http.StatusOK {
@@ -864,7 +885,8 @@ func openWork(ctx context.Context, db querier) (int, error) {
 	    (SELECT count(*) FROM orders WHERE status = 'PAID' AND accept_by IS NOT NULL) +
 	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')) +
 	    (SELECT count(*) FROM profit_sharings WHERE status IN ('PENDING', 'PROCESSING')) +
-	    (SELECT count(*) FROM print_jobs WHERE status IN ('queued', 'sent'))`).Scan(&n)
+	    (SELECT count(*) FROM print_jobs WHERE status IN ('queued', 'sent')) +
+	    (SELECT count(*) FROM deliveries WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED'))`).Scan(&n)
 	return n, err
 }
 

@@ -58,6 +58,8 @@ type merchant struct {
 	Lat, Lng   float64
 	// Pickup: the merchant offers pickup and time slots too.
 	Pickup bool
+	// Courier: the merchant hands its delivery orders to couriers.
+	Courier bool
 }
 
 // driver plays the users, the merchants' staff and the payment platform's
@@ -525,6 +527,7 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 		}
 		d.partialRefunds(ctx, m)
 		d.afterSales(ctx, m)
+		d.takeOverFailedDeliveries(ctx, m)
 		for _, s := range steps {
 			r := d.call(ctx, entry{Op: "staff_search", Method: "GET", Path: "/admin/v1/orders?limit=100&merchant_id=" + m.ID + "&status=" + s.status, Inst: d.randInst()},
 				m.Staff, nil, nil)
@@ -545,6 +548,9 @@ func (d *driver) staff(ctx context.Context, stop <-chan struct{}, m merchant) {
 				h := fnv.New32a()
 				_, _ = h.Write([]byte(o.ID + s.status))
 				action := staffAction(s.pick(h.Sum32()%100), s.status, o.Fulfilment)
+				if m.Courier && o.Fulfilment != "pickup" {
+					action = courierStaffAction(action, s.status, h.Sum32()%100)
+				}
 				if action == atDeadline {
 					if o.AcceptDeadline != nil && !racing[o.ID] {
 						racing[o.ID] = true

@@ -59,6 +59,7 @@ UPDATE deliveries SET status = @status, rider_id = @rider_id, rider_name = @ride
     latitude = coalesce(sqlc.narg(latitude)::float8, latitude), longitude = coalesce(sqlc.narg(longitude)::float8, longitude),
     located_at = coalesce(sqlc.narg(located_at)::timestamptz, located_at),
     provider_time = coalesce(sqlc.narg(provider_time)::timestamptz, provider_time),
+    tip_fen = coalesce(sqlc.narg(tip_fen)::bigint, tip_fen),
     cancel_fee_fen = cancel_fee_fen + @add_cancel_fee_fen, reason = CASE WHEN @reason::text = '' THEN reason ELSE @reason::text END,
     seq = seq + 1, heard_at = now(), updated_at = now()
 WHERE id = @id AND seq = @seq
@@ -66,16 +67,25 @@ RETURNING *;
 
 -- name: DeliveryHeard :exec
 -- Records that the provider was heard (a query that changed nothing),
--- with the rider's last location when it gave one.
+-- with the rider's last location and the tip it holds when it said.
 UPDATE deliveries SET heard_at = now(),
+    tip_fen = CASE WHEN status IN ('DELIVERED', 'CANCELLED', 'FAILED') THEN tip_fen ELSE coalesce(sqlc.narg(tip_fen)::bigint, tip_fen) END,
     latitude = coalesce(sqlc.narg(latitude)::float8, latitude), longitude = coalesce(sqlc.narg(longitude)::float8, longitude),
     located_at = coalesce(sqlc.narg(located_at)::timestamptz, located_at)
 WHERE id = @id;
 
 -- name: DeliveryTipped :one
-UPDATE deliveries SET tip_fen = tip_fen + @tip_fen, assign_by = @assign_by, updated_at = now()
+-- Claims the one tip of a placement waiting for a rider, before the
+-- provider is asked: of two sweeps at once, one tips.
+UPDATE deliveries SET tip_fen = @tip_fen, assign_by = @assign_by, updated_at = now()
 WHERE id = @id AND status = 'PLACED' AND tip_fen = 0
 RETURNING *;
+
+-- name: DeliveryTipSet :exec
+-- Records the tip the provider holds, after a tip whose outcome was not
+-- known.
+UPDATE deliveries SET tip_fen = @tip_fen, updated_at = now()
+WHERE id = @id AND status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED');
 
 -- name: DeliveryEventInsert :exec
 INSERT INTO delivery_events (delivery_id, seq, order_id, kind, status, rider_name, provider_time, source)

@@ -467,7 +467,7 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, d dbsqlc.Delivery, u U
 	cur := State{Status: Status(d.Status), Rider: d.RiderID, At: d.ProviderTime}
 	outcome := Decide(cur, u.Status, u.RiderID, u.At)
 	if outcome == Stale {
-		return s.q.DeliveryHeard(ctx, tx, dbsqlc.DeliveryHeardParams{ID: d.ID, Latitude: u.Lat, Longitude: u.Lng, LocatedAt: locatedAt(u)})
+		return s.q.DeliveryHeard(ctx, tx, dbsqlc.DeliveryHeardParams{ID: d.ID, Latitude: u.Lat, Longitude: u.Lng, LocatedAt: locatedAt(u), TipFen: u.TipFen})
 	}
 	to, kind := u.Status, "status"
 	if outcome == Reassign {
@@ -488,6 +488,7 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, d dbsqlc.Delivery, u U
 	row, err := s.q.DeliveryApply(ctx, tx, dbsqlc.DeliveryApplyParams{
 		ID: d.ID, Seq: d.Seq, Status: string(to), RiderID: rider[0], RiderName: rider[1], RiderPhone: rider[2],
 		Latitude: u.Lat, Longitude: u.Lng, LocatedAt: locatedAt(u), ProviderTime: at, AddCancelFeeFen: cancelFee, Reason: u.Reason,
+		TipFen: u.TipFen,
 	})
 	if err != nil {
 		return fmt.Errorf("apply delivery update: %w", err)
@@ -698,20 +699,38 @@ func (s *Service) unassigned(ctx context.Context, d dbsqlc.Delivery) error {
 		return nil
 	}
 	p := s.provider(cur.Provider)
-	if p != nil && s.o.TipFen > 0 && cur.TipFen == 0 {
-		err := p.Tip(ctx, cur.OutNo, s.o.TipFen)
-		if err == nil {
-			by := s.o.Now().Add(s.o.AssignWithin)
-			if _, err := s.q.DeliveryTipped(ctx, s.o.Pool, dbsqlc.DeliveryTippedParams{ID: cur.ID, TipFen: s.o.TipFen, AssignBy: &by}); err != nil && !errors.Is(err, db.ErrNotFound) {
-				return err
-			}
-			return nil
-		}
-		if !errors.Is(err, ErrUnsupported) {
-			s.o.Logger.WarnContext(ctx, "tip a placement", "out_no", cur.OutNo, "error", err)
-		}
+	if p != nil && p.TakesTips() && s.o.TipFen > 0 && cur.TipFen == 0 {
+		return s.tip(ctx, p, cur)
 	}
 	return s.cancel(ctx, cur.ID, "no rider in time", "no_rider")
+}
+
+// tip tips a placement no rider took, once: the tip is claimed in the
+// database before the provider is asked (of two sweeps at once, one
+// tips), and a tip whose outcome is not known is settled by what the
+// provider says it holds. The placement waits another AssignWithin.
+func (s *Service) tip(ctx context.Context, p Provider, d dbsqlc.Delivery) error {
+	by := s.o.Now().Add(s.o.AssignWithin)
+	_, err := s.q.DeliveryTipped(ctx, s.o.Pool, dbsqlc.DeliveryTippedParams{ID: d.ID, TipFen: s.o.TipFen, AssignBy: &by})
+	if errors.Is(err, db.ErrNotFound) {
+		return nil // tipped by another, or it moved on
+	}
+	if err != nil {
+		return fmt.Errorf("claim the tip: %w", err)
+	}
+	terr := p.Tip(ctx, d.OutNo, s.o.TipFen)
+	if terr == nil {
+		return nil
+	}
+	u, err := p.Query(ctx, d.OutNo)
+	if err != nil || u.TipFen == nil {
+		// Neither answered: the next query (the late sweep) settles it.
+		return fmt.Errorf("%w: tip %s: %w", errRetry, d.OutNo, terr)
+	}
+	if err := s.q.DeliveryTipSet(ctx, s.o.Pool, dbsqlc.DeliveryTipSetParams{ID: d.ID, TipFen: *u.TipFen}); err != nil {
+		return fmt.Errorf("record the tip held: %w", err)
+	}
+	return nil
 }
 
 // sweepBatch is how many deliveries one sweep looks at of each kind.

@@ -220,6 +220,7 @@ func (d *Dada) Query(ctx context.Context, outNo string) (Update, error) {
 		TransporterLng   string  `json:"transporterLng"`
 		UpdateTime       int64   `json:"updateTime"`
 		DeductFee        float64 `json:"deductFee"`
+		Tips             float64 `json:"tips"`
 		CancelReason     string  `json:"cancelReason"`
 	}
 	if err := json.Unmarshal(res, &out); err != nil {
@@ -229,6 +230,8 @@ func (d *Dada) Query(ctx context.Context, outNo string) (Update, error) {
 		Status: DadaStatus(out.StatusCode), RiderID: out.TransporterID, RiderName: out.TransporterName, RiderPhone: out.TransporterPhone,
 		At: time.Unix(out.UpdateTime, 0), CancelFeeFen: fenOfYuan(out.DeductFee), Reason: out.CancelReason,
 	}
+	tips := fenOfYuan(out.Tips)
+	u.TipFen = &tips
 	if u.Status == "" {
 		return Update{}, fmt.Errorf("dada status/query: unknown status %d", out.StatusCode)
 	}
@@ -254,6 +257,9 @@ func (d *Dada) Cancel(ctx context.Context, outNo, reason string) (int64, error) 
 	}
 	return fenOfYuan(out.DeductFee), nil
 }
+
+// TakesTips implements Provider.
+func (*Dada) TakesTips() bool { return true }
 
 // Tip implements Provider (addTip).
 func (d *Dada) Tip(ctx context.Context, outNo string, fen int64) error {

@@ -212,7 +212,10 @@ func (m *Meituan) Cancel(ctx context.Context, outNo, reason string) (int64, erro
 	return fenOfYuan(out.DeductFee), nil
 }
 
-// Tip implements Provider: Meituan's delivery API has none.
+// TakesTips implements Provider: Meituan's delivery API has none.
+func (*Meituan) TakesTips() bool { return false }
+
+// Tip implements Provider.
 func (*Meituan) Tip(context.Context, string, int64) error { return ErrUnsupported }
 
 // Callback implements Provider: every field is signed, so the update is

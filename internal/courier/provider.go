@@ -27,8 +27,9 @@ type Provider interface {
 	// Cancel cancels the delivery out_no, returning the fee the provider
 	// deducts for it (a rider had taken it).
 	Cancel(ctx context.Context, outNo, reason string) (feeFen int64, err error)
-	// Tip adds to what the rider is paid, to find one; ErrUnsupported
-	// when the provider has no tips.
+	// TakesTips reports whether the provider takes tips.
+	TakesTips() bool
+	// Tip adds to what the rider is paid, to find one.
 	Tip(ctx context.Context, outNo string, fen int64) error
 	// Callback verifies and reads a status callback; an error means it is
 	// not the provider's.
@@ -78,6 +79,8 @@ type Update struct {
 	At time.Time
 	// CancelFeeFen is what the provider deducts for a cancelled delivery.
 	CancelFeeFen int64
+	// TipFen is the tip the provider holds, when it says (a query).
+	TipFen *int64
 	Reason       string
 }
 

@@ -312,9 +312,10 @@ UPDATE deliveries SET status = $1, rider_id = $2, rider_name = $3, rider_phone =
     latitude = coalesce($5::float8, latitude), longitude = coalesce($6::float8, longitude),
     located_at = coalesce($7::timestamptz, located_at),
     provider_time = coalesce($8::timestamptz, provider_time),
-    cancel_fee_fen = cancel_fee_fen + $9, reason = CASE WHEN $10::text = '' THEN reason ELSE $10::text END,
+    tip_fen = coalesce($9::bigint, tip_fen),
+    cancel_fee_fen = cancel_fee_fen + $10, reason = CASE WHEN $11::text = '' THEN reason ELSE $11::text END,
     seq = seq + 1, heard_at = now(), updated_at = now()
-WHERE id = $11 AND seq = $12
+WHERE id = $12 AND seq = $13
 RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at
 `
 
@@ -327,6 +328,7 @@ type DeliveryApplyParams struct {
 	Longitude       *float64
 	LocatedAt       *time.Time
 	ProviderTime    *time.Time
+	TipFen          *int64
 	AddCancelFeeFen int64
 	Reason          string
 	ID              int64
@@ -345,6 +347,7 @@ func (q *Queries) DeliveryApply(ctx context.Context, db DBTX, arg DeliveryApplyP
 		arg.Longitude,
 		arg.LocatedAt,
 		arg.ProviderTime,
+		arg.TipFen,
 		arg.AddCancelFeeFen,
 		arg.Reason,
 		arg.ID,
@@ -600,12 +603,14 @@ func (q *Queries) DeliveryGetForUpdate(ctx context.Context, db DBTX, id int64) (
 
 const deliveryHeard = `-- name: DeliveryHeard :exec
 UPDATE deliveries SET heard_at = now(),
-    latitude = coalesce($1::float8, latitude), longitude = coalesce($2::float8, longitude),
-    located_at = coalesce($3::timestamptz, located_at)
-WHERE id = $4
+    tip_fen = CASE WHEN status IN ('DELIVERED', 'CANCELLED', 'FAILED') THEN tip_fen ELSE coalesce($1::bigint, tip_fen) END,
+    latitude = coalesce($2::float8, latitude), longitude = coalesce($3::float8, longitude),
+    located_at = coalesce($4::timestamptz, located_at)
+WHERE id = $5
 `
 
 type DeliveryHeardParams struct {
+	TipFen    *int64
 	Latitude  *float64
 	Longitude *float64
 	LocatedAt *time.Time
@@ -613,9 +618,10 @@ type DeliveryHeardParams struct {
 }
 
 // Records that the provider was heard (a query that changed nothing),
-// with the rider's last location when it gave one.
+// with the rider's last location and the tip it holds when it said.
 func (q *Queries) DeliveryHeard(ctx context.Context, db DBTX, arg DeliveryHeardParams) error {
 	_, err := db.Exec(ctx, deliveryHeard,
+		arg.TipFen,
 		arg.Latitude,
 		arg.Longitude,
 		arg.LocatedAt,
@@ -843,8 +849,25 @@ func (q *Queries) DeliveryQuoted(ctx context.Context, db DBTX, arg DeliveryQuote
 	return err
 }
 
+const deliveryTipSet = `-- name: DeliveryTipSet :exec
+UPDATE deliveries SET tip_fen = $1, updated_at = now()
+WHERE id = $2 AND status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED')
+`
+
+type DeliveryTipSetParams struct {
+	TipFen int64
+	ID     int64
+}
+
+// Records the tip the provider holds, after a tip whose outcome was not
+// known.
+func (q *Queries) DeliveryTipSet(ctx context.Context, db DBTX, arg DeliveryTipSetParams) error {
+	_, err := db.Exec(ctx, deliveryTipSet, arg.TipFen, arg.ID)
+	return err
+}
+
 const deliveryTipped = `-- name: DeliveryTipped :one
-UPDATE deliveries SET tip_fen = tip_fen + $1, assign_by = $2, updated_at = now()
+UPDATE deliveries SET tip_fen = $1, assign_by = $2, updated_at = now()
 WHERE id = $3 AND status = 'PLACED' AND tip_fen = 0
 RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at
 `
@@ -855,6 +878,8 @@ type DeliveryTippedParams struct {
 	ID       int64
 }
 
+// Claims the one tip of a placement waiting for a rider, before the
+// provider is asked: of two sweeps at once, one tips.
 func (q *Queries) DeliveryTipped(ctx context.Context, db DBTX, arg DeliveryTippedParams) (Delivery, error) {
 	row := db.QueryRow(ctx, deliveryTipped, arg.TipFen, arg.AssignBy, arg.ID)
 	var i Delivery
