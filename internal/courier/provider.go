@@ -81,7 +81,7 @@ type Update struct {
 	CancelFeeFen int64
 	// TipFen is the tip the provider holds, when it says (a query).
 	TipFen *int64
-	Reason       string
+	Reason string
 }
 
 // Callback is a provider's status callback.
