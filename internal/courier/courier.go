@@ -474,11 +474,12 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, d dbsqlc.Delivery, u U
 		to, kind = Status(d.Status), "reassigned"
 	}
 	rider := [3]string{u.RiderID, u.RiderName, u.RiderPhone}
-	if u.RiderID == "" && u.RiderName == "" { // a step that names no rider keeps the one there is
+	// A step that names no rider, or comes late, keeps the one there is.
+	if (u.RiderID == "" && u.RiderName == "") || outcome == Catch {
 		rider = [3]string{d.RiderID, d.RiderName, d.RiderPhone}
 	}
 	var at *time.Time
-	if !u.At.IsZero() {
+	if !u.At.IsZero() && outcome != Catch {
 		at = &u.At
 	}
 	var cancelFee int64

@@ -290,8 +290,8 @@ func HandleSetDispatch(pool *pgxpool.Pool) http.Handler {
 
 // HandleCallback serves POST /v1/couriers/{provider}/callback: a
 // provider's status callback, checked by its signature. An update whose
-// status the signature does not cover is confirmed by asking the
-// provider. The provider is asked to send it again when it could not be
+// status the signature does not cover, or a cancel (whose fee it does
+// not say), is confirmed by asking the provider. The provider is asked to send it again when it could not be
 // applied.
 func HandleCallback(s *Service, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -309,12 +309,18 @@ func HandleCallback(s *Service, maxBody int64) http.Handler {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		cb, err := p.Callback(r)
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			web.Error(w, r, problem.New(problem.BodyTooLarge, "the callback is larger than %d bytes", maxBody))
+			return
+		}
 		if err != nil {
 			web.Logger(r.Context()).WarnContext(r.Context(), "courier callback rejected", "provider", p.Name(), "err", err)
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		if cb.Trusted {
+		// A cancel is asked about even when signed: the callback does not
+		// say what the provider deducted for it.
+		if cb.Trusted && cb.Update.Status != Cancelled {
 			err = s.Apply(r.Context(), cb.OutNo, cb.Update, sourceCallback)
 		} else {
 			err = s.Sync(r.Context(), cb.OutNo)

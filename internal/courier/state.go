@@ -103,6 +103,10 @@ const (
 	// Reassign: the same status with another rider; the rider changes,
 	// the status stays.
 	Reassign
+	// Catch: a step further along reported after a newer update (a
+	// callback delayed across a reassignment): the status moves, the
+	// rider and the time stay the newer update's.
+	Catch
 )
 
 // State is what an update is judged against: a delivery's status, its
@@ -114,23 +118,26 @@ type State struct {
 }
 
 // Decide says what an update (status, rider, the provider's time) means
-// for a delivery in state. An update older than the last one applied is
-// stale, however it reads: a callback delayed behind a newer one must
-// not undo it. A status behind the current one is stale too: providers
-// send steps again (a rider dropping an order puts Dada's back to
-// waiting), and ours never go back; a new rider arrives as a
-// reassignment instead.
+// for a delivery in state. The status only moves forward, to the
+// furthest step reported, whatever order the reports arrive in; the
+// rider is the one of the latest report. So an update older than the
+// last one applied never changes the rider (a callback delayed behind a
+// newer one must not undo it), and moves the status only when it is
+// further along (a step reported late across a reassignment). A status
+// behind the current one is stale: providers send steps again (a rider
+// dropping an order puts Dada's back to waiting), and ours never go
+// back; a new rider arrives as a reassignment instead.
 func Decide(cur State, to Status, rider string, at time.Time) Outcome {
 	if cur.Status.Terminal() || !to.Valid() || to == Quoted {
 		return Stale
 	}
-	if cur.At != nil && !at.IsZero() && at.Before(*cur.At) {
-		return Stale
-	}
+	older := cur.At != nil && !at.IsZero() && at.Before(*cur.At)
 	switch {
+	case Allowed(cur.Status, to) && older:
+		return Catch
 	case Allowed(cur.Status, to):
 		return Advance
-	case rider != "" && cur.Rider != "" && rider != cur.Rider && progress(to) <= progress(cur.Status) &&
+	case !older && rider != "" && cur.Rider != "" && rider != cur.Rider && progress(to) <= progress(cur.Status) &&
 		progress(cur.Status) <= progress(PickedUp) && progress(to) >= progress(Assigned):
 		return Reassign
 	default:

@@ -27,7 +27,9 @@ func TestDecide(t *testing.T) {
 		{"steps skipped", courier.State{Status: courier.Placed, At: at(1)}, courier.Delivered, "r1", *at(2), courier.Advance},
 		{"the same again", courier.State{Status: courier.Assigned, Rider: "r1", At: at(1)}, courier.Assigned, "r1", *at(1), courier.Stale},
 		{"behind", courier.State{Status: courier.PickedUp, Rider: "r1", At: at(3)}, courier.Arrived, "r1", *at(4), courier.Stale},
-		{"older than the last", courier.State{Status: courier.Assigned, Rider: "r1", At: at(5)}, courier.PickedUp, "r1", *at(4), courier.Stale},
+		{"further, reported late", courier.State{Status: courier.Assigned, Rider: "r2", At: at(5)}, courier.Arrived, "r1", *at(4), courier.Catch},
+		{"older and behind", courier.State{Status: courier.Arrived, Rider: "r1", At: at(5)}, courier.Assigned, "r1", *at(4), courier.Stale},
+		{"another rider, older", courier.State{Status: courier.Assigned, Rider: "r2", At: at(5)}, courier.Assigned, "r1", *at(4), courier.Stale},
 		{"another rider", courier.State{Status: courier.Assigned, Rider: "r1", At: at(1)}, courier.Assigned, "r2", *at(2), courier.Reassign},
 		{"another rider taking it at the shop", courier.State{Status: courier.Arrived, Rider: "r1", At: at(1)}, courier.Assigned, "r2", *at(2), courier.Reassign},
 		{"another rider after delivery", courier.State{Status: courier.Delivered, Rider: "r1", At: at(1)}, courier.Assigned, "r2", *at(2), courier.Stale},
@@ -122,6 +124,12 @@ func TestDecideProperty(t *testing.T) {
 					rt.Fatalf("%s to %s is not forward", cur.Status, u.status)
 				}
 				cur.Status = u.status
+			case courier.Catch:
+				if progress[u.status] <= progress[cur.Status] {
+					rt.Fatalf("%s to %s is not forward", cur.Status, u.status)
+				}
+				cur.Status = u.status
+				return true
 			case courier.Reassign:
 			default:
 				return false
