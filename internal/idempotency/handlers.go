@@ -123,6 +123,13 @@ func CreatingWith(s *Store, b db.Beginner, o CreateOptions,
 		raw := r.Header.Get("Idempotency-Key")
 		var after func()
 		change := ChangeFunc(func(ctx context.Context, tx *Tx) (Answer, error) {
+			// Do runs a change again when PostgreSQL aborted it to break a
+			// deadlock: each run reads the body from its start.
+			if r.GetBody != nil {
+				if body, err := r.GetBody(); err == nil {
+					r.Body = body
+				}
+			}
 			c, err := create(ctx, tx, r)
 			after = c.AfterCommit
 			return tx.Answer(Record{Response: c.Response}), err
@@ -165,7 +172,7 @@ func WriteResponse(w http.ResponseWriter, res Result) {
 }
 
 // doHTTP reads the key and the whole body (left readable for the
-// handler) and runs op through Do, the request known by the body's
+// handler, from its start again through r.GetBody) and runs op through Do, the request known by the body's
 // identity when one is given (see CreateOptions.Identity).
 func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, identity func([]byte) ([]byte, error), op Operation) (Result, error) {
 	key, err := ParseKey(rawKey)
@@ -180,7 +187,8 @@ func (s *Store) doHTTP(r *http.Request, rawKey string, scope Scope, identity fun
 		}
 		return Result{}, problem.Wrap(problem.InvalidRequest, err, "the body could not be read")
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.Body, _ = r.GetBody()
 	kept := body
 	if identity != nil {
 		if kept, err = identity(body); err != nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/takeout/takeout/internal/db"
@@ -852,5 +855,44 @@ func TestChangeWithoutItsAnswerRecordsNothing(t *testing.T) {
 	})
 	if res, err := s.Do(ctx, req, good); err != nil || res.Response.Status != 201 {
 		t.Fatalf("the retry: %+v, %v", res, err)
+	}
+}
+
+// A creating request whose transaction PostgreSQL aborted to break a
+// deadlock runs again with its whole body: the run after the first reads
+// what the client sent, not an empty body.
+func TestCreatingRunAgainReadsTheBody(t *testing.T) {
+	t.Parallel()
+	pool := testenv.NewDB(t)
+	rds := testenv.NewRedis(t).Conn(t)
+	rds.Check(context.Background())
+	s, err := idempotency.NewStore(idempotency.Options{
+		DB: pool, Redis: rds, Logger: slog.New(slog.DiscardHandler), Retention: time.Hour, InflightTTL: time.Minute,
+		CoalesceWait: 200 * time.Millisecond, L1Bytes: 1 << 20, L1TTL: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var bodies []string
+	h := idempotency.Creating(s, pool, true, func(*http.Request) string { return "user:1" },
+		func(_ context.Context, _ pgx.Tx, r *http.Request) (idempotency.Created, error) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				return idempotency.Created{}, err
+			}
+			bodies = append(bodies, string(b))
+			if len(bodies) == 1 {
+				return idempotency.Created{}, fmt.Errorf("a statement: %w", &pgconn.PgError{Code: "40P01", Message: "deadlock detected"})
+			}
+			return idempotency.JSONCreated(http.StatusCreated, map[string]string{"got": string(b)})
+		})
+	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{"amount_fen":1300}`))
+	req.Header.Set("Idempotency-Key", "deadlocked")
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusCreated || len(bodies) != 2 || bodies[1] != bodies[0] || bodies[0] != `{"amount_fen":1300}` {
+		t.Fatalf("answered %d %s; the runs read %q", w.Code, w.Body, bodies)
 	}
 }
