@@ -517,3 +517,29 @@ func TestBoardShowsRiders(t *testing.T) {
 	row := fmt.Sprintf(`#deliveries-failed li[data-order-id="%s"]`, failed)
 	runBrowser(t, b, 10*time.Second, "the failed delivery on the board", chromedp.WaitVisible(chromedp.CSS(row)))
 }
+
+// The customer who subscribed to DELIVERING is messaged once, when the
+// courier picks the order up (however often the pickup is reported).
+func TestCourierPickupMessagesCustomer(t *testing.T) {
+	t.Parallel()
+	cs := newCourierShop(t, map[string]string{"TAKEOUT_WECHAT_SUBSCRIBE_TEMPLATES": "DELIVERING=tpl-on-its-way", "TAKEOUT_JOB_POLL_INTERVAL": "50ms"}, 100)
+	id := cs.subscribedOrder(t, "courier-message", []string{"tpl-on-its-way"}, []string{"tpl-on-its-way"})
+	cs.act(t, id, "accept")
+	d := cs.waitStatus(t, id, 1, courier.Placed)
+	cs.sim.SetConfig(couriersim.Config{Dada: couriersim.Faults{RepeatCallbacks: 10}})
+	for _, want := range []courier.Status{courier.Assigned, courier.Arrived} {
+		cs.advance(t, d.outNo)
+		cs.waitStatus(t, id, 1, want)
+	}
+	if n := messagesFor(cs.wxMessages(t), id, "tpl-on-its-way"); n != 0 {
+		t.Fatalf("%d messages before pickup", n)
+	}
+	cs.advance(t, d.outNo)
+	cs.waitStatus(t, id, 1, courier.PickedUp)
+	waitUntil(t, "the message at pickup", func() bool { return messagesFor(cs.wxMessages(t), id, "tpl-on-its-way") >= 1 })
+	cs.sim.Wait()
+	time.Sleep(300 * time.Millisecond) // a second message would have gone by now
+	if n := messagesFor(cs.wxMessages(t), id, "tpl-on-its-way"); n != 1 {
+		t.Errorf("%d messages at pickup, want 1", n)
+	}
+}

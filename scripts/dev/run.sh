@@ -76,6 +76,7 @@ takeout is starting:
 Try:
   scripts/demo.sh        (login, confirm, submit, pay via wxsim, accept, dispatch, complete)
   curl -s $api/v1/merchants/$merchant/menu
+  scripts/admin/courier.sh dispatch $merchant accept   (couriers in wxsim carry accepted orders)
   curl -s -X POST $api/v1/auth/wx-login -H 'Content-Type: application/json' -d '{"code":"alice"}'
 
 Logs follow (JSON). Ctrl-C stops the API and wxsim.
