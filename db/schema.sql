@@ -817,6 +817,7 @@ CREATE TABLE public.deliveries (
     provider_time timestamp with time zone,
     seq integer DEFAULT 0 NOT NULL,
     assign_by timestamp with time zone,
+    place_unsure boolean DEFAULT false NOT NULL,
     heard_at timestamp with time zone DEFAULT now() NOT NULL,
     reason text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,

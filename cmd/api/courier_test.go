@@ -348,6 +348,29 @@ func TestCourierReplaced(t *testing.T) {
 	t.Parallel()
 	cs := newCourierShop(t, map[string]string{"TAKEOUT_COURIER_ASSIGN_WITHIN": "1s", "TAKEOUT_COURIER_TIP_FEN": "0"}, 100)
 
+	t.Run("answer lost, then refused", func(t *testing.T) {
+		// First, while nothing else runs at Dada: the first try is taken and never answered; the next ones find
+		// Dada down. A refusal after a lost answer proves nothing: Dada is
+		// asked, and the order is found placed there, not placed again.
+		id, _ := cs.paidOrder(t, "courier-lost")
+		cs.sim.SetConfig(couriersim.Config{Dada: couriersim.Faults{HangAfterPlace: 1}})
+		cs.act(t, id, "accept")
+		outNo := "TK" + id + "-1"
+		waitUntil(t, "dada holding the order", func() bool { _, ok := cs.sim.Order(outNo); return ok })
+		if ds := cs.deliveries(t, id); ds[0].status != string(courier.Quoted) {
+			t.Fatalf("recorded %+v before the answer was lost", ds)
+		}
+		cs.sim.SetConfig(couriersim.Config{Dada: couriersim.Faults{Down: 2}})
+		d := cs.waitStatus(t, id, 1, courier.Placed)
+		time.Sleep(500 * time.Millisecond)
+		if ds := cs.deliveries(t, id); len(ds) != 1 || d.provider != "dada" {
+			t.Fatalf("deliveries %+v", ds)
+		}
+		if o, ok := cs.sim.Order(d.outNo); !ok || o.Status != courier.Placed {
+			t.Errorf("at dada: %+v", o)
+		}
+		cs.sim.SetConfig(couriersim.Config{})
+	})
 	t.Run("refused", func(t *testing.T) {
 		cs.sim.SetConfig(couriersim.Config{Dada: couriersim.Faults{Refuse: 1}})
 		id, _ := cs.paidOrder(t, "courier-refused")

@@ -45,6 +45,9 @@ CREATE TABLE deliveries (
     -- again elsewhere; heard_at is when we last learned anything of it,
     -- for the sweep that asks about deliveries whose callbacks are late.
     assign_by      timestamptz,
+    -- A placement whose answer never came: until the provider says it
+    -- has no such order, a later refusal does not prove it unplaced.
+    place_unsure   boolean     NOT NULL DEFAULT false,
     heard_at       timestamptz NOT NULL DEFAULT now(),
     reason         text        NOT NULL DEFAULT '',
     created_at     timestamptz NOT NULL DEFAULT now(),

@@ -74,6 +74,9 @@ UPDATE deliveries SET heard_at = now(),
     located_at = coalesce(sqlc.narg(located_at)::timestamptz, located_at)
 WHERE id = @id;
 
+-- name: DeliveryPlaceUnsure :exec
+UPDATE deliveries SET place_unsure = true, updated_at = now() WHERE id = @id AND status = 'QUOTED';
+
 -- name: DeliveryTipped :one
 -- Claims the one tip of a placement waiting for a rider, before the
 -- provider is asked: of two sweeps at once, one tips.

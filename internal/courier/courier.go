@@ -357,8 +357,13 @@ func (s *Service) place(ctx context.Context, id int64) error {
 		return s.giveUp(ctx, d, Cancelled, "the order is "+string(f.Status), "")
 	}
 	q, err := s.quote(ctx, d, p, r)
+	if errors.Is(err, ErrAlreadyPlaced) {
+		// An earlier try placed it (its answer was lost) and Dada will not
+		// quote an order it has: ask where it is.
+		return s.placedEarlier(ctx, d, p)
+	}
 	if err != nil {
-		return s.placeFailed(ctx, d, err)
+		return s.placeFailed(ctx, d, p, err)
 	}
 	placed, err := p.Place(ctx, r, q)
 	if errors.Is(err, ErrQuoteExpired) {
@@ -374,9 +379,22 @@ func (s *Service) place(ctx context.Context, id int64) error {
 		placed, err = Placement{Ref: d.OutNo, FeeFen: q.FeeFen}, nil
 	}
 	if err != nil {
-		return s.placeFailed(ctx, d, err)
+		return s.placeFailed(ctx, d, p, err)
 	}
 	return s.placed(ctx, d, p, placed)
+}
+
+// placedEarlier records a placement the provider has from an earlier try
+// whose answer was lost, and where it is now.
+func (s *Service) placedEarlier(ctx context.Context, d dbsqlc.Delivery, p Provider) error {
+	u, err := p.Query(ctx, d.OutNo)
+	if err != nil {
+		return fmt.Errorf("%w: query %s placed earlier: %w", errRetry, d.OutNo, err)
+	}
+	if err := s.placed(ctx, d, p, Placement{Ref: d.OutNo, FeeFen: derefInt(d.FeeFen)}); err != nil {
+		return err
+	}
+	return s.Apply(ctx, d.OutNo, u, sourceQuery)
 }
 
 // quote is the quote d is placed on: its own while good, the one cached
@@ -398,14 +416,31 @@ func (s *Service) quote(ctx context.Context, d dbsqlc.Delivery, p Provider, r Re
 	return q, nil
 }
 
-// placeFailed handles a quote or placement that failed: a refusal moves
-// the order on to its next attempt; anything else is tried again.
-func (s *Service) placeFailed(ctx context.Context, d dbsqlc.Delivery, err error) error {
+// placeFailed handles a quote or placement that failed. A refusal moves
+// the order on to its next attempt; after a try whose answer was lost
+// (place_unsure), only once the provider says it has no such order: that
+// try may have placed it, and a refusal of this one proves nothing of
+// it. Anything else is tried again.
+func (s *Service) placeFailed(ctx context.Context, d dbsqlc.Delivery, p Provider, err error) error {
 	var refused *RefusedError
-	if errors.As(err, &refused) {
+	if !errors.As(err, &refused) {
+		if uerr := s.q.DeliveryPlaceUnsure(ctx, s.o.Pool, d.ID); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		return fmt.Errorf("%w: place %s: %w", errRetry, d.OutNo, err)
+	}
+	if !d.PlaceUnsure {
+		// Every try was answered, and refused: nothing is placed.
 		return s.giveUp(ctx, d, Failed, "refused: "+refused.Error(), "refused")
 	}
-	return fmt.Errorf("%w: place %s: %w", errRetry, d.OutNo, err)
+	switch _, qerr := p.Query(ctx, d.OutNo); {
+	case errors.Is(qerr, ErrUnknownOrder):
+		return s.giveUp(ctx, d, Failed, "refused: "+refused.Error(), "refused")
+	case qerr == nil:
+		return s.placedEarlier(ctx, d, p)
+	default:
+		return fmt.Errorf("%w: place %s refused (%w), and the provider not asked: %w", errRetry, d.OutNo, err, qerr)
+	}
 }
 
 // placed records that the provider took d; a delivery cancelled

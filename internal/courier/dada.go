@@ -44,6 +44,7 @@ const (
 	DadaQuoteExpired   = 2076 // deliveryNo 已过期
 	DadaCannotDeliver  = 2003 // 超出配送范围 and the like: refused
 	DadaTipUnsupported = 2201
+	DadaNoSuchOrder    = 2004 // 订单不存在
 )
 
 // Dada's order statuses (order_status, statusCode).
@@ -151,6 +152,8 @@ func (d *Dada) call(ctx context.Context, path string, body any) (json.RawMessage
 		return nil, ErrQuoteExpired
 	case DadaTipUnsupported:
 		return nil, ErrUnsupported
+	case DadaNoSuchOrder:
+		return nil, ErrUnknownOrder
 	}
 	return nil, &RefusedError{Code: strconv.Itoa(a.Code), Message: a.Msg}
 }

@@ -2,6 +2,7 @@ package courier
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -39,8 +40,19 @@ type placeWorker struct {
 // Work places the delivery; a try whose outcome is unknown is tried
 // again (the provider answers a repeat of our number as placed).
 func (w *placeWorker) Work(ctx context.Context, job *river.Job[PlaceArgs]) error {
-	return w.s.place(ctx, job.Args.DeliveryID)
+	err := w.s.place(ctx, job.Args.DeliveryID)
+	if errors.Is(err, errRetry) && job.Attempt >= placeTries {
+		// The provider is down or silent for long: the late sweep places
+		// it when it answers (a QUOTED delivery stays unheard).
+		w.s.o.Logger.WarnContext(ctx, "placement left to the sweep", "delivery_id", job.Args.DeliveryID, "error", err)
+		return nil
+	}
+	return err
 }
+
+// placeTries is how often the place job tries before it leaves the
+// placement to the late sweep.
+const placeTries = 6
 
 // NextRetry tries an unknown placement again soon: a rider is waiting
 // for no one until it is placed.

@@ -36,6 +36,7 @@ type Meituan struct {
 const (
 	MeituanOK          = 0
 	MeituanOrderExists = 1006 // 订单已存在
+	MeituanNoSuchOrder = 4    // 订单不存在
 )
 
 // Meituan's delivery statuses.
@@ -109,6 +110,8 @@ func (m *Meituan) call(ctx context.Context, path string, form url.Values) (json.
 		return a.Data, nil
 	case MeituanOrderExists:
 		return nil, ErrAlreadyPlaced
+	case MeituanNoSuchOrder:
+		return nil, ErrUnknownOrder
 	}
 	return nil, &RefusedError{Code: strconv.Itoa(a.Code), Message: a.Message}
 }

@@ -113,6 +113,8 @@ var (
 	// ErrQuoteExpired is a placement on a quote the provider no longer
 	// honours: quote again.
 	ErrQuoteExpired = errors.New("quote expired")
+	// ErrUnknownOrder is a query of an out_no the provider never took.
+	ErrUnknownOrder = errors.New("no such order at the provider")
 )
 
 // fenOfYuan converts a provider's amount in yuan to fen.

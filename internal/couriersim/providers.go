@@ -129,7 +129,7 @@ func (s *Server) dadaQuery(w http.ResponseWriter, b dadaBody) {
 	o, ok := s.orders[b.str("order_id")]
 	if !ok {
 		s.mu.Unlock()
-		dadaAnswer(w, 2004, "订单不存在", nil)
+		dadaAnswer(w, courier.DadaNoSuchOrder, "订单不存在", nil)
 		return
 	}
 	res := map[string]any{
@@ -147,7 +147,7 @@ func (s *Server) dadaCancel(w http.ResponseWriter, b dadaBody) {
 	o, ok := s.orders[b.str("order_id")]
 	if !ok {
 		s.mu.Unlock()
-		dadaAnswer(w, 2004, "订单不存在", nil)
+		dadaAnswer(w, courier.DadaNoSuchOrder, "订单不存在", nil)
 		return
 	}
 	fee, ok, cbs := s.cancel(o, b.str("cancel_reason"))
@@ -228,7 +228,7 @@ func (s *Server) meituan(w http.ResponseWriter, r *http.Request) {
 		o, ok := s.orders[outNo]
 		if !ok {
 			s.mu.Unlock()
-			meituanAnswer(w, 4, "订单不存在", nil)
+			meituanAnswer(w, courier.MeituanNoSuchOrder, "订单不存在", nil)
 			return
 		}
 		data := map[string]any{
@@ -243,7 +243,7 @@ func (s *Server) meituan(w http.ResponseWriter, r *http.Request) {
 		o, ok := s.orders[outNo]
 		if !ok {
 			s.mu.Unlock()
-			meituanAnswer(w, 4, "订单不存在", nil)
+			meituanAnswer(w, courier.MeituanNoSuchOrder, "订单不存在", nil)
 			return
 		}
 		fee, ok, cbs := s.cancel(o, f.Get("cancel_reason"))

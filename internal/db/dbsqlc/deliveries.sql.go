@@ -13,7 +13,7 @@ import (
 )
 
 const deliveriesLate = `-- name: DeliveriesLate :many
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries
 WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED') AND heard_at < $1
 ORDER BY heard_at LIMIT $2
 `
@@ -57,6 +57,7 @@ func (q *Queries) DeliveriesLate(ctx context.Context, db DBTX, arg DeliveriesLat
 			&i.ProviderTime,
 			&i.Seq,
 			&i.AssignBy,
+			&i.PlaceUnsure,
 			&i.HeardAt,
 			&i.Reason,
 			&i.CreatedAt,
@@ -73,7 +74,7 @@ func (q *Queries) DeliveriesLate(ctx context.Context, db DBTX, arg DeliveriesLat
 }
 
 const deliveriesList = `-- name: DeliveriesList :many
-SELECT d.id, d.order_id, d.merchant_id, d.attempt, d.provider, d.out_no, d.provider_ref, d.status, d.quote_token, d.quote_expires, d.fee_fen, d.tip_fen, d.cancel_fee_fen, d.rider_id, d.rider_name, d.rider_phone, d.latitude, d.longitude, d.located_at, d.provider_time, d.seq, d.assign_by, d.heard_at, d.reason, d.created_at, d.updated_at,
+SELECT d.id, d.order_id, d.merchant_id, d.attempt, d.provider, d.out_no, d.provider_ref, d.status, d.quote_token, d.quote_expires, d.fee_fen, d.tip_fen, d.cancel_fee_fen, d.rider_id, d.rider_name, d.rider_phone, d.latitude, d.longitude, d.located_at, d.provider_time, d.seq, d.assign_by, d.place_unsure, d.heard_at, d.reason, d.created_at, d.updated_at,
        (o.status IN ('ACCEPTED', 'READY') AND d.status IN ('CANCELLED', 'FAILED')
         AND NOT EXISTS (SELECT 1 FROM deliveries n WHERE n.order_id = d.order_id AND n.attempt > d.attempt))::boolean AS final
 FROM deliveries d JOIN orders o ON o.id = d.order_id
@@ -142,6 +143,7 @@ func (q *Queries) DeliveriesList(ctx context.Context, db DBTX, arg DeliveriesLis
 			&i.Delivery.ProviderTime,
 			&i.Delivery.Seq,
 			&i.Delivery.AssignBy,
+			&i.Delivery.PlaceUnsure,
 			&i.Delivery.HeardAt,
 			&i.Delivery.Reason,
 			&i.Delivery.CreatedAt,
@@ -159,7 +161,7 @@ func (q *Queries) DeliveriesList(ctx context.Context, db DBTX, arg DeliveriesLis
 }
 
 const deliveriesOfOrder = `-- name: DeliveriesOfOrder :many
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries WHERE order_id = $1 ORDER BY attempt
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE order_id = $1 ORDER BY attempt
 `
 
 func (q *Queries) DeliveriesOfOrder(ctx context.Context, db DBTX, orderID int64) ([]Delivery, error) {
@@ -194,6 +196,7 @@ func (q *Queries) DeliveriesOfOrder(ctx context.Context, db DBTX, orderID int64)
 			&i.ProviderTime,
 			&i.Seq,
 			&i.AssignBy,
+			&i.PlaceUnsure,
 			&i.HeardAt,
 			&i.Reason,
 			&i.CreatedAt,
@@ -210,7 +213,7 @@ func (q *Queries) DeliveriesOfOrder(ctx context.Context, db DBTX, orderID int64)
 }
 
 const deliveriesUnassigned = `-- name: DeliveriesUnassigned :many
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries
 WHERE status = 'PLACED' AND assign_by < $1
 ORDER BY assign_by LIMIT $2
 `
@@ -253,6 +256,7 @@ func (q *Queries) DeliveriesUnassigned(ctx context.Context, db DBTX, arg Deliver
 			&i.ProviderTime,
 			&i.Seq,
 			&i.AssignBy,
+			&i.PlaceUnsure,
 			&i.HeardAt,
 			&i.Reason,
 			&i.CreatedAt,
@@ -269,7 +273,7 @@ func (q *Queries) DeliveriesUnassigned(ctx context.Context, db DBTX, arg Deliver
 }
 
 const deliveryActiveOfOrder = `-- name: DeliveryActiveOfOrder :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries
 WHERE order_id = $1 AND status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED')
 `
 
@@ -299,6 +303,7 @@ func (q *Queries) DeliveryActiveOfOrder(ctx context.Context, db DBTX, orderID in
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -316,7 +321,7 @@ UPDATE deliveries SET status = $1, rider_id = $2, rider_name = $3, rider_phone =
     cancel_fee_fen = cancel_fee_fen + $10, reason = CASE WHEN $11::text = '' THEN reason ELSE $11::text END,
     seq = seq + 1, heard_at = now(), updated_at = now()
 WHERE id = $12 AND seq = $13
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
 `
 
 type DeliveryApplyParams struct {
@@ -377,6 +382,7 @@ func (q *Queries) DeliveryApply(ctx context.Context, db DBTX, arg DeliveryApplyP
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -386,7 +392,7 @@ func (q *Queries) DeliveryApply(ctx context.Context, db DBTX, arg DeliveryApplyP
 }
 
 const deliveryByOutNoForUpdate = `-- name: DeliveryByOutNoForUpdate :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries WHERE out_no = $1 FOR UPDATE
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE out_no = $1 FOR UPDATE
 `
 
 func (q *Queries) DeliveryByOutNoForUpdate(ctx context.Context, db DBTX, outNo string) (Delivery, error) {
@@ -415,6 +421,7 @@ func (q *Queries) DeliveryByOutNoForUpdate(ctx context.Context, db DBTX, outNo s
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -488,7 +495,7 @@ func (q *Queries) DeliveryEventsOf(ctx context.Context, db DBTX, deliveryID int6
 }
 
 const deliveryGet = `-- name: DeliveryGet :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries WHERE id = $1
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE id = $1
 `
 
 func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (Delivery, error) {
@@ -517,6 +524,7 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (Delivery,
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -526,7 +534,7 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (Delivery,
 }
 
 const deliveryGetByOutNo = `-- name: DeliveryGetByOutNo :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries WHERE out_no = $1
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE out_no = $1
 `
 
 func (q *Queries) DeliveryGetByOutNo(ctx context.Context, db DBTX, outNo string) (Delivery, error) {
@@ -555,6 +563,7 @@ func (q *Queries) DeliveryGetByOutNo(ctx context.Context, db DBTX, outNo string)
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -564,7 +573,7 @@ func (q *Queries) DeliveryGetByOutNo(ctx context.Context, db DBTX, outNo string)
 }
 
 const deliveryGetForUpdate = `-- name: DeliveryGetForUpdate :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries WHERE id = $1 FOR UPDATE
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DeliveryGetForUpdate(ctx context.Context, db DBTX, id int64) (Delivery, error) {
@@ -593,6 +602,7 @@ func (q *Queries) DeliveryGetForUpdate(ctx context.Context, db DBTX, id int64) (
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -634,7 +644,7 @@ const deliveryInsert = `-- name: DeliveryInsert :one
 INSERT INTO deliveries (order_id, merchant_id, attempt, provider, out_no, reason, quote_token, quote_expires, fee_fen)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT DO NOTHING
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
 `
 
 type DeliveryInsertParams struct {
@@ -687,6 +697,7 @@ func (q *Queries) DeliveryInsert(ctx context.Context, db DBTX, arg DeliveryInser
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -696,7 +707,7 @@ func (q *Queries) DeliveryInsert(ctx context.Context, db DBTX, arg DeliveryInser
 }
 
 const deliveryLatest = `-- name: DeliveryLatest :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at FROM deliveries WHERE order_id = $1 ORDER BY attempt DESC LIMIT 1
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE order_id = $1 ORDER BY attempt DESC LIMIT 1
 `
 
 // An order's latest placement.
@@ -726,6 +737,7 @@ func (q *Queries) DeliveryLatest(ctx context.Context, db DBTX, orderID int64) (D
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -773,11 +785,20 @@ func (q *Queries) DeliveryOrderFacts(ctx context.Context, db DBTX, orderID int64
 	return i, err
 }
 
+const deliveryPlaceUnsure = `-- name: DeliveryPlaceUnsure :exec
+UPDATE deliveries SET place_unsure = true, updated_at = now() WHERE id = $1 AND status = 'QUOTED'
+`
+
+func (q *Queries) DeliveryPlaceUnsure(ctx context.Context, db DBTX, id int64) error {
+	_, err := db.Exec(ctx, deliveryPlaceUnsure, id)
+	return err
+}
+
 const deliveryPlaced = `-- name: DeliveryPlaced :one
 UPDATE deliveries SET status = 'PLACED', provider_ref = $1, fee_fen = coalesce($2::bigint, fee_fen),
     assign_by = $3, seq = seq + 1, heard_at = now(), updated_at = now()
 WHERE id = $4 AND status = 'QUOTED'
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
 `
 
 type DeliveryPlacedParams struct {
@@ -819,6 +840,7 @@ func (q *Queries) DeliveryPlaced(ctx context.Context, db DBTX, arg DeliveryPlace
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,
@@ -869,7 +891,7 @@ func (q *Queries) DeliveryTipSet(ctx context.Context, db DBTX, arg DeliveryTipSe
 const deliveryTipped = `-- name: DeliveryTipped :one
 UPDATE deliveries SET tip_fen = $1, assign_by = $2, updated_at = now()
 WHERE id = $3 AND status = 'PLACED' AND tip_fen = 0
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
 `
 
 type DeliveryTippedParams struct {
@@ -906,6 +928,7 @@ func (q *Queries) DeliveryTipped(ctx context.Context, db DBTX, arg DeliveryTippe
 		&i.ProviderTime,
 		&i.Seq,
 		&i.AssignBy,
+		&i.PlaceUnsure,
 		&i.HeardAt,
 		&i.Reason,
 		&i.CreatedAt,

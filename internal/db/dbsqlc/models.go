@@ -116,6 +116,7 @@ type Delivery struct {
 	ProviderTime *time.Time
 	Seq          int32
 	AssignBy     *time.Time
+	PlaceUnsure  bool
 	HeardAt      time.Time
 	Reason       string
 	CreatedAt    time.Time
