@@ -472,10 +472,18 @@ func (s *Service) placed(ctx context.Context, d dbsqlc.Delivery, p Provider, pl 
 	if err != nil || !lost {
 		return err
 	}
-	if _, err := p.Cancel(ctx, d.OutNo, "order cancelled"); err != nil {
-		s.o.Logger.WarnContext(ctx, "cancel a placement of a cancelled delivery", "out_no", d.OutNo, "error", err)
+	// Cancelled while it was being placed: the provider must not carry
+	// it. A few tries, a second apart, ride out a provider's blip.
+	for try := 0; ; try++ {
+		_, err := p.Cancel(ctx, d.OutNo, "order cancelled")
+		if err == nil || try == 4 || ctx.Err() != nil {
+			if err != nil {
+				s.o.Logger.ErrorContext(ctx, "a placement of a cancelled delivery could not be cancelled", "out_no", d.OutNo, "error", err)
+			}
+			return nil
+		}
+		time.Sleep(time.Second)
 	}
-	return nil
 }
 
 // Apply applies an update of the delivery outNo under its lock: the
