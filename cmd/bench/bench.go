@@ -82,6 +82,16 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 	if err != nil {
 		return nil, err
 	}
+	probe := func(name string) *commitProbe {
+		p, err := e.probeCommits(ctx, name, 3*time.Second)
+		if err != nil {
+			logf("%v", err)
+			return nil
+		}
+		logf("commit latency %s: mean %.2f ms, p50 %.2f ms, p99 %.2f ms (%d commits)", name, p.MeanMs, p.P50Ms, p.P99Ms, p.Commits)
+		return p
+	}
+	r.res.CommitLatency.Before = probe("commit_probe_before")
 	for _, c := range o.conc {
 		if err := r.closedLoops(ctx, c); err != nil {
 			return nil, err
@@ -101,6 +111,7 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, err
 	}
 	r.res.APIRSSMB = rssMB(e.apiPID)
+	r.res.CommitLatency.After = probe("commit_probe_after")
 	r.res.finish()
 	return r.res, nil
 }
@@ -304,8 +315,11 @@ type runner struct {
 	// submitSQL and callbackSQL are pgbench's scripts of takeout's own
 	// transactions.
 	submitSQL, callbackSQL string
-	profiles               string
-	meter                  cpuMeter
+	// groupedPlaceSQL and groupedPaySQL are the floor's placement and
+	// payment, o.floorGroup of them per transaction.
+	groupedPlaceSQL, groupedPaySQL string
+	profiles                       string
+	meter                          cpuMeter
 	// unique is how many unique inputs a run at up to 4,000 per second
 	// needs: a run that used them up would end early and measure less.
 	unique int
@@ -332,6 +346,12 @@ func newRunner(ctx context.Context, e *env, logf func(string, ...any)) (*runner,
 		return nil, err
 	}
 	if r.callbackSQL, err = callbackScript(queries, benchMchID); err != nil {
+		return nil, err
+	}
+	if r.groupedPlaceSQL, err = groupedFloor("place.sql", o.floorGroup, "m"); err != nil {
+		return nil, err
+	}
+	if r.groupedPaySQL, err = groupedFloor("pay.sql", o.floorGroup, "id"); err != nil {
 		return nil, err
 	}
 	if err := e.seedPgbenchPayments(ctx, 100_000); err != nil {
@@ -493,6 +513,16 @@ func (r *runner) writeScenarios(ctx context.Context, c int) (placement, callback
 			placement = append(placement, pgbenchScenario(e.pgBin, e.floorURL, f[0], floorSQL(f[1]), c, 0, e.work, r.floorSettle(ctx, false), r.meter))
 		}
 	}
+	if r.want("confirm") {
+		confirm, err := e.confirmEach(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		placement = append(placement, closedScenario("confirm", c, nil, r.meter, confirm))
+	}
+	if r.want("floor_place_grouped") {
+		placement = append(placement, perTransaction(pgbenchScenario(e.pgBin, e.floorURL, "floor_place_grouped", r.groupedPlaceSQL, c, 0, e.work, r.floorSettle(ctx, false), r.meter), r.o.floorGroup))
+	}
 	for _, name := range []string{"submit", "hot_dish"} {
 		if r.want(name) {
 			toks, err := e.confirmMany(ctx, r.unique, name == "hot_dish")
@@ -507,6 +537,9 @@ func (r *runner) writeScenarios(ctx context.Context, c int) (placement, callback
 	}
 	if r.want("floor_pay") {
 		callbacks = append(callbacks, pgbenchScenario(e.pgBin, e.floorURL, "floor_pay", floorSQL("pay.sql"), c, 0, e.work, r.floorSettle(ctx, true), r.meter))
+	}
+	if r.want("floor_pay_grouped") {
+		callbacks = append(callbacks, perTransaction(pgbenchScenario(e.pgBin, e.floorURL, "floor_pay_grouped", r.groupedPaySQL, c, 0, e.work, r.floorSettle(ctx, true), r.meter), r.o.floorGroup))
 	}
 	if r.want("callback") {
 		notes, err := e.notifications(ctx, r.unique)
@@ -869,15 +902,11 @@ func (e *env) confirmMany(ctx context.Context, n int, hot bool) ([]prepared, err
 					dish = e.dishes[i%len(e.dishes)]
 				}
 				user := e.users[i%len(e.users)]
-				cart := map[string]any{
-					"merchant_id": strconv.FormatInt(e.merchant, 10), "items": []map[string]any{{"dish_id": strconv.FormatInt(dish, 10), "qty": 1}},
-					"address": map[string]string{"name": "Bench", "phone": "13800138000", "detail": "1 Bench Road"},
-					"remark":  fmt.Sprintf("bench %s %d", run, i),
-				}
+				var v int64
 				if vouchers != nil {
-					cart["voucher_id"] = strconv.FormatInt(vouchers[i], 10)
+					v = vouchers[i]
 				}
-				st, b, err := e.do(ctx, "POST", "/v1/orders/confirm", user, cart, nil)
+				st, b, err := e.do(ctx, "POST", "/v1/orders/confirm", user, e.cart(dish, v, fmt.Sprintf("bench %s %d", run, i)), nil)
 				if err != nil || st != 200 {
 					mu.Lock()
 					firstErr = errors.Join(firstErr, fmt.Errorf("confirm: %d %s: %w", st, b, err))
@@ -897,6 +926,51 @@ func (e *env) confirmMany(ctx context.Context, n int, hot bool) ([]prepared, err
 	}
 	wg.Wait()
 	return out, firstErr
+}
+
+// cart is a confirm's request: one of dish, with voucher v (none when 0).
+func (e *env) cart(dish, v int64, remark string) map[string]any {
+	cart := map[string]any{
+		"merchant_id": strconv.FormatInt(e.merchant, 10), "items": []map[string]any{{"dish_id": strconv.FormatInt(dish, 10), "qty": 1}},
+		"address": map[string]string{"name": "Bench", "phone": "13800138000", "detail": "1 Bench Road"},
+		"remark":  remark,
+	}
+	if v != 0 {
+		cart["voucher_id"] = strconv.FormatInt(v, 10)
+	}
+	return cart
+}
+
+// confirmEach confirms the carts a submit places (one dish each, a
+// voucher each with vouchers), over and over: a confirm writes nothing,
+// so the same carts serve a whole run. Each user has one cart of its
+// own voucher, spread over the dishes.
+func (e *env) confirmEach(ctx context.Context) (op, error) {
+	vouchers, err := e.issueVouchers(ctx, len(e.users))
+	if err != nil {
+		return nil, err
+	}
+	type req struct {
+		header http.Header
+		body   []byte
+	}
+	reqs := make([]req, len(e.users))
+	for i, user := range e.users {
+		var v int64
+		if vouchers != nil {
+			v = vouchers[i]
+		}
+		body, err := json.Marshal(e.cart(e.dishes[(i*7)%len(e.dishes)], v, "bench confirm "+strconv.Itoa(i)))
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = req{header: http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + user}}, body: body}
+	}
+	u := e.api + "/v1/orders/confirm"
+	return func(ctx context.Context, _ int, n int64) error {
+		q := reqs[n%int64(len(reqs))]
+		return e.post(ctx, u, q.header, q.body, http.StatusOK)
+	}, nil
 }
 
 // issueVouchers gives the users n vouchers of the bench's template, the

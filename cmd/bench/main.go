@@ -59,6 +59,9 @@ type options struct {
 	trace string
 	// vouchers: each submitted cart spends a voucher of its customer's.
 	vouchers bool
+	// floorGroup is how many orders (payments) the grouped floor
+	// commits in one transaction.
+	floorGroup int
 	// promotion: the merchant runs a spend-and-save promotion with a
 	// budget that every cart gets.
 	promotion bool
@@ -96,9 +99,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.trace, "trace", "none", "the api's OTEL_TRACES_EXPORTER: none, or console (every span written to api.log): what tracing costs")
 	fs.BoolVar(&o.promotion, "promotion", true, "the merchant runs a spend-and-save promotion with a budget that every cart gets (taken in the placement); false: none")
 	fs.BoolVar(&o.vouchers, "vouchers", true, "each submitted cart spends a voucher of its customer's (a platform voucher of 100 fen, taken in the placement); false: carts without")
+	fs.IntVar(&o.floorGroup, "floor-group", floorGroup, "orders (and payments) the grouped floor commits per transaction")
 	fs.IntVar(&o.apiDBConns, "api-db-conns", defaultAPIDBConns(), "the api's database pool (TAKEOUT_DATABASE_MAX_CONNS); default twice the CPUs, at least 4")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if o.floorGroup < 1 {
+		return fmt.Errorf("-floor-group: want at least 1, got %d", o.floorGroup)
 	}
 	if o.apiDBConns < 2 {
 		return fmt.Errorf("-api-db-conns: want at least 2, got %d", o.apiDBConns)

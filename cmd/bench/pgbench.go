@@ -315,3 +315,27 @@ func measuredPart(txs []pgbenchTx, warmup, d time.Duration) (lat []time.Duration
 	}
 	return lat, failed
 }
+
+// perTransaction counts each transaction of a pgbench scenario whose
+// script does per requests' work (a grouped floor) as per requests, each
+// of which waited the transaction's latency: its throughput and CPU per
+// request are then per order, as the api's are.
+func perTransaction(s scenario, per int) scenario {
+	measure := s.measure
+	s.measure = func(ctx context.Context, warmup, d time.Duration) (window, error) {
+		w, err := measure(ctx, warmup, d)
+		if err != nil || per <= 1 {
+			return w, err
+		}
+		lat := make([]time.Duration, 0, len(w.lat)*per)
+		for _, l := range w.lat {
+			for range per {
+				lat = append(lat, l)
+			}
+		}
+		w.lat, w.errors = lat, w.errors*per
+		w.note += fmt.Sprintf("; %d orders per transaction, each counted as a request", per)
+		return w, nil
+	}
+	return s
+}

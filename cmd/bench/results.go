@@ -35,11 +35,14 @@ type results struct {
 	// APIDatabaseConns is the api's database pool in this run.
 	APIDatabaseConns int `json:"api_database_conns"`
 	// Tracing is the api's OTEL_TRACES_EXPORTER in this run.
-	Tracing  string             `json:"tracing"`
-	Results  []result           `json:"results"`
-	Ratios   map[string]float64 `json:"ratios"`
-	Targets  []target           `json:"targets"`
-	APIRSSMB float64            `json:"api_rss_mb"`
+	Tracing string `json:"tracing"`
+	// CommitLatency is the disk's commit latency before and after the
+	// scenarios: which hour the ratios in time came from.
+	CommitLatency commitLatency      `json:"commit_latency"`
+	Results       []result           `json:"results"`
+	Ratios        map[string]float64 `json:"ratios"`
+	Targets       []target           `json:"targets"`
+	APIRSSMB      float64            `json:"api_rss_mb"`
 	// L1Million is `bench l1`: the api's idempotency store with its L1
 	// budget after a million completed responses.
 	L1Million *l1Report `json:"l1_million,omitempty"`
@@ -75,6 +78,24 @@ func (r *results) bestThroughput(scenario string) float64 {
 	return top
 }
 
+// best is a scenario's result at the concurrency that served it best.
+func (r *results) best(scenario string) (result, bool) {
+	var top result
+	for _, y := range r.Results {
+		if y.Scenario == scenario && y.Throughput > top.Throughput {
+			top = y
+		}
+	}
+	return top, top.Throughput > 0
+}
+
+// serviceCPU is the CPU of every process serving a request (the api or
+// hello, PostgreSQL, Redis; not the load generator), µs per request.
+func serviceCPU(x result) float64 {
+	c := x.CPUUsPerRequest
+	return c["api"] + c["postgres"] + c["redis"]
+}
+
 // finish computes the ratios and checks the targets.
 func (r *results) finish() {
 	r.Ratios = map[string]float64{}
@@ -102,6 +123,10 @@ func (r *results) finish() {
 	}
 	bestRatio("submit_vs_floor", "submit", "floor_place", 0.6)
 	bestRatio("callback_vs_floor", "callback", "floor_pay", 0.6)
+	// Against the grouped floor (floorGroup orders per commit): the
+	// database's best for the same work.
+	bestRatio("submit_vs_grouped_floor", "submit", "floor_place_grouped", 0.7)
+	bestRatio("callback_vs_grouped_floor", "callback", "floor_pay_grouped", 0.7)
 	ratio("hot_dish_vs_submit", "hot_dish", "submit", 0.8)
 	ratio("replay_vs_hello", "replay", "hello", 0.9)
 	ratio("callback_dup_vs_hello", "callback_dup", "hello", 0.9)
@@ -114,6 +139,21 @@ func (r *results) finish() {
 	// The api's own CPU per order (user and system time of its process).
 	if x, ok := r.find("submit", 64); ok && x.CPUUsPerRequest["api"] > 0 {
 		ceiling("api_cpu_us_per_submit", x.CPUUsPerRequest["api"], 350)
+	}
+	// CPU, not time: what every process serving an order spends, against
+	// what PostgreSQL spends on one in the grouped floor, each at its
+	// best concurrency. The commit's wait is in neither.
+	if x, ok := r.best("submit"); ok {
+		if y, ok := r.best("floor_place_grouped"); ok && y.CPUUsPerRequest["postgres"] > 0 && serviceCPU(x) > 0 {
+			ceiling("cpu_per_submit_vs_grouped_floor", serviceCPU(x)/y.CPUUsPerRequest["postgres"], 1.5)
+		}
+	}
+	// A confirm against the submit it guards, every serving process, at
+	// 64 clients (the two take turns).
+	if x, ok := r.find("confirm", 64); ok {
+		if y, ok := r.find("submit", 64); ok && serviceCPU(x) > 0 && serviceCPU(y) > 0 {
+			ceiling("confirm_cpu_vs_submit", serviceCPU(x)/serviceCPU(y), 0.5)
+		}
 	}
 	r.context = nil
 	contextRatio := func(name string, v float64) {
@@ -268,7 +308,15 @@ func (r *results) markdown() string {
 		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s. The run took %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
 		cmp.Or(r.Tracing, "none"), (time.Duration(r.ElapsedS) * time.Second).String())
-	b.WriteString("| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range []struct {
+		when string
+		p    *commitProbe
+	}{{"before", r.CommitLatency.Before}, {"after", r.CommitLatency.After}} {
+		if p.p != nil {
+			fmt.Fprintf(&b, "Commit latency %s the scenarios (one client committing one row at a time, %d commits): mean %.2f ms, p50 %.2f ms, p99 %.2f ms.\n", p.when, p.p.Commits, p.p.MeanMs, p.p.P50Ms, p.p.P99Ms)
+		}
+	}
+	b.WriteString("\n| scenario | clients | req/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Results {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |\n", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors)
 	}
