@@ -253,7 +253,7 @@ func (a *app) buildServices(ctx context.Context) error {
 		return err
 	}
 	orders, err := order.NewService(order.Options{
-		Couriers: orderCouriers, CourierQuoteTimeout: cfg.CourierQuoteTimeout,
+		Couriers: orderCouriers, CourierQuoteTimeout: cfg.CourierQuoteTimeout, QuoteCacheSize: cfg.CatalogCacheSize, QuoteCacheTTL: cfg.CatalogCacheTTL,
 		Events: a.hub, Messages: messages, Sharing: money.sharing,
 		Payments: money.payments, Prints: a.prints, Shipping: ships, Pool: pool, IDs: a.ids, Signer: order.NewSigner(cfg.ConfirmSecret.Bytes()), Idempotency: a.idem,
 		Jobs: inserter, Logger: logger, Now: time.Now, TokenTTL: cfg.ConfirmTokenTTL,
@@ -264,6 +264,7 @@ func (a *app) buildServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.onClose(orders.Close)
 	courierOrders.s = orders
 	var payments *payment.Service // nil unless payments are configured, and bills with it
 	if cfg.PaymentsEnabled() {

@@ -21,12 +21,13 @@ SELECT * FROM orders WHERE user_id = @user_id AND intent_digest = @intent_digest
 -- name: OrderGetByID :one
 SELECT * FROM orders WHERE id = @id;
 
--- name: OrderLatestByContent :one
--- The user's latest order of the same content, for the intent sequence.
-SELECT id, intent_seq, status, created_at FROM orders
-WHERE user_id = @user_id AND content_digest = @content_digest
-ORDER BY intent_seq DESC
-LIMIT 1;
+-- name: OrdersLatestByContent :many
+-- The user's latest order of each content, for the intent sequence: a
+-- confirm asks of the cart priced with each choice of discounts it may
+-- have got, in one round trip.
+SELECT DISTINCT ON (content_digest) content_digest, id, intent_seq, status, created_at FROM orders
+WHERE user_id = @user_id AND content_digest = ANY(@content_digests::bytea[])
+ORDER BY content_digest, intent_seq DESC;
 
 -- name: OrderListByUser :many
 -- Newest first; ids grow with time, so the cursor is the last id seen.

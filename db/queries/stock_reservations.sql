@@ -8,7 +8,7 @@ ORDER BY id;
 -- status and delivery fee on every row, with one row per dish of the
 -- cart that the merchant has (the dish columns NULL on the one row of a
 -- merchant with none of them). No row: no such merchant.
-SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
+SELECT m.version AS merchant_version, m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
        m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version, m.fulfilment, m.courier_dispatch,
        d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
        d.packaging_fee_fen, d.options_version,
@@ -29,6 +29,29 @@ SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latit
         WHERE p.merchant_id = m.id AND p.status = 'active'
           AND (p.ends_on IS NULL OR p.ends_on >= current_date - 7))::jsonb AS promotions
 FROM merchants m
+LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY(@ids::bigint[])
+WHERE m.id = @merchant_id
+ORDER BY d.id;
+
+-- name: QuoteLive :many
+-- What a confirm reads afresh when it prices the cart from its cache of
+-- QuoteCart's answers: the versions that say whether the cached merchant
+-- (its row and its promotions) and dishes still hold, each cart dish's
+-- stock, and what the named promotions have left of their budgets. One
+-- row per dish of the cart that the merchant has, as QuoteCart's; no row:
+-- no such merchant.
+SELECT m.version AS merchant_version, m.quote_version,
+       b.budget_ids::bigint[] AS budget_ids, b.budgets_left::bigint[] AS budgets_left,
+       d.id AS dish_id, d.version AS dish_version, d.stock
+FROM merchants m
+CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(x.promotion_id ORDER BY x.promotion_id), '{}') AS budget_ids,
+           coalesce(array_agg(x.remaining ORDER BY x.promotion_id), '{}') AS budgets_left
+    FROM (SELECT pb.promotion_id, sum(pb.remaining)::bigint AS remaining
+          FROM promotion_budget pb
+          WHERE pb.promotion_id = ANY(@budgeted::bigint[])
+          GROUP BY pb.promotion_id) x
+) b
 LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY(@ids::bigint[])
 WHERE m.id = @merchant_id
 ORDER BY d.id;

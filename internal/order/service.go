@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -134,6 +135,11 @@ type Options struct {
 	Couriers Couriers
 	// CourierQuoteTimeout bounds the courier's quote at confirm.
 	CourierQuoteTimeout time.Duration
+	// QuoteCacheSize and QuoteCacheTTL bound the cache of merchants'
+	// menus that confirms price carts from (10,000 merchants and a
+	// minute when 0).
+	QuoteCacheSize int
+	QuoteCacheTTL  time.Duration
 	// GroupCommitMax and GroupCommitSlots configure the group commit of
 	// one-statement placements (db.GroupOptions' Max and Slots).
 	GroupCommitMax, GroupCommitSlots int
@@ -189,6 +195,10 @@ type Service struct {
 	q         *dbsqlc.Queries
 	lifecycle *statemachine.Machine
 	groups    *db.Group[dbsqlc.OrderPlaceParams, placeOutcome]
+	// quotes are merchants' menus as confirms price carts from them
+	// (quotecache.go).
+	quotes     *otter.Cache[int64, *quoteMenu]
+	quoteReads *prometheus.CounterVec
 
 	stockConflicts prometheus.Counter
 	placed         *prometheus.CounterVec
@@ -235,6 +245,14 @@ func NewService(opts Options) (*Service, error) {
 			Help: "Accept deadlines that came due, by what the merchant's rule does (then: accept, reject) and outcome (met: the order had left PAID by then, no job; applied: its job moved it on; moved_on: its job found it moved on meanwhile; failed: a run of its job failed, to be retried).",
 		}, []string{"then", "outcome"}),
 	}
+	var err error
+	if s.quotes, err = newQuoteCache(cmp.Or(opts.QuoteCacheSize, 10_000), cmp.Or(opts.QuoteCacheTTL, time.Minute)); err != nil {
+		return nil, err
+	}
+	s.quoteReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "takeout_order_quote_reads_total",
+		Help: "Confirms by where the menu they priced came from (cached: the cache, its versions unchanged; changed: read again, a version moved; miss: read, none cached).",
+	}, []string{"source"})
 	// Every series of the accept deadline exists from the start at 0, so
 	// that an alert's increase() sees the first failure.
 	for _, then := range []string{AcceptThenAccept, AcceptThenReject} {
@@ -244,7 +262,7 @@ func NewService(opts Options) (*Service, error) {
 	}
 	s.groups = s.newPlaceGroup(opts.GroupCommitMax, opts.GroupCommitSlots)
 	if opts.Registerer != nil {
-		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions, s.vouchers, s.promotions, s.acceptDeadlines}, s.groups.Collectors()...) {
+		for _, c := range append([]prometheus.Collector{s.stockConflicts, s.placed, s.placePath, s.transitions, s.vouchers, s.promotions, s.acceptDeadlines, s.quoteReads}, s.groups.Collectors()...) {
 			if err := opts.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register order metrics: %w", err)
 			}
@@ -252,6 +270,9 @@ func NewService(opts Options) (*Service, error) {
 	}
 	return s, nil
 }
+
+// Close stops the quote cache's background maintenance.
+func (s *Service) Close() { s.quotes.StopAllGoroutines() }
 
 func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Microsecond) }
 
@@ -368,18 +389,11 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		ids[i], _ = strconv.ParseInt(it.DishID, 10, 64) // validated
 	}
 	// The merchant and the cart's dishes in one round trip.
-	rows, err := s.q.QuoteCart(ctx, s.opts.Pool, dbsqlc.QuoteCartParams{MerchantID: merchantID, Ids: ids})
-	if err != nil {
-		return ConfirmResponse{}, fmt.Errorf("confirm: merchant and dishes: %w", err)
-	}
-	if len(rows) == 0 {
-		return ConfirmResponse{}, ErrMerchantNotFound
-	}
-	rules, err := rulesFromRow(rows[0])
+	quoted, err := s.readQuote(ctx, merchantID, ids)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
-	dispatch := rows[0].CourierDispatch
+	rules, dispatch, byID := quoted.rules, quoted.dispatch, quoted.dishes
 	way := req.way()
 	slot, openUntil, err := rules.fulfils(way, req.slot(), s.now())
 	if err != nil {
@@ -389,14 +403,6 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	if way == fulfilment.Delivery {
 		if fee, err = rules.deliveryFee(req.Address.Normalize()); err != nil {
 			return ConfirmResponse{}, err
-		}
-	}
-	byID := make(map[int64]quotedDish, len(rows))
-	for _, r := range rows {
-		if r.DishID != nil { // the dish columns are NOT NULL in dishes
-			if byID[*r.DishID], err = quotedDishFromRow(r); err != nil {
-				return ConfirmResponse{}, err
-			}
 		}
 	}
 
@@ -421,7 +427,7 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 		tok0.OpenUntil = openUntil.Unix()
 		tok0.NextOpen = rules.schedule.At(openUntil).NextOpen.Unix()
 	}
-	w, err := s.weigh(ctx, req, rows[0], rules, in)
+	w, err := s.weigh(ctx, req, quoted.terms, rules, in)
 	if err != nil {
 		return ConfirmResponse{}, err
 	}
@@ -430,16 +436,40 @@ func (s *Service) Confirm(ctx context.Context, userID int64, req ConfirmRequest)
 	// get what that order got now (the customer is no longer new, a
 	// budget ran out or came back): weighed as it may have been then and
 	// found placed, it is that order.
-	for _, then := range w.asItMayHaveBeen(choice) {
-		placed, err := s.placedAs(ctx, req, in, tok0, w, then)
-		if err != nil {
-			return ConfirmResponse{}, err
-		}
-		if placed {
-			return s.courierQuote(ctx, dispatch, in)(s.finish(ctx, req, in, tokItems, tok0, w, then))
+	alternatives := w.asItMayHaveBeen(choice)
+	latest, err := s.latestOrders(ctx, in, tok0, w, append([]promotion.Choice{choice}, alternatives...))
+	if err != nil {
+		return ConfirmResponse{}, err
+	}
+	for _, then := range alternatives {
+		if s.placedAs(req, in, tok0, w, then, latest) {
+			return s.courierQuote(ctx, dispatch, in)(s.finish(ctx, req, in, tokItems, tok0, w, then, latest))
 		}
 	}
-	return s.courierQuote(ctx, dispatch, in)(s.finish(ctx, req, in, tokItems, tok0, w, choice))
+	return s.courierQuote(ctx, dispatch, in)(s.finish(ctx, req, in, tokItems, tok0, w, choice, latest))
+}
+
+// latestOrders reads the user's latest order of the priced cart in with
+// each of the choices of discounts applied, by content digest (those of
+// no order are missing).
+func (s *Service) latestOrders(ctx context.Context, in Intent, tok Token, w weighed, choices []promotion.Choice) (map[string]dbsqlc.OrdersLatestByContentRow, error) {
+	digests := make([][]byte, 0, len(choices))
+	for _, c := range choices {
+		in, tok := in, tok
+		if _, err := applyChoice(c, w.voucher, &in, &tok); err != nil {
+			continue // a choice the voucher cannot join was not an order's
+		}
+		digests = append(digests, digestBytes(in.ContentDigest()))
+	}
+	rows, err := s.q.OrdersLatestByContent(ctx, s.opts.Pool, dbsqlc.OrdersLatestByContentParams{UserID: in.UserID, ContentDigests: digests})
+	if err != nil {
+		return nil, fmt.Errorf("confirm: latest orders: %w", err)
+	}
+	latest := make(map[string]dbsqlc.OrdersLatestByContentRow, len(rows))
+	for _, r := range rows {
+		latest[string(r.ContentDigest)] = r
+	}
+	return latest, nil
 }
 
 // courierQuote passes a confirm's answer on, having had the courier
@@ -470,25 +500,21 @@ func (s *Service) courierQuote(ctx context.Context, dispatch string, in Intent) 
 // placedAs reports whether the priced cart with the choice of discounts
 // is an order placed within the dedup window (quote would answer it as a
 // duplicate).
-func (s *Service) placedAs(ctx context.Context, req ConfirmRequest, in Intent, tok Token, w weighed, choice promotion.Choice) (bool, error) {
+func (s *Service) placedAs(req ConfirmRequest, in Intent, tok Token, w weighed, choice promotion.Choice, latest map[string]dbsqlc.OrdersLatestByContentRow) bool {
 	if req.Repeat {
-		return false, nil
+		return false
 	}
 	if _, err := applyChoice(choice, w.voucher, &in, &tok); err != nil {
-		return false, nil //nolint:nilerr // a choice the voucher cannot join was not an order's
+		return false // a choice the voucher cannot join was not an order's
 	}
-	latest, err := s.q.OrderLatestByContent(ctx, s.opts.Pool, dbsqlc.OrderLatestByContentParams{UserID: in.UserID, ContentDigest: digestBytes(in.ContentDigest())})
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("confirm: latest order: %w", err)
-	}
-	return latest.Status != statemachine.Cancelled && s.now().Sub(latest.CreatedAt) < s.opts.DedupWindow, nil
+	l, ok := latest[string(digestBytes(in.ContentDigest()))]
+	return ok && l.Status != statemachine.Cancelled && s.now().Sub(l.CreatedAt) < s.opts.DedupWindow
 }
 
 // finish applies the choice of discounts to the priced cart and quotes it.
-func (s *Service) finish(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token, w weighed, choice promotion.Choice) (ConfirmResponse, error) {
+func (s *Service) finish(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token, w weighed, choice promotion.Choice,
+	latest map[string]dbsqlc.OrdersLatestByContentRow,
+) (ConfirmResponse, error) {
 	discounts, err := applyChoice(choice, w.voucher, &in, &tok)
 	if err != nil {
 		return ConfirmResponse{}, err
@@ -497,7 +523,7 @@ func (s *Service) finish(ctx context.Context, req ConfirmRequest, in Intent, tok
 		return ConfirmResponse{}, problem.New(problem.AboveMaximum, "the order comes to %d fen, above the %d fen one payment may take: order less at once", in.TotalFen, max).
 			With("total_fen", in.TotalFen).With("max_total_fen", max)
 	}
-	resp, err := s.quote(ctx, req, in, tokItems, tok, discounts)
+	resp, err := s.quote(ctx, req, in, tokItems, tok, discounts, latest)
 	resp.Skipped = choice.Skipped
 	if resp.Skipped == nil {
 		resp.Skipped = []promotion.Skipped{}
@@ -520,12 +546,9 @@ type weighed struct {
 }
 
 // weigh reads what the priced cart's discounts depend on.
-func (s *Service) weigh(ctx context.Context, req ConfirmRequest, merchant dbsqlc.QuoteCartRow, rules merchantRules, in Intent) (weighed, error) {
-	var w weighed
+func (s *Service) weigh(ctx context.Context, req ConfirmRequest, terms []promotion.Term, rules merchantRules, in Intent) (weighed, error) {
+	w := weighed{terms: terms}
 	var err error
-	if w.terms, err = promotion.Terms(merchant.Promotions); err != nil {
-		return w, err
-	}
 	w.cart = promotion.Cart{ItemsTotalFen: in.ItemsTotalFen, PackagingFeeFen: in.PackagingFeeFen, DeliveryFeeFen: in.DeliveryFeeFen,
 		Now: s.now(), Location: cmp.Or(rules.schedule.Location, time.UTC)}
 	if slices.ContainsFunc(w.terms, func(t promotion.Term) bool { return t.Kind == promotion.KindNewCustomer }) {
@@ -619,21 +642,23 @@ func applyChoice(choice promotion.Choice, v voucher.Spendable, in *Intent, tok *
 }
 
 // quote assigns the priced cart its intent sequence and order id, and
-// signs its token (whose merchant and discount fields are set).
-func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token, discounts []Discount) (ConfirmResponse, error) {
+// signs its token (whose merchant and discount fields are set). latest
+// holds the user's latest order of the cart's content, if any.
+func (s *Service) quote(ctx context.Context, req ConfirmRequest, in Intent, tokItems []TokenItem, tok Token, discounts []Discount,
+	latest map[string]dbsqlc.OrdersLatestByContentRow,
+) (ConfirmResponse, error) {
 	// The intent sequence merges duplicates but not deliberate repeats.
 	now := s.now()
 	seq, orderID, duplicate := 1, int64(0), false
-	latest, err := s.q.OrderLatestByContent(ctx, s.opts.Pool, dbsqlc.OrderLatestByContentParams{UserID: in.UserID, ContentDigest: digestBytes(in.ContentDigest())})
+	l, found := latest[string(digestBytes(in.ContentDigest()))]
 	switch {
-	case errors.Is(err, db.ErrNotFound):
-	case err != nil:
-		return ConfirmResponse{}, fmt.Errorf("confirm: latest order: %w", err)
-	case latest.Status != statemachine.Cancelled && now.Sub(latest.CreatedAt) < s.opts.DedupWindow && !req.Repeat:
-		seq, orderID, duplicate = int(latest.IntentSeq), latest.ID, true
+	case !found:
+	case l.Status != statemachine.Cancelled && now.Sub(l.CreatedAt) < s.opts.DedupWindow && !req.Repeat:
+		seq, orderID, duplicate = int(l.IntentSeq), l.ID, true
 	default:
-		seq = int(latest.IntentSeq) + 1
+		seq = int(l.IntentSeq) + 1
 	}
+	var err error
 	if orderID == 0 {
 		if orderID, err = s.opts.IDs.Next(ctx); err != nil {
 			return ConfirmResponse{}, problem.Wrap(problem.Unavailable, err, "cannot assign an order id right now; retry")

@@ -555,38 +555,6 @@ func (q *Queries) OrderItemsByOrders(ctx context.Context, db DBTX, orderIds []in
 	return items, nil
 }
 
-const orderLatestByContent = `-- name: OrderLatestByContent :one
-SELECT id, intent_seq, status, created_at FROM orders
-WHERE user_id = $1 AND content_digest = $2
-ORDER BY intent_seq DESC
-LIMIT 1
-`
-
-type OrderLatestByContentParams struct {
-	UserID        int64
-	ContentDigest []byte
-}
-
-type OrderLatestByContentRow struct {
-	ID        int64
-	IntentSeq int32
-	Status    statemachine.Status
-	CreatedAt time.Time
-}
-
-// The user's latest order of the same content, for the intent sequence.
-func (q *Queries) OrderLatestByContent(ctx context.Context, db DBTX, arg OrderLatestByContentParams) (OrderLatestByContentRow, error) {
-	row := db.QueryRow(ctx, orderLatestByContent, arg.UserID, arg.ContentDigest)
-	var i OrderLatestByContentRow
-	err := row.Scan(
-		&i.ID,
-		&i.IntentSeq,
-		&i.Status,
-		&i.CreatedAt,
-	)
-	return i, err
-}
-
 const orderListByUser = `-- name: OrderListByUser :many
 SELECT id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end FROM orders
 WHERE user_id = $1 AND ($2::bigint IS NULL OR id < $2)
@@ -1052,6 +1020,54 @@ func (q *Queries) OrderUrge(ctx context.Context, db DBTX, arg OrderUrgeParams) (
 		&i.SlotEnd,
 	)
 	return i, err
+}
+
+const ordersLatestByContent = `-- name: OrdersLatestByContent :many
+SELECT DISTINCT ON (content_digest) content_digest, id, intent_seq, status, created_at FROM orders
+WHERE user_id = $1 AND content_digest = ANY($2::bytea[])
+ORDER BY content_digest, intent_seq DESC
+`
+
+type OrdersLatestByContentParams struct {
+	UserID         int64
+	ContentDigests [][]byte
+}
+
+type OrdersLatestByContentRow struct {
+	ContentDigest []byte
+	ID            int64
+	IntentSeq     int32
+	Status        statemachine.Status
+	CreatedAt     time.Time
+}
+
+// The user's latest order of each content, for the intent sequence: a
+// confirm asks of the cart priced with each choice of discounts it may
+// have got, in one round trip.
+func (q *Queries) OrdersLatestByContent(ctx context.Context, db DBTX, arg OrdersLatestByContentParams) ([]OrdersLatestByContentRow, error) {
+	rows, err := db.Query(ctx, ordersLatestByContent, arg.UserID, arg.ContentDigests)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OrdersLatestByContentRow{}
+	for rows.Next() {
+		var i OrdersLatestByContentRow
+		if err := rows.Scan(
+			&i.ContentDigest,
+			&i.ID,
+			&i.IntentSeq,
+			&i.Status,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const ordersOverdueWithoutTimeout = `-- name: OrdersOverdueWithoutTimeout :many

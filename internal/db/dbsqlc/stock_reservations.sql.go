@@ -63,7 +63,7 @@ func (q *Queries) DishesForQuote(ctx context.Context, db DBTX, arg DishesForQuot
 }
 
 const quoteCart = `-- name: QuoteCart :many
-SELECT m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
+SELECT m.version AS merchant_version, m.status AS merchant_status, m.delivery_fee_fen, m.min_order_fen, m.latitude, m.longitude, m.delivery_bands,
        m.time_zone, m.weekly_hours, m.closed_dates, m.quote_version, m.fulfilment, m.courier_dispatch,
        d.id AS dish_id, d.name, d.price_fen, d.stock, d.on_sale, d.version,
        d.packaging_fee_fen, d.options_version,
@@ -95,6 +95,7 @@ type QuoteCartParams struct {
 }
 
 type QuoteCartRow struct {
+	MerchantVersion int64
 	MerchantStatus  string
 	DeliveryFeeFen  int64
 	MinOrderFen     int64
@@ -133,6 +134,7 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 	for rows.Next() {
 		var i QuoteCartRow
 		if err := rows.Scan(
+			&i.MerchantVersion,
 			&i.MerchantStatus,
 			&i.DeliveryFeeFen,
 			&i.MinOrderFen,
@@ -155,6 +157,74 @@ func (q *Queries) QuoteCart(ctx context.Context, db DBTX, arg QuoteCartParams) (
 			&i.OptionsVersion,
 			&i.Options,
 			&i.Promotions,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const quoteLive = `-- name: QuoteLive :many
+SELECT m.version AS merchant_version, m.quote_version,
+       b.budget_ids::bigint[] AS budget_ids, b.budgets_left::bigint[] AS budgets_left,
+       d.id AS dish_id, d.version AS dish_version, d.stock
+FROM merchants m
+CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(x.promotion_id ORDER BY x.promotion_id), '{}') AS budget_ids,
+           coalesce(array_agg(x.remaining ORDER BY x.promotion_id), '{}') AS budgets_left
+    FROM (SELECT pb.promotion_id, sum(pb.remaining)::bigint AS remaining
+          FROM promotion_budget pb
+          WHERE pb.promotion_id = ANY($1::bigint[])
+          GROUP BY pb.promotion_id) x
+) b
+LEFT JOIN dishes_with_stock d ON d.merchant_id = m.id AND d.id = ANY($2::bigint[])
+WHERE m.id = $3
+ORDER BY d.id
+`
+
+type QuoteLiveParams struct {
+	Budgeted   []int64
+	Ids        []int64
+	MerchantID int64
+}
+
+type QuoteLiveRow struct {
+	MerchantVersion int64
+	QuoteVersion    int64
+	BudgetIds       []int64
+	BudgetsLeft     []int64
+	DishID          *int64
+	DishVersion     *int64
+	Stock           *int32
+}
+
+// What a confirm reads afresh when it prices the cart from its cache of
+// QuoteCart's answers: the versions that say whether the cached merchant
+// (its row and its promotions) and dishes still hold, each cart dish's
+// stock, and what the named promotions have left of their budgets. One
+// row per dish of the cart that the merchant has, as QuoteCart's; no row:
+// no such merchant.
+func (q *Queries) QuoteLive(ctx context.Context, db DBTX, arg QuoteLiveParams) ([]QuoteLiveRow, error) {
+	rows, err := db.Query(ctx, quoteLive, arg.Budgeted, arg.Ids, arg.MerchantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QuoteLiveRow{}
+	for rows.Next() {
+		var i QuoteLiveRow
+		if err := rows.Scan(
+			&i.MerchantVersion,
+			&i.QuoteVersion,
+			&i.BudgetIds,
+			&i.BudgetsLeft,
+			&i.DishID,
+			&i.DishVersion,
+			&i.Stock,
 		); err != nil {
 			return nil, err
 		}
