@@ -822,6 +822,7 @@ CREATE TABLE public.deliveries (
     reason text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    placing_until timestamp with time zone,
     CONSTRAINT deliveries_attempt_check CHECK (((attempt >= 1) AND (attempt <= 9))),
     CONSTRAINT deliveries_cancel_fee_fen_check CHECK ((cancel_fee_fen >= 0)),
     CONSTRAINT deliveries_fee_fen_check CHECK ((fee_fen >= 0)),

@@ -360,6 +360,11 @@ func TestCourierReplaced(t *testing.T) {
 		if ds := cs.deliveries(t, id); ds[0].status != string(courier.Quoted) {
 			t.Fatalf("recorded %+v before the answer was lost", ds)
 		}
+		// Written before the placement was sent, so that a process killed
+		// now leaves it known: the try is held, the placement unsure.
+		if n := cs.count(t, `SELECT count(*) FROM deliveries WHERE out_no = $1 AND place_unsure AND placing_until > now()`, outNo); n != 1 {
+			t.Errorf("while dada holds the order unanswered: %d deliveries held and unsure, want 1", n)
+		}
 		cs.sim.SetConfig(couriersim.Config{Dada: couriersim.Faults{Down: 2}})
 		d := cs.waitStatus(t, id, 1, courier.Placed)
 		time.Sleep(500 * time.Millisecond)

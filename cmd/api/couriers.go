@@ -47,7 +47,10 @@ func (a *app) buildCouriers(inserter *jobs.Client) (order.Couriers, *lateOrders,
 		Pool: a.pool, Jobs: inserter, Orders: orders, Events: a.hub, Redis: a.rds, Providers: providers,
 		CallbackBase: strings.TrimRight(cfg.CourierCallbackBase, "/"), AssignWithin: cfg.CourierAssignWithin, TipFen: cfg.CourierTipFen,
 		LateAfter: cfg.CourierLateAfter, MaxAttempts: cfg.CourierMaxAttempts, QuoteTTL: cfg.CourierQuoteTTL,
-		Logger: a.logger, Registerer: a.reg, Now: time.Now,
+		// A try makes at most a few calls (quote, place, a second quote
+		// and place, a query) and a few cancels a second apart.
+		PlaceLease: 10*cfg.CourierTimeout + 10*time.Second,
+		Logger:     a.logger, Registerer: a.reg, Now: time.Now,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -74,6 +74,17 @@ UPDATE deliveries SET heard_at = now(),
     located_at = coalesce(sqlc.narg(located_at)::timestamptz, located_at)
 WHERE id = @id;
 
+-- name: DeliveryClaimPlacing :one
+-- A try's hold on placing a QUOTED delivery, until @until; no row: it is
+-- not QUOTED, or another try holds it.
+UPDATE deliveries SET placing_until = @until::timestamptz
+WHERE id = @id AND status = 'QUOTED' AND (placing_until IS NULL OR placing_until < @now::timestamptz)
+RETURNING *;
+
+-- name: DeliveryReleasePlacing :exec
+-- The try that held the delivery is done with it.
+UPDATE deliveries SET placing_until = NULL WHERE id = @id AND placing_until = @until::timestamptz;
+
 -- name: DeliveryPlaceUnsure :exec
 UPDATE deliveries SET place_unsure = true, updated_at = now() WHERE id = @id AND status = 'QUOTED';
 

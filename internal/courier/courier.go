@@ -20,6 +20,7 @@
 package courier
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -100,7 +101,10 @@ type Options struct {
 	// leaves it to the merchant (the board says so).
 	MaxAttempts int
 	// QuoteTTL caps how long a quote given at confirm is kept.
-	QuoteTTL   time.Duration
+	QuoteTTL time.Duration
+	// PlaceLease is how long one try holds a delivery it places: longer
+	// than all its calls to the provider can take (2 minutes when 0).
+	PlaceLease time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -331,19 +335,45 @@ func (s *Service) cachedQuote(ctx context.Context, p Provider, r Request) (Quote
 	return q, true
 }
 
-// errRetry is a placement to try again later (its outcome unknown).
-var errRetry = errors.New("try again")
+// errRetry is a placement to try again later (its outcome unknown);
+// errHeld one another try is placing now.
+var (
+	errRetry = errors.New("try again")
+	errHeld  = fmt.Errorf("%w: another try is placing it", errRetry)
+)
 
 // place places a QUOTED delivery: on the quote it has or is cached, or a
-// new one; a refusal moves the order to its next attempt.
+// new one; a refusal moves the order to its next attempt. One try at a
+// time holds the delivery (the place job's and the late sweep's), and
+// every try records that a placement may be on its way before it sends
+// one: a try that finds the delivery unsure takes no refusal for an
+// answer until the provider says it has no such order.
 func (s *Service) place(ctx context.Context, id int64) error {
-	d, err := s.q.DeliveryGet(ctx, s.o.Pool, id)
+	now := s.o.Now()
+	until := now.Add(cmp.Or(s.o.PlaceLease, 2*time.Minute)).Truncate(time.Microsecond)
+	d, err := s.q.DeliveryClaimPlacing(ctx, s.o.Pool, dbsqlc.DeliveryClaimPlacingParams{ID: id, Until: until, Now: now})
+	if errors.Is(err, db.ErrNotFound) {
+		cur, err := s.q.DeliveryGet(ctx, s.o.Pool, id)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read delivery: %w", err)
+		case Status(cur.Status) != Quoted:
+			return nil
+		default:
+			return fmt.Errorf("%w: %s", errHeld, cur.OutNo)
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("read delivery: %w", err)
+		return fmt.Errorf("hold the delivery to place it: %w", err)
 	}
-	if Status(d.Status) != Quoted {
-		return nil
-	}
+	defer func() {
+		if err := s.q.DeliveryReleasePlacing(context.WithoutCancel(ctx), s.o.Pool, dbsqlc.DeliveryReleasePlacingParams{ID: id, Until: until}); err != nil {
+			s.o.Logger.WarnContext(ctx, "release a delivery placed; it is held until its lease ends", "delivery_id", id, "error", err)
+		}
+	}()
+	// No call of this try outlives its hold.
+	ctx, cancel := context.WithDeadline(ctx, until.Add(-time.Second))
+	defer cancel()
 	p := s.provider(d.Provider)
 	if p == nil {
 		return s.giveUp(ctx, d, Failed, "provider "+d.Provider+" is not configured", "failed")
@@ -364,6 +394,11 @@ func (s *Service) place(ctx context.Context, id int64) error {
 	}
 	if err != nil {
 		return s.placeFailed(ctx, d, p, err)
+	}
+	// Written ahead: from here the provider may take it whatever becomes
+	// of this try (its answer lost, this process killed).
+	if err := s.q.DeliveryPlaceUnsure(ctx, s.o.Pool, d.ID); err != nil {
+		return fmt.Errorf("record a placement on its way: %w", err)
 	}
 	placed, err := p.Place(ctx, r, q)
 	if errors.Is(err, ErrQuoteExpired) {
@@ -417,10 +452,10 @@ func (s *Service) quote(ctx context.Context, d dbsqlc.Delivery, p Provider, r Re
 }
 
 // placeFailed handles a quote or placement that failed. A refusal moves
-// the order on to its next attempt; after a try whose answer was lost
-// (place_unsure), only once the provider says it has no such order: that
-// try may have placed it, and a refusal of this one proves nothing of
-// it. Anything else is tried again.
+// the order on to its next attempt; after an earlier try that may have
+// placed it (place_unsure as this try found it), only once the provider
+// says it has no such order: that try may have placed it, and a refusal
+// of this one proves nothing of it. Anything else is tried again.
 func (s *Service) placeFailed(ctx context.Context, d dbsqlc.Delivery, p Provider, err error) error {
 	var refused *RefusedError
 	if !errors.As(err, &refused) {
@@ -715,7 +750,10 @@ func (s *Service) Sync(ctx context.Context, outNo string) error {
 
 func (s *Service) sync(ctx context.Context, d dbsqlc.Delivery) error {
 	if Status(d.Status) == Quoted {
-		return s.place(ctx, d.ID)
+		if err := s.place(ctx, d.ID); !errors.Is(err, errHeld) {
+			return err
+		}
+		return nil // its place job is at it
 	}
 	p := s.provider(d.Provider)
 	if p == nil {

@@ -13,7 +13,7 @@ import (
 )
 
 const deliveriesLate = `-- name: DeliveriesLate :many
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries
 WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED') AND heard_at < $1
 ORDER BY heard_at LIMIT $2
 `
@@ -62,6 +62,7 @@ func (q *Queries) DeliveriesLate(ctx context.Context, db DBTX, arg DeliveriesLat
 			&i.Reason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PlacingUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -74,7 +75,7 @@ func (q *Queries) DeliveriesLate(ctx context.Context, db DBTX, arg DeliveriesLat
 }
 
 const deliveriesList = `-- name: DeliveriesList :many
-SELECT d.id, d.order_id, d.merchant_id, d.attempt, d.provider, d.out_no, d.provider_ref, d.status, d.quote_token, d.quote_expires, d.fee_fen, d.tip_fen, d.cancel_fee_fen, d.rider_id, d.rider_name, d.rider_phone, d.latitude, d.longitude, d.located_at, d.provider_time, d.seq, d.assign_by, d.place_unsure, d.heard_at, d.reason, d.created_at, d.updated_at,
+SELECT d.id, d.order_id, d.merchant_id, d.attempt, d.provider, d.out_no, d.provider_ref, d.status, d.quote_token, d.quote_expires, d.fee_fen, d.tip_fen, d.cancel_fee_fen, d.rider_id, d.rider_name, d.rider_phone, d.latitude, d.longitude, d.located_at, d.provider_time, d.seq, d.assign_by, d.place_unsure, d.heard_at, d.reason, d.created_at, d.updated_at, d.placing_until,
        (o.status IN ('ACCEPTED', 'READY') AND d.status IN ('CANCELLED', 'FAILED')
         AND NOT EXISTS (SELECT 1 FROM deliveries n WHERE n.order_id = d.order_id AND n.attempt > d.attempt))::boolean AS final
 FROM deliveries d JOIN orders o ON o.id = d.order_id
@@ -148,6 +149,7 @@ func (q *Queries) DeliveriesList(ctx context.Context, db DBTX, arg DeliveriesLis
 			&i.Delivery.Reason,
 			&i.Delivery.CreatedAt,
 			&i.Delivery.UpdatedAt,
+			&i.Delivery.PlacingUntil,
 			&i.Final,
 		); err != nil {
 			return nil, err
@@ -161,7 +163,7 @@ func (q *Queries) DeliveriesList(ctx context.Context, db DBTX, arg DeliveriesLis
 }
 
 const deliveriesOfOrder = `-- name: DeliveriesOfOrder :many
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE order_id = $1 ORDER BY attempt
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries WHERE order_id = $1 ORDER BY attempt
 `
 
 func (q *Queries) DeliveriesOfOrder(ctx context.Context, db DBTX, orderID int64) ([]Delivery, error) {
@@ -201,6 +203,7 @@ func (q *Queries) DeliveriesOfOrder(ctx context.Context, db DBTX, orderID int64)
 			&i.Reason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PlacingUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -213,7 +216,7 @@ func (q *Queries) DeliveriesOfOrder(ctx context.Context, db DBTX, orderID int64)
 }
 
 const deliveriesUnassigned = `-- name: DeliveriesUnassigned :many
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries
 WHERE status = 'PLACED' AND assign_by < $1
 ORDER BY assign_by LIMIT $2
 `
@@ -261,6 +264,7 @@ func (q *Queries) DeliveriesUnassigned(ctx context.Context, db DBTX, arg Deliver
 			&i.Reason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PlacingUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -273,7 +277,7 @@ func (q *Queries) DeliveriesUnassigned(ctx context.Context, db DBTX, arg Deliver
 }
 
 const deliveryActiveOfOrder = `-- name: DeliveryActiveOfOrder :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries
 WHERE order_id = $1 AND status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED')
 `
 
@@ -308,6 +312,7 @@ func (q *Queries) DeliveryActiveOfOrder(ctx context.Context, db DBTX, orderID in
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
@@ -321,7 +326,7 @@ UPDATE deliveries SET status = $1, rider_id = $2, rider_name = $3, rider_phone =
     cancel_fee_fen = cancel_fee_fen + $10, reason = CASE WHEN $11::text = '' THEN reason ELSE $11::text END,
     seq = seq + 1, heard_at = now(), updated_at = now()
 WHERE id = $12 AND seq = $13
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until
 `
 
 type DeliveryApplyParams struct {
@@ -387,12 +392,13 @@ func (q *Queries) DeliveryApply(ctx context.Context, db DBTX, arg DeliveryApplyP
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
 
 const deliveryByOutNoForUpdate = `-- name: DeliveryByOutNoForUpdate :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE out_no = $1 FOR UPDATE
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries WHERE out_no = $1 FOR UPDATE
 `
 
 func (q *Queries) DeliveryByOutNoForUpdate(ctx context.Context, db DBTX, outNo string) (Delivery, error) {
@@ -426,6 +432,57 @@ func (q *Queries) DeliveryByOutNoForUpdate(ctx context.Context, db DBTX, outNo s
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
+	)
+	return i, err
+}
+
+const deliveryClaimPlacing = `-- name: DeliveryClaimPlacing :one
+UPDATE deliveries SET placing_until = $1::timestamptz
+WHERE id = $2 AND status = 'QUOTED' AND (placing_until IS NULL OR placing_until < $3::timestamptz)
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until
+`
+
+type DeliveryClaimPlacingParams struct {
+	Until time.Time
+	ID    int64
+	Now   time.Time
+}
+
+// A try's hold on placing a QUOTED delivery, until @until; no row: it is
+// not QUOTED, or another try holds it.
+func (q *Queries) DeliveryClaimPlacing(ctx context.Context, db DBTX, arg DeliveryClaimPlacingParams) (Delivery, error) {
+	row := db.QueryRow(ctx, deliveryClaimPlacing, arg.Until, arg.ID, arg.Now)
+	var i Delivery
+	err := row.Scan(
+		&i.ID,
+		&i.OrderID,
+		&i.MerchantID,
+		&i.Attempt,
+		&i.Provider,
+		&i.OutNo,
+		&i.ProviderRef,
+		&i.Status,
+		&i.QuoteToken,
+		&i.QuoteExpires,
+		&i.FeeFen,
+		&i.TipFen,
+		&i.CancelFeeFen,
+		&i.RiderID,
+		&i.RiderName,
+		&i.RiderPhone,
+		&i.Latitude,
+		&i.Longitude,
+		&i.LocatedAt,
+		&i.ProviderTime,
+		&i.Seq,
+		&i.AssignBy,
+		&i.PlaceUnsure,
+		&i.HeardAt,
+		&i.Reason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
@@ -495,7 +552,7 @@ func (q *Queries) DeliveryEventsOf(ctx context.Context, db DBTX, deliveryID int6
 }
 
 const deliveryGet = `-- name: DeliveryGet :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE id = $1
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries WHERE id = $1
 `
 
 func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (Delivery, error) {
@@ -529,12 +586,13 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, id int64) (Delivery,
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
 
 const deliveryGetByOutNo = `-- name: DeliveryGetByOutNo :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE out_no = $1
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries WHERE out_no = $1
 `
 
 func (q *Queries) DeliveryGetByOutNo(ctx context.Context, db DBTX, outNo string) (Delivery, error) {
@@ -568,12 +626,13 @@ func (q *Queries) DeliveryGetByOutNo(ctx context.Context, db DBTX, outNo string)
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
 
 const deliveryGetForUpdate = `-- name: DeliveryGetForUpdate :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE id = $1 FOR UPDATE
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DeliveryGetForUpdate(ctx context.Context, db DBTX, id int64) (Delivery, error) {
@@ -607,6 +666,7 @@ func (q *Queries) DeliveryGetForUpdate(ctx context.Context, db DBTX, id int64) (
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
@@ -644,7 +704,7 @@ const deliveryInsert = `-- name: DeliveryInsert :one
 INSERT INTO deliveries (order_id, merchant_id, attempt, provider, out_no, reason, quote_token, quote_expires, fee_fen)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT DO NOTHING
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until
 `
 
 type DeliveryInsertParams struct {
@@ -702,12 +762,13 @@ func (q *Queries) DeliveryInsert(ctx context.Context, db DBTX, arg DeliveryInser
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
 
 const deliveryLatest = `-- name: DeliveryLatest :one
-SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at FROM deliveries WHERE order_id = $1 ORDER BY attempt DESC LIMIT 1
+SELECT id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until FROM deliveries WHERE order_id = $1 ORDER BY attempt DESC LIMIT 1
 `
 
 // An order's latest placement.
@@ -742,6 +803,7 @@ func (q *Queries) DeliveryLatest(ctx context.Context, db DBTX, orderID int64) (D
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
@@ -798,7 +860,7 @@ const deliveryPlaced = `-- name: DeliveryPlaced :one
 UPDATE deliveries SET status = 'PLACED', provider_ref = $1, fee_fen = coalesce($2::bigint, fee_fen),
     assign_by = $3, seq = seq + 1, heard_at = now(), updated_at = now()
 WHERE id = $4 AND status = 'QUOTED'
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until
 `
 
 type DeliveryPlacedParams struct {
@@ -845,6 +907,7 @@ func (q *Queries) DeliveryPlaced(ctx context.Context, db DBTX, arg DeliveryPlace
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }
@@ -871,6 +934,21 @@ func (q *Queries) DeliveryQuoted(ctx context.Context, db DBTX, arg DeliveryQuote
 	return err
 }
 
+const deliveryReleasePlacing = `-- name: DeliveryReleasePlacing :exec
+UPDATE deliveries SET placing_until = NULL WHERE id = $1 AND placing_until = $2::timestamptz
+`
+
+type DeliveryReleasePlacingParams struct {
+	ID    int64
+	Until time.Time
+}
+
+// The try that held the delivery is done with it.
+func (q *Queries) DeliveryReleasePlacing(ctx context.Context, db DBTX, arg DeliveryReleasePlacingParams) error {
+	_, err := db.Exec(ctx, deliveryReleasePlacing, arg.ID, arg.Until)
+	return err
+}
+
 const deliveryTipSet = `-- name: DeliveryTipSet :exec
 UPDATE deliveries SET tip_fen = $1, updated_at = now()
 WHERE id = $2 AND status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED')
@@ -891,7 +969,7 @@ func (q *Queries) DeliveryTipSet(ctx context.Context, db DBTX, arg DeliveryTipSe
 const deliveryTipped = `-- name: DeliveryTipped :one
 UPDATE deliveries SET tip_fen = $1, assign_by = $2, updated_at = now()
 WHERE id = $3 AND status = 'PLACED' AND tip_fen = 0
-RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at
+RETURNING id, order_id, merchant_id, attempt, provider, out_no, provider_ref, status, quote_token, quote_expires, fee_fen, tip_fen, cancel_fee_fen, rider_id, rider_name, rider_phone, latitude, longitude, located_at, provider_time, seq, assign_by, place_unsure, heard_at, reason, created_at, updated_at, placing_until
 `
 
 type DeliveryTippedParams struct {
@@ -933,6 +1011,7 @@ func (q *Queries) DeliveryTipped(ctx context.Context, db DBTX, arg DeliveryTippe
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PlacingUntil,
 	)
 	return i, err
 }

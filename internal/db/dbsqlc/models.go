@@ -121,6 +121,7 @@ type Delivery struct {
 	Reason       string
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	PlacingUntil *time.Time
 }
 
 type DeliveryEvent struct {
