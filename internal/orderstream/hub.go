@@ -267,7 +267,9 @@ func (h *Hub) round(ctx context.Context) (int, error) {
 			return total, err
 		}
 		for _, r := range rows {
-			ev := Event{Pos: Position{Xid: r.Xid, Seq: r.Seq}, MerchantID: r.MerchantID, ID: r.EventID, Type: r.Type, Data: r.Body}
+			// One event, shared by the merchant's streams: an inbox holds
+			// pointers, so an idle stream's inbox is a few hundred bytes.
+			ev := &Event{Pos: Position{Xid: r.Xid, Seq: r.Seq}, MerchantID: r.MerchantID, ID: r.EventID, Type: r.Type, Data: r.Body}
 			for s := range h.subs[ev.MerchantID] {
 				s.offer(ev)
 			}
@@ -330,7 +332,7 @@ func (h *Hub) subscribe(ctx context.Context, merchantID int64, tokenID string) (
 			return nil, fmt.Errorf("latest order event: %w", err)
 		}
 	}
-	s := &subscriber{events: make(chan Event, h.opts.Buffer), merchantID: merchantID, tokenID: tokenID}
+	s := &subscriber{events: make(chan *Event, h.opts.Buffer), merchantID: merchantID, tokenID: tokenID}
 	if h.subs[merchantID] == nil {
 		h.subs[merchantID] = map[*subscriber]struct{}{}
 	}
@@ -366,13 +368,13 @@ func (h *Hub) CloseStreams() { h.once.Do(func() { close(h.done) }) }
 type subscriber struct {
 	merchantID int64
 	tokenID    string
-	events     chan Event
+	events     chan *Event
 	// behind is set when an event did not fit: the stream reads the
 	// outbox from its position before taking more from events.
 	behind atomic.Bool
 }
 
-func (s *subscriber) offer(ev Event) {
+func (s *subscriber) offer(ev *Event) {
 	select {
 	case s.events <- ev:
 	default:

@@ -1,7 +1,6 @@
 package orderstream
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -53,7 +52,7 @@ func HandleStream(h *Hub) http.Handler {
 			web.Error(w, r, err)
 			return
 		}
-		s := &stream{h: h, sub: sub, rc: http.NewResponseController(w), out: bufio.NewWriterSize(w, 8<<10), pos: pos}
+		s := &stream{h: h, sub: sub, rc: http.NewResponseController(w), w: w, pos: pos}
 		// The stream lasts only while its token is valid: its revocation
 		// (here or on any instance, the account disabled, a logout) or its
 		// expiry ends it, as either would refuse an ordinary request.
@@ -102,8 +101,13 @@ type stream struct {
 	h   *Hub
 	sub *subscriber
 	rc  *http.ResponseController
-	out *bufio.Writer
-	pos Position
+	// w is written straight: the server buffers a response already (2 KB,
+	// then its connection's 4 KB), and a buffer of our own would be held
+	// by every idle stream. dirty says something was written since the
+	// last flush.
+	w     http.ResponseWriter
+	dirty bool
+	pos   Position
 	// revoked and expired end the stream: its token was revoked, or
 	// expired (nil: never).
 	revoked <-chan struct{}
@@ -130,9 +134,9 @@ func (s *stream) arm() {
 
 func (s *stream) serve(ctx context.Context, reset bool) error {
 	s.arm()
-	fmt.Fprintf(s.out, "retry: 2000\n\n")
+	s.printf("retry: 2000\n\n")
 	if reset {
-		fmt.Fprintf(s.out, "event: %s\ndata: {\"reason\":\"Last-Event-ID is unknown or too old: reload the orders\"}\n\n", ResetEvent)
+		s.printf("event: %s\ndata: {\"reason\":\"Last-Event-ID is unknown or too old: reload the orders\"}\n\n", ResetEvent)
 	}
 	if err := s.catchUp(ctx); err != nil {
 		return err
@@ -160,19 +164,19 @@ func (s *stream) serve(ctx context.Context, reset bool) error {
 		case <-s.expired:
 			continue
 		case ev := <-s.sub.events:
-			s.write(ev)
+			s.write(*ev)
 			// Take whatever else is waiting into the same flush.
 			for more := true; more && !s.sub.behind.Load(); {
 				select {
 				case ev := <-s.sub.events:
-					s.write(ev)
+					s.write(*ev)
 				default:
 					more = false
 				}
 			}
 		case <-heartbeat.C:
 			s.arm()
-			fmt.Fprintf(s.out, ": heartbeat\n\n")
+			s.printf(": heartbeat\n\n")
 		}
 		if err := s.flush(); err != nil {
 			return err
@@ -200,7 +204,7 @@ func (s *stream) ended() error {
 // end sends EndEvent with reason and ends the stream.
 func (s *stream) end(reason string) error {
 	s.arm()
-	fmt.Fprintf(s.out, "event: %s\ndata: {\"reason\":%q}\n\n", EndEvent, reason)
+	s.printf("event: %s\ndata: {\"reason\":%q}\n\n", EndEvent, reason)
 	if err := s.flush(); err != nil {
 		return err
 	}
@@ -237,20 +241,26 @@ func (s *stream) write(ev Event) {
 		return
 	}
 	s.arm()
-	fmt.Fprintf(s.out, "id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Type, ev.Data)
+	s.printf("id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Type, ev.Data)
 	s.pos = ev.Pos
 	s.h.delivered.Inc()
+}
+
+// printf writes to the client; a failure is kept for flush to return.
+func (s *stream) printf(format string, a ...any) {
+	if _, err := fmt.Fprintf(s.w, format, a...); err != nil && s.err == nil {
+		s.err = err
+	}
+	s.dirty = true
 }
 
 func (s *stream) flush() error {
 	if s.err != nil {
 		return s.err
 	}
-	if s.out.Buffered() == 0 {
+	if !s.dirty {
 		return nil
 	}
-	if err := s.out.Flush(); err != nil {
-		return err
-	}
+	s.dirty = false
 	return s.rc.Flush()
 }
