@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/takeout/takeout/internal/config"
 	"github.com/takeout/takeout/internal/idempotency"
 	"github.com/takeout/takeout/internal/redisconn"
 )
@@ -232,7 +233,7 @@ func (e *env) l1Million(ctx context.Context, self string) (*l1Report, error) {
 	}
 	args := []string{"l1", "-n", strconv.Itoa(million), "-bytes", strconv.FormatUint(e.apiCfg.IdemL1Bytes, 10),
 		"-ttl", e.apiCfg.IdemL1TTL.String(), "-body-bytes", strconv.Itoa(len(body)),
-		"-gc-percent", strconv.Itoa(e.apiCfg.GCPercent), "-memory-limit", strconv.FormatInt(e.apiCfg.MemoryLimitBytes(), 10)}
+		"-gc-percent", strconv.Itoa(e.apiCfg.GCPercent), "-memory-limit", strconv.FormatInt(l1Limit(e.apiCfg), 10)}
 	cmd := exec.CommandContext(ctx, self, args...) //nolint:gosec // G204: this very program
 	out, err := cmd.Output()
 	if err != nil {
@@ -243,4 +244,14 @@ func (e *env) l1Million(ctx context.Context, self string) (*l1Report, error) {
 		return nil, fmt.Errorf("bench l1 output %q: %w", out, err)
 	}
 	return &rep, nil
+}
+
+// l1Limit is the soft memory limit of the api as l1 runs it: its own,
+// less the room it leaves for open streams (the l1 process holds none).
+func l1Limit(c config.Config) int64 {
+	limit := c.MemoryLimitBytes()
+	if limit > 0 && c.MemoryLimit == 0 {
+		limit -= c.StreamMemoryBytes()
+	}
+	return limit
 }

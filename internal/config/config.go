@@ -129,8 +129,8 @@ type Config struct {
 	// environment wins.
 	GCPercent int `env:"TAKEOUT_GC_PERCENT" envDefault:"400"`
 	// MemoryLimit is the soft memory limit (GOMEMLIMIT) in bytes; 0
-	// means the L1 budget plus 128 MiB, below 0 none. GOMEMLIMIT in the
-	// environment wins.
+	// means the L1 budget plus 128 MiB plus what TAKEOUT_STREAM_MAX
+	// streams hold, below 0 none. GOMEMLIMIT in the environment wins.
 	MemoryLimit int64 `env:"TAKEOUT_MEMORY_LIMIT" envDefault:"0"`
 
 	AutoCompleteAfter time.Duration `env:"TAKEOUT_ORDER_AUTO_COMPLETE_AFTER" envDefault:"3h"`
@@ -332,10 +332,21 @@ func (c Config) MemoryLimitBytes() int64 {
 	case c.MemoryLimit < 0:
 		return -1
 	case c.MemoryLimit == 0:
-		return int64(min(c.IdemL1Bytes, 1<<50)) + 128<<20 //nolint:gosec // G115: bounded above
+		return int64(min(c.IdemL1Bytes, 1<<50)) + 128<<20 + c.StreamMemoryBytes() //nolint:gosec // G115: bounded above
 	}
 	return c.MemoryLimit
 }
+
+// streamBytes is what one open order stream may hold, its goroutines'
+// stacks and the server's buffers included (the bench measured under 40
+// KB).
+const streamBytes = 48 << 10
+
+// StreamMemoryBytes is what TAKEOUT_STREAM_MAX open streams may hold: the
+// default memory limit leaves room for them, or a full instance's
+// collector would run without end to stay under a limit its idle
+// streams alone exceed (the bench saw 10,000 idle boards hold a core).
+func (c Config) StreamMemoryBytes() int64 { return int64(c.StreamMax) * streamBytes }
 
 // Load reads the configuration through getenv. A secret variable X may
 // instead be given as X_FILE, the path of a file holding it. Every problem
