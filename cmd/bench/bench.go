@@ -63,6 +63,9 @@ type env struct {
 	work     string        // the work directory
 	pgBin    string        // PostgreSQL's programs (pgbench)
 	closers  []func()      // run in reverse by close
+	// tokens issues the api's staff tokens; admin is an admin's.
+	tokens *auth.Tokens
+	admin  string
 }
 
 func randomHex(n int) string {
@@ -111,6 +114,11 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, err
 	}
 	r.res.APIRSSMB = rssMB(e.apiPID)
+	if r.want("boards") {
+		if r.res.Boards, err = r.boards(ctx); err != nil {
+			return nil, fmt.Errorf("boards: %w", err)
+		}
+	}
 	r.res.CommitLatency.After = probe("commit_probe_after")
 	r.res.finish()
 	return r.res, nil
@@ -155,13 +163,12 @@ func setup(ctx context.Context, o options, logf func(string, ...any)) (*env, err
 		return e, err
 	}
 	e.onClose(e.db.Close)
-	tokens := auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
-	adminToken, _, err := tokens.IssueStaff("bench", auth.Role{Admin: true}, time.Hour)
-	if err != nil {
+	e.tokens = auth.NewTokens([]byte(sessionSecret), []byte(staffSecret), time.Hour, time.Now)
+	if e.admin, _, err = e.tokens.IssueStaff("bench", auth.Role{Admin: true}, time.Hour); err != nil {
 		return e, err
 	}
 	logf("seeding: 1 merchant, 256 dishes, a hot dish, 64 users")
-	if err := e.seed(ctx, adminToken); err != nil {
+	if err := e.seed(ctx, e.admin); err != nil {
 		return e, fmt.Errorf("seed: %w", err)
 	}
 	return e, nil
@@ -225,6 +232,9 @@ func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret stri
 		"TAKEOUT_WECHAT_API_BASE": "http://" + wxAddr, "TAKEOUT_WECHAT_APP_SECRET": appSecret, "TAKEOUT_WXPAY_API_BASE": "http://" + wxAddr,
 		"TAKEOUT_WXPAY_NOTIFY_URL": "http://" + apiAddr + "/v1/payments/wechat/notify", "TAKEOUT_WXPAY_MCHID": benchMchID,
 		"TAKEOUT_RATE_LIMIT_IP": "0", "TAKEOUT_RATE_LIMIT_USER": "0", "TAKEOUT_LOG_LEVEL": "warn",
+		// An instance serving a platform's boards (the boards scenario):
+		// 10,000 streams, 50 per merchant and per kitchen's token.
+		"TAKEOUT_STREAM_MAX": strconv.Itoa(boardStreams + 2000), "TAKEOUT_STREAM_MAX_PER_TOKEN": "50",
 		"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h", "TAKEOUT_ORDER_PAY_WINDOW": "1h", "TAKEOUT_CONFIRM_TOKEN_TTL": "1h",
 		"OTEL_TRACES_EXPORTER": e.o.trace,
 	}
@@ -388,6 +398,19 @@ func (r *runner) cpuProfile(ctx context.Context, name string, c, secs int) func(
 		_ = os.WriteFile(filepath.Join(r.profiles, fmt.Sprintf("%s-c%d.cpu.pprof", name, c)), b, 0o600)
 	}()
 	return func() { <-done }
+}
+
+// heapProfile writes the api's heap profile (after a GC) as
+// name.heap.pprof.
+func (r *runner) heapProfile(ctx context.Context, name string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", r.e.debug), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	_ = os.WriteFile(filepath.Join(r.profiles, name+".heap.pprof"), b, 0o600)
 }
 
 // settle makes every scenario that writes start from a vacuumed and

@@ -48,7 +48,9 @@ type results struct {
 	L1Million *l1Report `json:"l1_million,omitempty"`
 	// ReplayMillion is the api's heap before and after a million replays.
 	ReplayMillion *heapRun `json:"replay_million,omitempty"`
-	Notes         []string `json:"notes,omitempty"`
+	// Boards is 10,000 idle order streams and events through them.
+	Boards *streamReport `json:"boards,omitempty"`
+	Notes  []string      `json:"notes,omitempty"`
 	// context names the ratios that finish computed as context beside
 	// the targets, in the order the Markdown lists them.
 	context []string
@@ -195,6 +197,15 @@ func (r *results) finish() {
 	if r.L1Million != nil {
 		ceiling("l1_million_peak_rss_mb", r.L1Million.PeakRSSMB, 300)
 	}
+	if b := r.Boards; b != nil {
+		ceiling("stream_kb_each", b.KBEach, 20)
+		ceiling("stream_p99_ms", b.P99Ms, 1000)
+		if b.Missing > 0 {
+			// An event that never reached its board is later than any
+			// budget, whatever the others' p99.
+			r.Targets[len(r.Targets)-1].Met = false
+		}
+	}
 	if r.ReplayMillion != nil {
 		ceiling("replay_million_heap_growth_mb", r.ReplayMillion.GrowthMB, replayHeapSlackMB)
 	}
@@ -303,7 +314,7 @@ func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Bench %s\n\nCommand: `%s`; each scenario %.0fs after %.0fs of warmup "+
 		"(the two sides of each ratio take turns, a third of each at a time (a sixth for the ones answered from memory), so that they see the same moments: "+
-		"hello, hello_replay and hello_callback with replay and callback_dup; floor_place, floor_hot and pgbench_submit with submit and hot_dish; floor_pay and pgbench_callback with callback; "+
+		"hello, hello_replay and hello_callback with replay and callback_dup; floor_place, floor_place_grouped, floor_hot and pgbench_submit with submit, hot_dish and confirm; floor_pay, floor_pay_grouped and pgbench_callback with callback; "+
 		"submit_half_rate with floor_place_half_rate and pgbench_submit_half_rate at the same rate, a whole window each, three times; submit_128, one api with three instances' pools, with submit at 64 clients (submit_beside_128); submit_128_instances, when named, alone over three api processes). "+
 		"Machine: %s, %s CPUs, %s, %s. The api's database pool: %d connections; tracing: %s. The run took %s.\n\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.Command, r.DurationS, r.WarmupS, r.Machine["cpu"], r.Machine["nproc"], r.Machine["memory"], r.Machine["go"], r.APIDatabaseConns,
@@ -320,7 +331,7 @@ func (r *results) markdown() string {
 	for _, x := range r.Results {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |\n", x.Scenario, x.Concurrency, x.Throughput, x.P50Ms, x.P99Ms, x.P999Ms, x.Errors)
 	}
-	b.WriteString("\n| target (`_vs_floor`: each side at its best concurrency; the others at 64 clients) | measured | met |\n|---|---:|---|\n")
+	b.WriteString("\n| target (`_vs_floor`, `_vs_grouped_floor`: each side at its best concurrency; the others at 64 clients; CPU: api, PostgreSQL and Redis per request) | measured | met |\n|---|---:|---|\n")
 	for _, t := range r.Targets {
 		met := "no"
 		if t.Met {
@@ -359,6 +370,11 @@ func (r *results) markdown() string {
 	if l := r.L1Million; l != nil {
 		fmt.Fprintf(&b, "\nA million completed responses (%d-byte bodies) through the api's L1 (budget %.0f MB), in a fresh process: %d held (their entries %.0f MB), heap in use %.0f MB, RSS %.0f MB, peak RSS %.0f MB; a garbage collection with L1 full takes %.1f ms of CPU.\n",
 			l.BodyBytes, l.BudgetMB, l.HeldCount, l.HeldMB, l.HeapMB, l.RSSMB, l.PeakRSSMB, l.GCCPUMs)
+	}
+	if bd := r.Boards; bd != nil {
+		fmt.Fprintf(&b, "\nBoards: %d order streams over %d merchants held open on the api: its RSS went from %.0f MB to %.0f MB (%.1f KB a stream), its heap in use after a GC from %.0f MB to %.0f MB (%.1f KB a stream); idle for %.0f s (a heartbeat each), it used %.2f%% of a core. %d events in %.1f s (%.0f/s), each to its merchant's %d boards: %d deliveries, %d missing; from the commit to the board's read, p50 %.1f ms, p99 %.1f ms, max %.1f ms.\n",
+			bd.Streams, bd.Merchants, bd.RSSBeforeMB, bd.RSSAfterMB, bd.KBEach, bd.HeapBeforeMB, bd.HeapAfterMB, bd.HeapKBEach, bd.IdleS, bd.IdleCPUPercent,
+			bd.Events, bd.EventsS, bd.EventsPerS, bd.Streams/bd.Merchants, bd.Deliveries, bd.Missing, bd.P50Ms, bd.P99Ms, bd.MaxMs)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n%s\n", n)

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/takeout/takeout/internal/auth"
+)
+
+// The boards of a platform: many kitchens' order streams held open on one
+// instance, nearly all idle, and every new order reaching its kitchen's
+// boards within a second.
+const (
+	boardStreams     = 10_000
+	boardMerchants   = 200 // 50 streams each, TAKEOUT_STREAM_MAX_PER_MERCHANT's default
+	boardEventsPerS  = 200
+	boardEventsFor   = 10 * time.Second
+	boardIdleFor     = 16 * time.Second // past one heartbeat (TAKEOUT_STREAM_HEARTBEAT, 15 s)
+	boardOpenAtOnce  = 200
+	boardEventBudget = time.Second
+)
+
+// streamReport is what the boards scenario measured.
+type streamReport struct {
+	Streams   int `json:"streams"`
+	Merchants int `json:"merchants"`
+	// The api's resident memory and heap in use (after a GC) before the
+	// streams opened and with all of them open and idle.
+	RSSBeforeMB  float64 `json:"rss_before_mb"`
+	RSSAfterMB   float64 `json:"rss_after_mb"`
+	HeapBeforeMB float64 `json:"heap_inuse_before_mb"`
+	HeapAfterMB  float64 `json:"heap_inuse_after_mb"`
+	// KBEach is the api's resident memory per stream: (after - before) /
+	// streams. HeapKBEach the same of its heap.
+	KBEach     float64 `json:"kb_each"`
+	HeapKBEach float64 `json:"heap_kb_each"`
+	// IdleCPUPercent is the api's CPU (of one core) while every stream
+	// was idle for IdleS seconds, heartbeats included.
+	IdleS          float64 `json:"idle_s"`
+	IdleCPUPercent float64 `json:"idle_cpu_percent"`
+	// Events were written to the outbox at EventsPerS for EventsS
+	// seconds, each for one merchant's 50 boards; Deliveries reached a
+	// board, Missing did not by the end; the latency is from the commit
+	// to the board's read of it.
+	EventsPerS float64 `json:"events_per_s"`
+	EventsS    float64 `json:"events_s"`
+	Events     int     `json:"events"`
+	Deliveries int     `json:"deliveries"`
+	Missing    int     `json:"missing"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+}
+
+// boards opens boardStreams streams over boardMerchants merchants, measures
+// the api's memory with them idle and its CPU over a heartbeat, then writes
+// events at boardEventsPerS and measures how soon each board reads them.
+func (r *runner) boards(ctx context.Context) (*streamReport, error) {
+	e := r.e
+	rep := &streamReport{Streams: boardStreams, Merchants: boardMerchants}
+	merchants := make([]int64, boardMerchants)
+	tokens := make([]string, boardMerchants)
+	for i := range merchants {
+		st, b, err := e.do(ctx, "POST", "/admin/v1/merchants", e.admin, map[string]any{"name": fmt.Sprintf("Board Kitchen %03d", i)}, nil)
+		if err != nil || st != http.StatusCreated {
+			return nil, fmt.Errorf("board merchant: %d %s: %w", st, b, err)
+		}
+		var m struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		merchants[i], _ = strconv.ParseInt(m.ID, 10, 64)
+		// A kitchen's boards share its staff's token, as one kitchen's
+		// screens do.
+		if tokens[i], _, err = e.tokens.IssueStaff(fmt.Sprintf("board-%d", i), auth.Role{MerchantID: merchants[i]}, time.Hour); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if rep.HeapBeforeMB, err = heapInuseMB(ctx, e.client, e.debug); err != nil {
+		return nil, err
+	}
+	rep.RSSBeforeMB = rssMB(e.apiPID)
+
+	// The bench's side of each stream reads with a small buffer and its
+	// own connection (HTTP/1.1: one stream per connection, as browsers'
+	// EventSource over HTTP/1.1).
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, ReadBufferSize: 1 << 10, WriteBufferSize: 1 << 10}}
+	var (
+		mu      sync.Mutex
+		lat     []time.Duration
+		seen    atomic.Int64
+		wg      sync.WaitGroup
+		opened  = make(chan error, boardStreams)
+		cancels = make([]context.CancelFunc, boardStreams)
+	)
+	sem := make(chan struct{}, boardOpenAtOnce)
+	for i := range boardStreams {
+		m := i % boardMerchants
+		sctx, cancel := context.WithCancel(ctx)
+		cancels[i] = cancel
+		sem <- struct{}{}
+		wg.Go(func() {
+			read := func(d time.Duration) {
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+				seen.Add(1)
+			}
+			err := openBoard(sctx, client, e.api, merchants[m], tokens[m], func() { <-sem }, read)
+			if err != nil && sctx.Err() == nil {
+				opened <- err
+			}
+		})
+	}
+	// Every stream answered 200 and sent its first line once sem is
+	// empty again: each releases its slot then.
+	for range boardOpenAtOnce {
+		select {
+		case sem <- struct{}{}:
+		case err := <-opened:
+			return nil, fmt.Errorf("open a board's stream: %w", err)
+		}
+	}
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+		wg.Wait()
+	}()
+	r.logf("boards: %d streams open over %d merchants", boardStreams, boardMerchants)
+
+	// Idle: the heartbeat's CPU, then the memory of idle streams.
+	before := r.meter()
+	profiled := r.cpuProfile(ctx, "boards-idle", boardStreams, int(boardIdleFor.Seconds()))
+	time.Sleep(boardIdleFor)
+	idle := r.meter().sub(before)
+	profiled()
+	rep.IdleS = boardIdleFor.Seconds()
+	rep.IdleCPUPercent = round3(100 * idle["api"].Seconds() / boardIdleFor.Seconds())
+	if rep.HeapAfterMB, err = heapInuseMB(ctx, e.client, e.debug); err != nil {
+		return nil, err
+	}
+	rep.RSSAfterMB = rssMB(e.apiPID)
+	r.heapProfile(ctx, "boards-idle")
+	rep.KBEach = round3((rep.RSSAfterMB - rep.RSSBeforeMB) * 1024 / boardStreams)
+	rep.HeapKBEach = round3((rep.HeapAfterMB - rep.HeapBeforeMB) * 1024 / boardStreams)
+
+	// Events: each written as a transition writes it, and announced as
+	// another instance announces its commits.
+	rdb, err := redisClient(e.o.redisURL)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	hint := e.apiCfg.RedisPrefix + "order-events"
+	tick := time.NewTicker(time.Second / boardEventsPerS)
+	start := time.Now()
+	var writes sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for n := 0; time.Since(start) < boardEventsFor; n++ {
+		<-tick.C
+		// Each event its own transaction, as a transition's, sent on its
+		// tick whatever the one before is doing.
+		writes.Go(func() {
+			body := fmt.Sprintf(`{"bench_sent_ns":%d}`, time.Now().UnixNano())
+			if _, err := e.db.Exec(ctx, `INSERT INTO order_events (event_id, merchant_id, order_id, type, body) VALUES ($1, $2, $3, 'bench.board', $4)`,
+				fmt.Sprintf("bench-board-%d", n), merchants[n%boardMerchants], n, body); err != nil {
+				failed.CompareAndSwap(nil, &err)
+				return
+			}
+			_ = rdb.Publish(ctx, hint, "1").Err()
+		})
+		rep.Events++
+	}
+	tick.Stop()
+	writes.Wait()
+	if err := failed.Load(); err != nil {
+		return nil, fmt.Errorf("board event: %w", *err)
+	}
+	rep.EventsS = round3(time.Since(start).Seconds())
+	rep.EventsPerS = round3(float64(rep.Events) / rep.EventsS)
+	want := int64(rep.Events * boardStreams / boardMerchants)
+	for deadline := time.Now().Add(5 * time.Second); seen.Load() < want && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	got := slices.Clone(lat)
+	mu.Unlock()
+	var res result
+	res.summarize(got, time.Second)
+	rep.Deliveries, rep.Missing = len(got), int(want)-len(got)
+	rep.P50Ms, rep.P99Ms, rep.MaxMs = res.P50Ms, res.P99Ms, res.MaxMs
+	r.logf("boards: %.1f KB each (heap %.1f KB), idle api CPU %.2f%%; %d events at %.0f/s: %d deliveries, %d missing, p50 %.1f ms, p99 %.1f ms",
+		rep.KBEach, rep.HeapKBEach, rep.IdleCPUPercent, rep.Events, rep.EventsPerS, rep.Deliveries, rep.Missing, rep.P50Ms, rep.P99Ms)
+	return rep, nil
+}
+
+// openBoard holds one stream open until ctx ends: up is called once the
+// stream answered and sent its first line, read with the latency of each
+// bench event read.
+func openBoard(ctx context.Context, client *http.Client, api string, merchant int64, token string, up func(), read func(time.Duration)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/merchants/%d/orders/stream", api, merchant), nil)
+	if err != nil {
+		up()
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		up()
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		up()
+		return fmt.Errorf("stream of merchant %d: %d", merchant, resp.StatusCode)
+	}
+	br := bufio.NewReaderSize(resp.Body, 1<<10)
+	first := true
+	for {
+		line, err := br.ReadString('\n')
+		if first {
+			up()
+			first = false
+		}
+		if err != nil {
+			return err
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			SentNS int64 `json:"bench_sent_ns"`
+		}
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.SentNS > 0 {
+			read(time.Duration(time.Now().UnixNano() - ev.SentNS))
+		}
+	}
+}
+
+// redisClient connects to the Redis the api uses.
+func redisClient(url string) (*redis.Client, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.Join(errors.New("the bench's Redis URL"), err)
+	}
+	return redis.NewClient(o), nil
+}
