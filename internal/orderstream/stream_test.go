@@ -27,6 +27,9 @@ type fixture struct {
 	hub   *Hub
 	url   string
 	token string
+	// handler is the stream's handler behind staff auth, for tests that
+	// serve it otherwise.
+	handler http.Handler
 }
 
 func newFixture(t *testing.T, o Options) *fixture {
@@ -51,11 +54,12 @@ func newStoppedFixture(t *testing.T, o Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	handler := auth.RequireStaff(tokens)(HandleStream(hub))
 	mux := http.NewServeMux()
-	mux.Handle("GET /s/{id}", auth.RequireStaff(tokens)(HandleStream(hub)))
+	mux.Handle("GET /s/{id}", handler)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &fixture{pool: pool, hub: hub, url: srv.URL + "/s/7", token: tok}
+	return &fixture{pool: pool, hub: hub, url: srv.URL + "/s/7", token: tok, handler: handler}
 }
 
 // run starts the hub until the test ends.
@@ -182,4 +186,63 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// An HTTP/1.1 stream takes its connection over from the server: its
+// head says so, events arrive on it, and a client that goes ends it at
+// once (its place in the hub given back), not at its next heartbeat.
+func TestAStreamTakesItsConnectionOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{Poll: 20 * time.Millisecond, Heartbeat: time.Hour})
+	resp := f.open(t)
+	// The body lasts until the connection closes (the client reads
+	// Connection: close as Close).
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || !resp.Close || resp.ContentLength != -1 {
+		t.Errorf("head: Content-Type %q, close %v, length %d; want text/event-stream, a body to the close", ct, resp.Close, resp.ContentLength)
+	}
+	waitFor(t, "the stream subscribed", func() bool { return f.hub.streamCount() == 1 })
+	f.insert(t, 0, 3, 10)
+	if ids := readIDs(t, resp, 3); strings.Join(ids, ",") != "ev-0,ev-1,ev-2" {
+		t.Fatalf("ids %v", ids)
+	}
+	resp.Body.Close()
+	waitFor(t, "the stream gone with its client", func() bool { return f.hub.streamCount() == 0 })
+}
+
+// plainWriter is a ResponseWriter that cannot be taken over (as HTTP/2's
+// cannot), flushing through the one it wraps.
+type plainWriter struct{ w http.ResponseWriter }
+
+func (p plainWriter) Header() http.Header         { return p.w.Header() }
+func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p plainWriter) WriteHeader(code int)        { p.w.WriteHeader(code) }
+func (p plainWriter) Flush()                      { p.w.(http.Flusher).Flush() } //nolint:forcetypeassert // the test server's writer flushes
+
+// A stream whose connection cannot be taken over is served through the
+// response, as before: the same events, and its end when the client goes.
+func TestAStreamServedThroughTheResponse(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.SetPathValue("id", "7")
+		f.handler.ServeHTTP(plainWriter{w}, r)
+	}))
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("stream: %d, close %v (taken over?)", resp.StatusCode, resp.Close)
+	}
+	waitFor(t, "the stream subscribed", func() bool { return f.hub.streamCount() == 1 })
+	f.insert(t, 0, 3, 10)
+	if ids := readIDs(t, resp, 3); strings.Join(ids, ",") != "ev-0,ev-1,ev-2" {
+		t.Fatalf("ids %v", ids)
+	}
+	resp.Body.Close()
+	waitFor(t, "the stream gone with its client", func() bool { return f.hub.streamCount() == 0 })
 }
