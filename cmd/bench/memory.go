@@ -113,7 +113,35 @@ func collectorCPU() float64 {
 	return (s[0].Value.Float64() - before) / cycles
 }
 
-var heapInuseRE = regexp.MustCompile(`(?m)^# HeapInuse = (\d+)$`)
+var (
+	heapInuseRE = regexp.MustCompile(`(?m)^# HeapInuse = (\d+)$`)
+	stackRE     = regexp.MustCompile(`(?m)^# Stack = (\d+) / \d+$`)
+)
+
+// heapAndStacksMB is the api's heap in use after a forced GC and its
+// goroutines' stacks in use, from one heap profile of its debug listener.
+func heapAndStacksMB(ctx context.Context, client *http.Client, debugAddr string) (heap, stacks float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+debugAddr+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, s := heapInuseRE.FindSubmatch(b), stackRE.FindSubmatch(b)
+	if h == nil || s == nil {
+		return 0, 0, fmt.Errorf("HeapInuse and Stack in the heap profile: not found (status %d)", resp.StatusCode)
+	}
+	hv, _ := strconv.ParseFloat(string(h[1]), 64)
+	sv, _ := strconv.ParseFloat(string(s[1]), 64)
+	return hv / (1 << 20), sv / (1 << 20), nil
+}
 
 // heapInuseMB is the api's heap in use after a forced GC, from its debug
 // listener.

@@ -372,8 +372,8 @@ func (r *results) markdown() string {
 			l.BodyBytes, l.BudgetMB, l.HeldCount, l.HeldMB, l.HeapMB, l.RSSMB, l.PeakRSSMB, l.GCCPUMs)
 	}
 	if bd := r.Boards; bd != nil {
-		fmt.Fprintf(&b, "\nBoards: %d order streams over %d merchants held open on the api: its RSS went from %.0f MB to %.0f MB (%.1f KB a stream), its heap in use after a GC from %.0f MB to %.0f MB (%.1f KB a stream); idle for %.0f s (a heartbeat each), it used %.2f%% of a core. %d events in %.1f s (%.0f/s), each to its merchant's %d boards: %d deliveries, %d missing; from the commit to the board's read, p50 %.1f ms, p99 %.1f ms, max %.1f ms.\n",
-			bd.Streams, bd.Merchants, bd.RSSBeforeMB, bd.RSSAfterMB, bd.KBEach, bd.HeapBeforeMB, bd.HeapAfterMB, bd.HeapKBEach, bd.IdleS, bd.IdleCPUPercent,
+		fmt.Fprintf(&b, "\nBoards: %d order streams over %d merchants held open on the api: its heap in use after a GC went from %.0f MB to %.0f MB and its goroutines' stacks from %.1f MB to %.1f MB, %.1f KB a stream (its RSS from %.0f MB to %.0f MB, %.1f KB a stream, low where it reuses pages it held before); idle for %.0f s (a heartbeat each), it used %.2f%% of a core. %d events in %.1f s (%.0f/s), each to its merchant's %d boards: %d deliveries, %d missing; from the commit to the board's read, p50 %.1f ms, p99 %.1f ms, max %.1f ms.\n",
+			bd.Streams, bd.Merchants, bd.HeapBeforeMB, bd.HeapAfterMB, bd.StacksBeforeMB, bd.StacksAfterMB, bd.KBEach, bd.RSSBeforeMB, bd.RSSAfterMB, bd.RSSKBEach, bd.IdleS, bd.IdleCPUPercent,
 			bd.Events, bd.EventsS, bd.EventsPerS, bd.Streams/bd.Merchants, bd.Deliveries, bd.Missing, bd.P50Ms, bd.P99Ms, bd.MaxMs)
 	}
 	for _, n := range r.Notes {

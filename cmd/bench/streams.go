@@ -36,16 +36,21 @@ const (
 type streamReport struct {
 	Streams   int `json:"streams"`
 	Merchants int `json:"merchants"`
-	// The api's resident memory and heap in use (after a GC) before the
-	// streams opened and with all of them open and idle.
-	RSSBeforeMB  float64 `json:"rss_before_mb"`
-	RSSAfterMB   float64 `json:"rss_after_mb"`
-	HeapBeforeMB float64 `json:"heap_inuse_before_mb"`
-	HeapAfterMB  float64 `json:"heap_inuse_after_mb"`
-	// KBEach is the api's resident memory per stream: (after - before) /
-	// streams. HeapKBEach the same of its heap.
-	KBEach     float64 `json:"kb_each"`
-	HeapKBEach float64 `json:"heap_kb_each"`
+	// The api's heap in use (after a GC), its goroutines' stacks and its
+	// resident memory before the streams opened and with all of them
+	// open and idle.
+	HeapBeforeMB   float64 `json:"heap_inuse_before_mb"`
+	HeapAfterMB    float64 `json:"heap_inuse_after_mb"`
+	StacksBeforeMB float64 `json:"stacks_inuse_before_mb"`
+	StacksAfterMB  float64 `json:"stacks_inuse_after_mb"`
+	RSSBeforeMB    float64 `json:"rss_before_mb"`
+	RSSAfterMB     float64 `json:"rss_after_mb"`
+	// KBEach is what a stream holds: the growth of the heap in use and of
+	// the stacks, per stream. RSSKBEach is the resident memory's growth
+	// per stream, context only: a process that held more before (the
+	// runs before this one) reuses pages it had, and reads low.
+	KBEach    float64 `json:"kb_each"`
+	RSSKBEach float64 `json:"rss_kb_each"`
 	// IdleCPUPercent is the api's CPU (of one core) while every stream
 	// was idle for IdleS seconds, heartbeats included.
 	IdleS          float64 `json:"idle_s"`
@@ -91,7 +96,7 @@ func (r *runner) boards(ctx context.Context) (*streamReport, error) {
 		}
 	}
 	var err error
-	if rep.HeapBeforeMB, err = heapInuseMB(ctx, e.client, e.debug); err != nil {
+	if rep.HeapBeforeMB, rep.StacksBeforeMB, err = heapAndStacksMB(ctx, e.client, e.debug); err != nil {
 		return nil, err
 	}
 	rep.RSSBeforeMB = rssMB(e.apiPID)
@@ -152,13 +157,13 @@ func (r *runner) boards(ctx context.Context) (*streamReport, error) {
 	profiled()
 	rep.IdleS = boardIdleFor.Seconds()
 	rep.IdleCPUPercent = round3(100 * idle["api"].Seconds() / boardIdleFor.Seconds())
-	if rep.HeapAfterMB, err = heapInuseMB(ctx, e.client, e.debug); err != nil {
+	if rep.HeapAfterMB, rep.StacksAfterMB, err = heapAndStacksMB(ctx, e.client, e.debug); err != nil {
 		return nil, err
 	}
 	rep.RSSAfterMB = rssMB(e.apiPID)
 	r.heapProfile(ctx, "boards-idle")
-	rep.KBEach = round3((rep.RSSAfterMB - rep.RSSBeforeMB) * 1024 / boardStreams)
-	rep.HeapKBEach = round3((rep.HeapAfterMB - rep.HeapBeforeMB) * 1024 / boardStreams)
+	rep.KBEach = round3((rep.HeapAfterMB - rep.HeapBeforeMB + rep.StacksAfterMB - rep.StacksBeforeMB) * 1024 / boardStreams)
+	rep.RSSKBEach = round3((rep.RSSAfterMB - rep.RSSBeforeMB) * 1024 / boardStreams)
 
 	// Events: each written as a transition writes it, and announced as
 	// another instance announces its commits.
@@ -205,8 +210,8 @@ func (r *runner) boards(ctx context.Context) (*streamReport, error) {
 	res.summarize(got, time.Second)
 	rep.Deliveries, rep.Missing = len(got), int(want)-len(got)
 	rep.P50Ms, rep.P99Ms, rep.MaxMs = res.P50Ms, res.P99Ms, res.MaxMs
-	r.logf("boards: %.1f KB each (heap %.1f KB), idle api CPU %.2f%%; %d events at %.0f/s: %d deliveries, %d missing, p50 %.1f ms, p99 %.1f ms",
-		rep.KBEach, rep.HeapKBEach, rep.IdleCPUPercent, rep.Events, rep.EventsPerS, rep.Deliveries, rep.Missing, rep.P50Ms, rep.P99Ms)
+	r.logf("boards: %.1f KB each (resident %.1f KB), idle api CPU %.2f%%; %d events at %.0f/s: %d deliveries, %d missing, p50 %.1f ms, p99 %.1f ms",
+		rep.KBEach, rep.RSSKBEach, rep.IdleCPUPercent, rep.Events, rep.EventsPerS, rep.Deliveries, rep.Missing, rep.P50Ms, rep.P99Ms)
 	return rep, nil
 }
 
