@@ -142,21 +142,7 @@ func (r *results) finish() {
 	if x, ok := r.find("submit", 64); ok && x.CPUUsPerRequest["api"] > 0 {
 		ceiling("api_cpu_us_per_submit", x.CPUUsPerRequest["api"], 350)
 	}
-	// CPU, not time: what every process serving an order spends, against
-	// what PostgreSQL spends on one in the grouped floor, each at its
-	// best concurrency. The commit's wait is in neither.
-	if x, ok := r.best("submit"); ok {
-		if y, ok := r.best("floor_place_grouped"); ok && y.CPUUsPerRequest["postgres"] > 0 && serviceCPU(x) > 0 {
-			ceiling("cpu_per_submit_vs_grouped_floor", serviceCPU(x)/y.CPUUsPerRequest["postgres"], 1.5)
-		}
-	}
-	// A confirm against the submit it guards, every serving process, at
-	// 64 clients (the two take turns).
-	if x, ok := r.find("confirm", 64); ok {
-		if y, ok := r.find("submit", 64); ok && serviceCPU(x) > 0 && serviceCPU(y) > 0 {
-			ceiling("confirm_cpu_vs_submit", serviceCPU(x)/serviceCPU(y), 0.5)
-		}
-	}
+	r.cpuTargets(ceiling)
 	r.context = nil
 	contextRatio := func(name string, v float64) {
 		r.Ratios[name] = round3(v)
@@ -197,17 +183,44 @@ func (r *results) finish() {
 	if r.L1Million != nil {
 		ceiling("l1_million_peak_rss_mb", r.L1Million.PeakRSSMB, 300)
 	}
-	if b := r.Boards; b != nil {
-		ceiling("stream_kb_each", b.KBEach, 20)
-		ceiling("stream_p99_ms", b.P99Ms, 1000)
-		if b.Missing > 0 {
-			// An event that never reached its board is later than any
-			// budget, whatever the others' p99.
-			r.Targets[len(r.Targets)-1].Met = false
-		}
-	}
+	r.boardTargets(ceiling)
 	if r.ReplayMillion != nil {
 		ceiling("replay_million_heap_growth_mb", r.ReplayMillion.GrowthMB, replayHeapSlackMB)
+	}
+}
+
+// cpuTargets sets the targets in CPU per request of every serving
+// process; ceiling records an at-most target.
+func (r *results) cpuTargets(ceiling func(name string, v, goal float64)) {
+	// CPU, not time: what every process serving an order spends, against
+	// what PostgreSQL spends on one in the grouped floor, each at its
+	// best concurrency. The commit's wait is in neither.
+	if x, ok := r.best("submit"); ok {
+		if y, ok := r.best("floor_place_grouped"); ok && y.CPUUsPerRequest["postgres"] > 0 && serviceCPU(x) > 0 {
+			ceiling("cpu_per_submit_vs_grouped_floor", serviceCPU(x)/y.CPUUsPerRequest["postgres"], 1.5)
+		}
+	}
+	// A confirm against the submit it guards, every serving process, at
+	// 64 clients (the two take turns).
+	if x, ok := r.find("confirm", 64); ok {
+		if y, ok := r.find("submit", 64); ok && serviceCPU(x) > 0 && serviceCPU(y) > 0 {
+			ceiling("confirm_cpu_vs_submit", serviceCPU(x)/serviceCPU(y), 0.5)
+		}
+	}
+}
+
+// boardTargets sets the targets of the ten thousand boards.
+func (r *results) boardTargets(ceiling func(name string, v, goal float64)) {
+	b := r.Boards
+	if b == nil {
+		return
+	}
+	ceiling("stream_kb_each", b.KBEach, 20)
+	ceiling("stream_p99_ms", b.P99Ms, 1000)
+	if b.Missing > 0 {
+		// An event that never reached its board is later than any
+		// budget, whatever the others' p99.
+		r.Targets[len(r.Targets)-1].Met = false
 	}
 }
 

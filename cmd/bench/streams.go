@@ -75,78 +75,19 @@ type streamReport struct {
 func (r *runner) boards(ctx context.Context) (*streamReport, error) {
 	e := r.e
 	rep := &streamReport{Streams: boardStreams, Merchants: boardMerchants}
-	merchants := make([]int64, boardMerchants)
-	tokens := make([]string, boardMerchants)
-	for i := range merchants {
-		st, b, err := e.do(ctx, "POST", "/admin/v1/merchants", e.admin, map[string]any{"name": fmt.Sprintf("Board Kitchen %03d", i)}, nil)
-		if err != nil || st != http.StatusCreated {
-			return nil, fmt.Errorf("board merchant: %d %s: %w", st, b, err)
-		}
-		var m struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, err
-		}
-		merchants[i], _ = strconv.ParseInt(m.ID, 10, 64)
-		// A kitchen's boards share its staff's token, as one kitchen's
-		// screens do.
-		if tokens[i], _, err = e.tokens.IssueStaff(fmt.Sprintf("board-%d", i), auth.Role{MerchantID: merchants[i]}, time.Hour); err != nil {
-			return nil, err
-		}
+	merchants, tokens, err := e.boardKitchens(ctx)
+	if err != nil {
+		return nil, err
 	}
-	var err error
 	if rep.HeapBeforeMB, rep.StacksBeforeMB, err = heapAndStacksMB(ctx, e.client, e.debug); err != nil {
 		return nil, err
 	}
 	rep.RSSBeforeMB = rssMB(e.apiPID)
-
-	// The bench's side of each stream reads with a small buffer and its
-	// own connection (HTTP/1.1: one stream per connection, as browsers'
-	// EventSource over HTTP/1.1).
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, ReadBufferSize: 1 << 10, WriteBufferSize: 1 << 10}}
-	var (
-		mu      sync.Mutex
-		lat     []time.Duration
-		seen    atomic.Int64
-		wg      sync.WaitGroup
-		opened  = make(chan error, boardStreams)
-		cancels = make([]context.CancelFunc, boardStreams)
-	)
-	sem := make(chan struct{}, boardOpenAtOnce)
-	for i := range boardStreams {
-		m := i % boardMerchants
-		sctx, cancel := context.WithCancel(ctx)
-		cancels[i] = cancel
-		sem <- struct{}{}
-		wg.Go(func() {
-			read := func(d time.Duration) {
-				mu.Lock()
-				lat = append(lat, d)
-				mu.Unlock()
-				seen.Add(1)
-			}
-			err := openBoard(sctx, client, e.api, merchants[m], tokens[m], func() { <-sem }, read)
-			if err != nil && sctx.Err() == nil {
-				opened <- err
-			}
-		})
+	var bc boardClients
+	defer bc.close()
+	if err := bc.open(ctx, e.api, merchants, tokens); err != nil {
+		return nil, err
 	}
-	// Every stream answered 200 and sent its first line once sem is
-	// empty again: each releases its slot then.
-	for range boardOpenAtOnce {
-		select {
-		case sem <- struct{}{}:
-		case err := <-opened:
-			return nil, fmt.Errorf("open a board's stream: %w", err)
-		}
-	}
-	defer func() {
-		for _, cancel := range cancels {
-			cancel()
-		}
-		wg.Wait()
-	}()
 	r.logf("boards: %d streams open over %d merchants", boardStreams, boardMerchants)
 
 	// Idle: the heartbeat's CPU, then the memory of idle streams.
@@ -165,47 +106,14 @@ func (r *runner) boards(ctx context.Context) (*streamReport, error) {
 	rep.KBEach = round3((rep.HeapAfterMB - rep.HeapBeforeMB + rep.StacksAfterMB - rep.StacksBeforeMB) * 1024 / boardStreams)
 	rep.RSSKBEach = round3((rep.RSSAfterMB - rep.RSSBeforeMB) * 1024 / boardStreams)
 
-	// Events: each written as a transition writes it, and announced as
-	// another instance announces its commits.
-	rdb, err := redisClient(e.o.redisURL)
-	if err != nil {
+	if err := e.boardEvents(ctx, rep, merchants); err != nil {
 		return nil, err
 	}
-	defer rdb.Close()
-	hint := e.apiCfg.RedisPrefix + "order-events"
-	tick := time.NewTicker(time.Second / boardEventsPerS)
-	start := time.Now()
-	var writes sync.WaitGroup
-	var failed atomic.Pointer[error]
-	for n := 0; time.Since(start) < boardEventsFor; n++ {
-		<-tick.C
-		// Each event its own transaction, as a transition's, sent on its
-		// tick whatever the one before is doing.
-		writes.Go(func() {
-			body := fmt.Sprintf(`{"bench_sent_ns":%d}`, time.Now().UnixNano())
-			if _, err := e.db.Exec(ctx, `INSERT INTO order_events (event_id, merchant_id, order_id, type, body) VALUES ($1, $2, $3, 'bench.board', $4)`,
-				fmt.Sprintf("bench-board-%d", n), merchants[n%boardMerchants], n, body); err != nil {
-				failed.CompareAndSwap(nil, &err)
-				return
-			}
-			_ = rdb.Publish(ctx, hint, "1").Err()
-		})
-		rep.Events++
-	}
-	tick.Stop()
-	writes.Wait()
-	if err := failed.Load(); err != nil {
-		return nil, fmt.Errorf("board event: %w", *err)
-	}
-	rep.EventsS = round3(time.Since(start).Seconds())
-	rep.EventsPerS = round3(float64(rep.Events) / rep.EventsS)
 	want := int64(rep.Events * boardStreams / boardMerchants)
-	for deadline := time.Now().Add(5 * time.Second); seen.Load() < want && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); bc.seen.Load() < want && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	mu.Lock()
-	got := slices.Clone(lat)
-	mu.Unlock()
+	got := bc.latencies()
 	var res result
 	res.summarize(got, time.Second)
 	rep.Deliveries, rep.Missing = len(got), int(want)-len(got)
@@ -213,6 +121,129 @@ func (r *runner) boards(ctx context.Context) (*streamReport, error) {
 	r.logf("boards: %.1f KB each (resident %.1f KB), idle api CPU %.2f%%; %d events at %.0f/s: %d deliveries, %d missing, p50 %.1f ms, p99 %.1f ms",
 		rep.KBEach, rep.RSSKBEach, rep.IdleCPUPercent, rep.Events, rep.EventsPerS, rep.Deliveries, rep.Missing, rep.P50Ms, rep.P99Ms)
 	return rep, nil
+}
+
+// boardKitchens creates the boards' merchants, each with its staff's
+// token: a kitchen's boards share it, as one kitchen's screens do.
+func (e *env) boardKitchens(ctx context.Context) (merchants []int64, tokens []string, err error) {
+	merchants, tokens = make([]int64, boardMerchants), make([]string, boardMerchants)
+	for i := range merchants {
+		st, b, err := e.do(ctx, "POST", "/admin/v1/merchants", e.admin, map[string]any{"name": fmt.Sprintf("Board Kitchen %03d", i)}, nil)
+		if err != nil || st != http.StatusCreated {
+			return nil, nil, fmt.Errorf("board merchant: %d %s: %w", st, b, err)
+		}
+		var m struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, nil, err
+		}
+		merchants[i], _ = strconv.ParseInt(m.ID, 10, 64)
+		if tokens[i], _, err = e.tokens.IssueStaff(fmt.Sprintf("board-%d", i), auth.Role{MerchantID: merchants[i]}, time.Hour); err != nil {
+			return nil, nil, err
+		}
+	}
+	return merchants, tokens, nil
+}
+
+// boardClients are the bench's side of the streams: each reads with a
+// small buffer on its own connection (HTTP/1.1: one stream per
+// connection, as browsers' EventSource over HTTP/1.1), and records the
+// latency of every bench event it reads.
+type boardClients struct {
+	mu      sync.Mutex
+	lat     []time.Duration
+	seen    atomic.Int64
+	wg      sync.WaitGroup
+	cancels []context.CancelFunc
+}
+
+// open opens boardStreams streams, spread over the merchants, and returns
+// once every one answered and sent its first line.
+func (bc *boardClients) open(ctx context.Context, api string, merchants []int64, tokens []string) error {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, ReadBufferSize: 1 << 10, WriteBufferSize: 1 << 10}}
+	opened := make(chan error, boardStreams)
+	sem := make(chan struct{}, boardOpenAtOnce)
+	read := func(d time.Duration) {
+		bc.mu.Lock()
+		bc.lat = append(bc.lat, d)
+		bc.mu.Unlock()
+		bc.seen.Add(1)
+	}
+	for i := range boardStreams {
+		m := i % len(merchants)
+		sctx, cancel := context.WithCancel(ctx)
+		bc.cancels = append(bc.cancels, cancel)
+		sem <- struct{}{}
+		bc.wg.Go(func() {
+			if err := openBoard(sctx, client, api, merchants[m], tokens[m], func() { <-sem }, read); err != nil && sctx.Err() == nil {
+				opened <- err
+			}
+		})
+	}
+	// Every stream answered and sent its first line once sem is empty
+	// again: each releases its slot then.
+	for range boardOpenAtOnce {
+		select {
+		case sem <- struct{}{}:
+		case err := <-opened:
+			return fmt.Errorf("open a board's stream: %w", err)
+		}
+	}
+	return nil
+}
+
+// latencies are the latencies read so far.
+func (bc *boardClients) latencies() []time.Duration {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	return slices.Clone(bc.lat)
+}
+
+// close closes every stream and waits for their readers.
+func (bc *boardClients) close() {
+	for _, cancel := range bc.cancels {
+		cancel()
+	}
+	bc.wg.Wait()
+}
+
+// boardEvents writes events at boardEventsPerS for boardEventsFor, each
+// for the next merchant, each as a transition writes it (its own
+// transaction) and announced as another instance announces its commits.
+func (e *env) boardEvents(ctx context.Context, rep *streamReport, merchants []int64) error {
+	rdb, err := redisClient(e.o.redisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	hint := e.apiCfg.RedisPrefix + "order-events"
+	tick := time.NewTicker(time.Second / boardEventsPerS)
+	defer tick.Stop()
+	start := time.Now()
+	var writes sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for n := 0; time.Since(start) < boardEventsFor; n++ {
+		<-tick.C
+		// Sent on its tick, whatever the one before is doing.
+		writes.Go(func() {
+			body := fmt.Sprintf(`{"bench_sent_ns":%d}`, time.Now().UnixNano())
+			if _, err := e.db.Exec(ctx, `INSERT INTO order_events (event_id, merchant_id, order_id, type, body) VALUES ($1, $2, $3, 'bench.board', $4)`,
+				fmt.Sprintf("bench-board-%d", n), merchants[n%len(merchants)], n, body); err != nil {
+				failed.CompareAndSwap(nil, &err)
+				return
+			}
+			_ = rdb.Publish(ctx, hint, "1").Err()
+		})
+		rep.Events++
+	}
+	writes.Wait()
+	if err := failed.Load(); err != nil {
+		return fmt.Errorf("board event: %w", *err)
+	}
+	rep.EventsS = round3(time.Since(start).Seconds())
+	rep.EventsPerS = round3(float64(rep.Events) / rep.EventsS)
+	return nil
 }
 
 // openBoard holds one stream open until ctx ends: up is called once the

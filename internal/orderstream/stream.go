@@ -89,7 +89,7 @@ func HandleStream(h *Hub) http.Handler {
 				logger.Debug("order stream ended", "err", err)
 				return
 			}
-			go s.runDetached(conn, logger)
+			go s.runDetached(conn, logger) //nolint:gosec // G118: the request's context ends with its handler, and the stream outlives it
 			return
 		}
 		defer s.close()
