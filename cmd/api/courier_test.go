@@ -496,6 +496,27 @@ func TestCourierCancelledWithOrder(t *testing.T) {
 	}
 }
 
+// An order refunded while its placement's answer is lost: the provider
+// took it, so it is cancelled there too, not left for a rider to carry
+// (make test's HA soak found two delivered by Dada that we had cancelled
+// without asking).
+func TestCourierCancelledWhilePlacementUnanswered(t *testing.T) {
+	t.Parallel()
+	cs := newCourierShop(t, nil, 100)
+	cs.sim.SetConfig(couriersim.Config{Dada: couriersim.Faults{HangAfterPlace: 1}})
+	id, _ := cs.paidOrder(t, "courier-refund-unsure")
+	cs.act(t, id, "accept")
+	outNo := "TK" + id + "-1"
+	waitUntil(t, "dada holding the order", func() bool { _, ok := cs.sim.Order(outNo); return ok })
+	cs.act(t, id, "refund")
+	cs.waitStatus(t, id, 1, courier.Cancelled)
+	waitUntil(t, "dada's order cancelled", func() bool { o, ok := cs.sim.Order(outNo); return ok && o.Status == courier.Cancelled })
+	time.Sleep(500 * time.Millisecond) // a sweep or two
+	if n := cs.count(t, "SELECT count(*) FROM deliveries WHERE order_id = $1", id); n != 1 {
+		t.Errorf("%d deliveries after the refund", n)
+	}
+}
+
 // A merchant that dispatches when the food is ready: nothing at the
 // accept, one delivery at ready.
 func TestCourierDispatchOnReady(t *testing.T) {

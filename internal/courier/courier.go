@@ -383,8 +383,10 @@ func (s *Service) place(ctx context.Context, id int64) error {
 		return err
 	}
 	if f.Status != statemachine.Accepted && f.Status != statemachine.Ready {
-		// Refunded or handed over before it was placed: nothing to carry.
-		return s.giveUp(ctx, d, Cancelled, "the order is "+string(f.Status), "")
+		// Refunded or handed over before it was placed: nothing to carry
+		// (and cancelled at the provider, should an earlier try have
+		// placed it).
+		return s.cancelUnplaced(ctx, d, "the order is "+string(f.Status), "")
 	}
 	q, err := s.quote(ctx, d, p, r)
 	if errors.Is(err, ErrAlreadyPlaced) {
@@ -713,7 +715,7 @@ func (s *Service) cancel(ctx context.Context, id int64, reason, why string) erro
 		return nil
 	}
 	if st == Quoted {
-		return s.giveUp(ctx, d, Cancelled, reason, why)
+		return s.cancelQuoted(ctx, d, reason, why)
 	}
 	p := s.provider(d.Provider)
 	if p == nil {
@@ -732,6 +734,60 @@ func (s *Service) cancel(ctx context.Context, id int64, reason, why string) erro
 		return s.Apply(ctx, d.OutNo, u, sourceQuery)
 	case err != nil:
 		return fmt.Errorf("%w: cancel %s: %w", errRetry, d.OutNo, err)
+	}
+	return s.giveUpWithFee(ctx, d, Cancelled, reason, why, fee)
+}
+
+// cancelQuoted cancels a delivery not known to be placed, holding it as a
+// placing try does: a try placing it now is waited for (the cancel is
+// tried again), and one that may have placed it leaves it to be
+// cancelled at the provider too.
+func (s *Service) cancelQuoted(ctx context.Context, d dbsqlc.Delivery, reason, why string) error {
+	now := s.o.Now()
+	until := now.Add(cmp.Or(s.o.PlaceLease, 2*time.Minute)).Truncate(time.Microsecond)
+	held, err := s.q.DeliveryClaimPlacing(ctx, s.o.Pool, dbsqlc.DeliveryClaimPlacingParams{ID: d.ID, Until: until, Now: now})
+	if errors.Is(err, db.ErrNotFound) {
+		cur, err := s.q.DeliveryGet(ctx, s.o.Pool, d.ID)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read delivery: %w", err)
+		case Status(cur.Status) != Quoted:
+			return s.cancel(ctx, d.ID, reason, why) // placed or ended meanwhile
+		default:
+			return fmt.Errorf("%w: %s", errHeld, cur.OutNo)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("hold the delivery to cancel it: %w", err)
+	}
+	defer func() {
+		if err := s.q.DeliveryReleasePlacing(context.WithoutCancel(ctx), s.o.Pool, dbsqlc.DeliveryReleasePlacingParams{ID: d.ID, Until: until}); err != nil {
+			s.o.Logger.WarnContext(ctx, "release a delivery cancelled; it is held until its lease ends", "delivery_id", d.ID, "error", err)
+		}
+	}()
+	return s.cancelUnplaced(ctx, held, reason, why)
+}
+
+// cancelUnplaced cancels a QUOTED delivery its caller holds. One whose
+// placement may have reached the provider (its answer lost) is cancelled
+// there first: the provider may carry it, and would deliver an order
+// that no longer wants it.
+func (s *Service) cancelUnplaced(ctx context.Context, d dbsqlc.Delivery, reason, why string) error {
+	p := s.provider(d.Provider)
+	if !d.PlaceUnsure || p == nil {
+		return s.giveUp(ctx, d, Cancelled, reason, why)
+	}
+	fee, err := p.Cancel(ctx, d.OutNo, reason)
+	var refused *RefusedError
+	switch {
+	case errors.Is(err, ErrUnknownOrder):
+		return s.giveUp(ctx, d, Cancelled, reason, why) // never taken
+	case errors.As(err, &refused):
+		// It has it and will not cancel it (a rider has it): where it is
+		// now is what we record.
+		return s.placedEarlier(ctx, d, p)
+	case err != nil:
+		return fmt.Errorf("%w: cancel %s, which may be placed: %w", errRetry, d.OutNo, err)
 	}
 	return s.giveUpWithFee(ctx, d, Cancelled, reason, why, fee)
 }
