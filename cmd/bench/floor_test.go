@@ -9,15 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/takeout/takeout/internal/lab"
 	"github.com/takeout/takeout/internal/testenv"
 )
 
-// The floor's scripts run under pgbench and do their work once per
-// transaction: an order, its two lines and its event per placement; a
-// payment and its event per callback, each order paid at most once.
-func TestFloorScriptsDoTheirWork(t *testing.T) {
-	t.Parallel()
+// floorTestDB is a database of the test's own with the floor's schema and
+// seed.
+func floorTestDB(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
 	url := testenv.NewEmptyDatabaseURL(t)
 	pool := testenv.Pool(t, url)
 	for _, file := range []string{"schema.sql", "seed.sql"} {
@@ -30,6 +31,15 @@ func TestFloorScriptsDoTheirWork(t *testing.T) {
 			}
 		}
 	}
+	return url, pool
+}
+
+// The floor's scripts run under pgbench and do their work once per
+// transaction: an order, its two lines and its event per placement; a
+// payment and its event per callback, each order paid at most once.
+func TestFloorScriptsDoTheirWork(t *testing.T) {
+	t.Parallel()
+	url, pool := floorTestDB(t)
 	bin, err := lab.PGBinDir("")
 	if err != nil {
 		t.Fatal(err)
@@ -80,18 +90,7 @@ func TestFloorScriptsDoTheirWork(t *testing.T) {
 // deadlock: every one takes its row locks in ascending order.
 func TestGroupedFloorDoesEachOrdersWork(t *testing.T) {
 	t.Parallel()
-	url := testenv.NewEmptyDatabaseURL(t)
-	pool := testenv.Pool(t, url)
-	for _, file := range []string{"schema.sql", "seed.sql"} {
-		for _, stmt := range strings.Split(floorSQL(file), ";\n") {
-			if strings.TrimSpace(stripComments(stmt)) == "" {
-				continue
-			}
-			if _, err := pool.Exec(t.Context(), stmt); err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-		}
-	}
+	url, pool := floorTestDB(t)
 	bin, err := lab.PGBinDir("")
 	if err != nil {
 		t.Fatal(err)

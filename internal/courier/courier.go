@@ -349,28 +349,14 @@ var (
 // one: a try that finds the delivery unsure takes no refusal for an
 // answer until the provider says it has no such order.
 func (s *Service) place(ctx context.Context, id int64) error {
-	now := s.o.Now()
-	until := now.Add(cmp.Or(s.o.PlaceLease, 2*time.Minute)).Truncate(time.Microsecond)
-	d, err := s.q.DeliveryClaimPlacing(ctx, s.o.Pool, dbsqlc.DeliveryClaimPlacingParams{ID: id, Until: until, Now: now})
-	if errors.Is(err, db.ErrNotFound) {
-		cur, err := s.q.DeliveryGet(ctx, s.o.Pool, id)
-		switch {
-		case err != nil:
-			return fmt.Errorf("read delivery: %w", err)
-		case Status(cur.Status) != Quoted:
-			return nil
-		default:
-			return fmt.Errorf("%w: %s", errHeld, cur.OutNo)
-		}
+	d, until, release, err := s.hold(ctx, id)
+	if errors.Is(err, errNotQuoted) {
+		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("hold the delivery to place it: %w", err)
+		return err
 	}
-	defer func() {
-		if err := s.q.DeliveryReleasePlacing(context.WithoutCancel(ctx), s.o.Pool, dbsqlc.DeliveryReleasePlacingParams{ID: id, Until: until}); err != nil {
-			s.o.Logger.WarnContext(ctx, "release a delivery placed; it is held until its lease ends", "delivery_id", id, "error", err)
-		}
-	}()
+	defer release()
 	// No call of this try outlives its hold.
 	ctx, cancel := context.WithDeadline(ctx, until.Add(-time.Second))
 	defer cancel()
@@ -738,33 +724,51 @@ func (s *Service) cancel(ctx context.Context, id int64, reason, why string) erro
 	return s.giveUpWithFee(ctx, d, Cancelled, reason, why, fee)
 }
 
+// errNotQuoted is a delivery hold finds no longer QUOTED.
+var errNotQuoted = errors.New("the delivery is not QUOTED")
+
+// hold takes the one hold on placing (or cancelling) the QUOTED delivery
+// id, until the returned time; release gives it up. errNotQuoted: it
+// moved on; errHeld: another try holds it.
+func (s *Service) hold(ctx context.Context, id int64) (d dbsqlc.Delivery, until time.Time, release func(), err error) {
+	now := s.o.Now()
+	until = now.Add(cmp.Or(s.o.PlaceLease, 2*time.Minute)).Truncate(time.Microsecond)
+	d, err = s.q.DeliveryClaimPlacing(ctx, s.o.Pool, dbsqlc.DeliveryClaimPlacingParams{ID: id, Until: until, Now: now})
+	if errors.Is(err, db.ErrNotFound) {
+		cur, err := s.q.DeliveryGet(ctx, s.o.Pool, id)
+		switch {
+		case err != nil:
+			return d, until, nil, fmt.Errorf("read delivery: %w", err)
+		case Status(cur.Status) != Quoted:
+			return d, until, nil, errNotQuoted
+		default:
+			return d, until, nil, fmt.Errorf("%w: %s", errHeld, cur.OutNo)
+		}
+	}
+	if err != nil {
+		return d, until, nil, fmt.Errorf("hold delivery %d: %w", id, err)
+	}
+	release = func() {
+		if err := s.q.DeliveryReleasePlacing(context.WithoutCancel(ctx), s.o.Pool, dbsqlc.DeliveryReleasePlacingParams{ID: id, Until: until}); err != nil {
+			s.o.Logger.WarnContext(ctx, "release a delivery; it is held until its lease ends", "delivery_id", id, "error", err)
+		}
+	}
+	return d, until, release, nil
+}
+
 // cancelQuoted cancels a delivery not known to be placed, holding it as a
 // placing try does: a try placing it now is waited for (the cancel is
 // tried again), and one that may have placed it leaves it to be
 // cancelled at the provider too.
 func (s *Service) cancelQuoted(ctx context.Context, d dbsqlc.Delivery, reason, why string) error {
-	now := s.o.Now()
-	until := now.Add(cmp.Or(s.o.PlaceLease, 2*time.Minute)).Truncate(time.Microsecond)
-	held, err := s.q.DeliveryClaimPlacing(ctx, s.o.Pool, dbsqlc.DeliveryClaimPlacingParams{ID: d.ID, Until: until, Now: now})
-	if errors.Is(err, db.ErrNotFound) {
-		cur, err := s.q.DeliveryGet(ctx, s.o.Pool, d.ID)
-		switch {
-		case err != nil:
-			return fmt.Errorf("read delivery: %w", err)
-		case Status(cur.Status) != Quoted:
-			return s.cancel(ctx, d.ID, reason, why) // placed or ended meanwhile
-		default:
-			return fmt.Errorf("%w: %s", errHeld, cur.OutNo)
-		}
+	held, _, release, err := s.hold(ctx, d.ID)
+	if errors.Is(err, errNotQuoted) {
+		return s.cancel(ctx, d.ID, reason, why) // placed or ended meanwhile
 	}
 	if err != nil {
-		return fmt.Errorf("hold the delivery to cancel it: %w", err)
+		return err
 	}
-	defer func() {
-		if err := s.q.DeliveryReleasePlacing(context.WithoutCancel(ctx), s.o.Pool, dbsqlc.DeliveryReleasePlacingParams{ID: d.ID, Until: until}); err != nil {
-			s.o.Logger.WarnContext(ctx, "release a delivery cancelled; it is held until its lease ends", "delivery_id", d.ID, "error", err)
-		}
-	}()
+	defer release()
 	return s.cancelUnplaced(ctx, held, reason, why)
 }
 
