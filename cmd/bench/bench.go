@@ -55,6 +55,9 @@ type env struct {
 	claims     map[int64]int32
 	keys       wxsim.Keys
 	apiPID     int
+	// wxsim is WeChat's, the printers' and the couriers' simulator.
+	wxsim    string
+	wxsimPID int
 	// apiEnv is the api's environment, for more instances like it.
 	apiEnv   []string
 	helloPID int
@@ -114,6 +117,11 @@ func bench(ctx context.Context, o options, logf func(string, ...any)) (*results,
 		return nil, err
 	}
 	r.res.APIRSSMB = rssMB(e.apiPID)
+	if r.want("journey") {
+		if r.res.Journey, err = r.journey(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if r.want("boards") {
 		if r.res.Boards, err = r.boards(ctx); err != nil {
 			return nil, fmt.Errorf("boards: %w", err)
@@ -211,17 +219,24 @@ func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret stri
 	if err != nil {
 		return "", "", err
 	}
-	appSecret := randomHex(16)
-	sessionSecret, staffSecret = randomHex(24), randomHex(24)
-	base := os.Environ()
-	if _, err := e.startAndWait(ctx, "wxsim", e.o.wxsim, append(append([]string{}, base...), "TAKEOUT_WXSIM_ADDR="+wxAddr, "TAKEOUT_WXSIM_DIR="+wxDir,
-		"TAKEOUT_WECHAT_APP_SECRET="+appSecret, "TAKEOUT_WXPAY_MCHID="+benchMchID), "http://"+wxAddr+"/healthz"); err != nil {
-		return "", "", err
-	}
 	apiAddr, err := lab.FreeAddr()
 	if err != nil {
 		return "", "", err
 	}
+	appSecret := randomHex(16)
+	sessionSecret, staffSecret = randomHex(24), randomHex(24)
+	base := os.Environ()
+	// The printers' and couriers' simulators call the api back; the
+	// journey's riders move when it says (couriersim's advance), not on a
+	// clock of their own.
+	wx, err := e.startAndWait(ctx, "wxsim", e.o.wxsim, append(append([]string{}, base...), "TAKEOUT_WXSIM_ADDR="+wxAddr, "TAKEOUT_WXSIM_DIR="+wxDir,
+		"TAKEOUT_WECHAT_APP_SECRET="+appSecret, "TAKEOUT_WXPAY_MCHID="+benchMchID, "TAKEOUT_WXSIM_COURIER_STEP=0",
+		"TAKEOUT_WXSIM_YILIANYUN_CALLBACK_URL=http://"+apiAddr+"/v1/printers/yilianyun/callback",
+		"TAKEOUT_WXSIM_MEITUAN_CALLBACK_URL=http://"+apiAddr+"/v1/couriers/meituan/callback"), "http://"+wxAddr+"/healthz")
+	if err != nil {
+		return "", "", err
+	}
+	e.wxsim, e.wxsimPID = "http://"+wxAddr, wx.PID()
 	if e.debug, err = lab.FreeAddr(); err != nil {
 		return "", "", err
 	}
@@ -236,7 +251,13 @@ func (e *env) startServers(ctx context.Context) (sessionSecret, staffSecret stri
 		// 10,000 streams, 50 per merchant and per kitchen's token.
 		"TAKEOUT_STREAM_MAX": strconv.Itoa(boardStreams + 2000), "TAKEOUT_STREAM_MAX_PER_TOKEN": "50",
 		"TAKEOUT_WXPAY_RECONCILE_INTERVAL": "1h", "TAKEOUT_ORDER_PAY_WINDOW": "1h", "TAKEOUT_CONFIRM_TOKEN_TTL": "1h",
-		"OTEL_TRACES_EXPORTER": e.o.trace,
+		// The journey's printer and couriers, in wxsim (the other
+		// scenarios' merchant has neither).
+		"TAKEOUT_YILIANYUN_API_BASE": "http://" + wxAddr + "/yilianyun", "TAKEOUT_FEIE_API_BASE": "http://" + wxAddr + "/feie",
+		"TAKEOUT_FEIE_CALLBACK_URL": "http://" + apiAddr + "/v1/printers/feie/callback",
+		"TAKEOUT_DADA_API_BASE":     "http://" + wxAddr + "/dada", "TAKEOUT_MEITUAN_API_BASE": "http://" + wxAddr + "/meituan",
+		"TAKEOUT_COURIER_CALLBACK_BASE": "http://" + apiAddr,
+		"OTEL_TRACES_EXPORTER":          e.o.trace,
 	}
 	maps.Copy(apiEnv, wxEnv)
 	if e.apiCfg, err = config.Load(func(k string) string { return apiEnv[k] }); err != nil {
@@ -1180,11 +1201,17 @@ func (e *env) notifications(ctx context.Context, n int) ([]notification, error) 
 }
 
 func (e *env) signNotification(orderID int64) (notification, error) {
+	return e.signPayment(orderID, 1300)
+}
+
+// signPayment is WeChat Pay's TRANSACTION.SUCCESS notification of the
+// order's first payment, of amount fen, signed as the platform signs it.
+func (e *env) signPayment(orderID, amount int64) (notification, error) {
 	plain, _ := json.Marshal(map[string]any{
 		"appid": "wxd0000000000000sim", "mchid": benchMchID, "out_trade_no": payment.OutTradeNo(orderID, 1),
 		"transaction_id": "42" + strconv.FormatInt(orderID, 10), "trade_type": "JSAPI", "trade_state": "SUCCESS",
 		"success_time": time.Now().Format(time.RFC3339), "payer": map[string]string{"openid": "sim-bench"},
-		"amount": map[string]any{"total": 1300, "payer_total": 1300, "currency": "CNY", "payer_currency": "CNY"},
+		"amount": map[string]any{"total": amount, "payer_total": amount, "currency": "CNY", "payer_currency": "CNY"},
 	})
 	nonce := randomHex(6)
 	ct, err := wxpay.EncryptAEAD(e.keys.APIv3Key, nonce, "transaction", plain)

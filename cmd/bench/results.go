@@ -50,7 +50,9 @@ type results struct {
 	ReplayMillion *heapRun `json:"replay_million,omitempty"`
 	// Boards is 10,000 idle order streams and events through them.
 	Boards *streamReport `json:"boards,omitempty"`
-	Notes  []string      `json:"notes,omitempty"`
+	// Journey is the whole life of orders, every party driving its part.
+	Journey *journeyReport `json:"journey,omitempty"`
+	Notes   []string       `json:"notes,omitempty"`
 	// context names the ratios that finish computed as context beside
 	// the targets, in the order the Markdown lists them.
 	context []string
@@ -184,6 +186,7 @@ func (r *results) finish() {
 		ceiling("l1_million_peak_rss_mb", r.L1Million.PeakRSSMB, 300)
 	}
 	r.boardTargets(ceiling)
+	r.journeyTargets(ceiling)
 	if r.ReplayMillion != nil {
 		ceiling("replay_million_heap_growth_mb", r.ReplayMillion.GrowthMB, replayHeapSlackMB)
 	}
@@ -389,6 +392,7 @@ func (r *results) markdown() string {
 			bd.Streams, bd.Merchants, bd.HeapBeforeMB, bd.HeapAfterMB, bd.StacksBeforeMB, bd.StacksAfterMB, bd.KBEach, bd.RSSBeforeMB, bd.RSSAfterMB, bd.RSSKBEach, bd.IdleS, bd.IdleCPUPercent,
 			bd.Events, bd.EventsS, bd.EventsPerS, bd.Streams/bd.Merchants, bd.Deliveries, bd.Missing, bd.P50Ms, bd.P99Ms, bd.MaxMs)
 	}
+	b.WriteString(r.Journey.markdown())
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n%s\n", n)
 	}

@@ -164,7 +164,14 @@ func (bc *boardClients) open(ctx context.Context, api string, merchants []int64,
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, ReadBufferSize: 1 << 10, WriteBufferSize: 1 << 10}}
 	opened := make(chan error, boardStreams)
 	sem := make(chan struct{}, boardOpenAtOnce)
-	read := func(d time.Duration) {
+	read := func(data string) {
+		var ev struct {
+			SentNS int64 `json:"bench_sent_ns"`
+		}
+		if json.Unmarshal([]byte(data), &ev) != nil || ev.SentNS == 0 {
+			return
+		}
+		d := time.Duration(time.Now().UnixNano() - ev.SentNS)
 		bc.mu.Lock()
 		bc.lat = append(bc.lat, d)
 		bc.mu.Unlock()
@@ -247,9 +254,9 @@ func (e *env) boardEvents(ctx context.Context, rep *streamReport, merchants []in
 }
 
 // openBoard holds one stream open until ctx ends: up is called once the
-// stream answered and sent its first line, read with the latency of each
-// bench event read.
-func openBoard(ctx context.Context, client *http.Client, api string, merchant int64, token string, up func(), read func(time.Duration)) error {
+// stream answered and sent its first line, read with the data of each
+// event read.
+func openBoard(ctx context.Context, client *http.Client, api string, merchant int64, token string, up func(), read func(data string)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/admin/v1/merchants/%d/orders/stream", api, merchant), nil)
 	if err != nil {
 		up()
@@ -278,15 +285,8 @@ func openBoard(ctx context.Context, client *http.Client, api string, merchant in
 		if err != nil {
 			return err
 		}
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			continue
-		}
-		var ev struct {
-			SentNS int64 `json:"bench_sent_ns"`
-		}
-		if json.Unmarshal([]byte(data), &ev) == nil && ev.SentNS > 0 {
-			read(time.Duration(time.Now().UnixNano() - ev.SentNS))
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			read(data)
 		}
 	}
 }

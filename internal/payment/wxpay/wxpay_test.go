@@ -221,3 +221,22 @@ func BenchmarkVerifyAndDecrypt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrepaySignatures is what every prepay costs in RSA, by the
+// protocol: the request's Authorization to WeChat Pay and the paySign the
+// mini-program hands to wx.requestPayment, each RSA-SHA256 with the
+// merchant's 2048-bit key.
+func BenchmarkPrepaySignatures(b *testing.B) {
+	p := newPlatform(b)
+	m := wxpay.Merchant{MchID: "1900000001", Serial: "MERCHANT-SERIAL", Key: p.key}
+	body := []byte(`{"appid":"wxd930ea5d5a258f4f","mchid":"1900000001","description":"takeout","out_trade_no":"T1-1","amount":{"total":1300}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Authorization("POST", "/v3/pay/transactions/jsapi", 1_800_000_000, "NONCE", body); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := wxpay.PaySign(p.key, "wxd930ea5d5a258f4f", "1800000000", "NONCE", "prepay_id=wx1"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
