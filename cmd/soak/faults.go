@@ -20,9 +20,16 @@ var allFaults = []string{
 }
 
 // The fault kinds of the HA stack (-ha): hosts of the Redis Cluster,
-// the Patroni cluster and etcd killed or reshaped under load.
+// the Patroni cluster and etcd killed or reshaped under load, and every
+// kind of the single servers' soak done to the cluster: the network's
+// faults on every proxy of an engine at once, a whole Redis shard lost
+// (redis-kill: its master and replica killed and back empty), every
+// master flushed, the primary's PostgreSQL crashed under a living Patroni
+// (pg-restart).
 var haFaults = []string{
-	"redis-master-kill", "pg-primary-kill", "redis-slot-migrate", "pg-switchover", "etcd-restart", "api-kill",
+	"redis-master-kill", "pg-latency", "pg-primary-kill", "redis-latency", "redis-slot-migrate", "pg-reset",
+	"pg-switchover", "redis-kill", "etcd-restart", "pg-timeout", "redis-flushall", "api-kill",
+	"redis-reset", "pg-restart", "redis-timeout",
 }
 
 // faultEvent is one injected fault, for the report's timeline.
@@ -169,6 +176,21 @@ func (f *injector) injectHA(ctx context.Context, kind string) (string, time.Dura
 	case "etcd-restart":
 		name, err := f.pat.RestartEtcd(ctx)
 		return "SIGKILL and restart " + name, 0, err
+	}
+	if f.rc == nil {
+		return "", -1, nil
+	}
+	// The single servers' kinds, as the cluster meets them.
+	switch kind {
+	case "redis-kill":
+		addr, gap, err := f.rc.KillShard(ctx, f.faultLength()/2)
+		return fmt.Sprintf("SIGKILL the shard of master %s (master and replica), back empty after %.1fs", addr, gap.Seconds()), gap, err
+	case "redis-flushall":
+		return "FLUSHALL on every master", 0, f.rc.FlushAll(ctx)
+	case "pg-restart":
+		at := time.Now()
+		name, gap, err := f.pat.CrashPrimaryPostgres(ctx)
+		return f.riverBack(ctx, at, fmt.Sprintf("SIGKILL the PostgreSQL of primary %s (Patroni lives); writable again after %.1fs", name, gap.Seconds()), gap, err)
 	}
 	return "", -1, nil
 }

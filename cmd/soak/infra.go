@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,68 +166,114 @@ func (r *redisServer) kill() {
 
 // proxies puts toxiproxy (as a library) between the API instances and
 // PostgreSQL and Redis, for latency, black holes and connection resets.
+// With the HA stack, each PostgreSQL member and each Redis node has a
+// proxy of its own, and a fault acts on all of one engine's at once.
 type proxies struct {
 	server     *toxiproxy.ApiServer
-	pg, redis  *toxiproxy.Proxy
-	pgAddr     string
-	redisAddr  string
+	pg, redis  []*toxiproxy.Proxy
 	toxicMutex sync.Mutex
 }
 
+func newProxies() *proxies {
+	return &proxies{server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())}
+}
+
 func startProxies(pgUpstream, redisUpstream string) (*proxies, error) {
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	px := &proxies{server: srv}
-	var err error
-	if px.pg, px.pgAddr, err = startProxy(srv, "postgres", pgUpstream); err != nil {
+	px := newProxies()
+	if _, err := px.addPG(pgUpstream); err != nil {
 		return nil, err
 	}
-	if px.redis, px.redisAddr, err = startProxy(srv, "redis", redisUpstream); err != nil {
+	if _, err := px.addRedis(redisUpstream); err != nil {
 		return nil, err
 	}
 	return px, nil
 }
 
-func startProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy, string, error) {
+// addPG starts a proxy to a PostgreSQL server and returns its address.
+func (px *proxies) addPG(upstream string) (string, error) {
+	p, err := startProxy(px.server, fmt.Sprintf("postgres-%d", len(px.pg)+1), upstream)
+	if err != nil {
+		return "", err
+	}
+	px.pg = append(px.pg, p)
+	return p.Listen, nil
+}
+
+// addRedis starts a proxy to a Redis server and returns its address.
+func (px *proxies) addRedis(upstream string) (string, error) {
+	p, err := startProxy(px.server, fmt.Sprintf("redis-%d", len(px.redis)+1), upstream)
+	if err != nil {
+		return "", err
+	}
+	px.redis = append(px.redis, p)
+	return p.Listen, nil
+}
+
+// addrs are the proxies' addresses, in list's order.
+func addrs(list []*toxiproxy.Proxy) []string {
+	out := make([]string, len(list))
+	for i, p := range list {
+		out[i] = p.Listen
+	}
+	return out
+}
+
+// stop stops every proxy.
+func (px *proxies) stop() {
+	for _, p := range append(slices.Clone(px.pg), px.redis...) {
+		p.Stop()
+	}
+}
+
+func startProxy(srv *toxiproxy.ApiServer, name, upstream string) (*toxiproxy.Proxy, error) {
 	port, err := lab.FreePort()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	p := toxiproxy.NewProxy(srv, name, fmt.Sprintf("127.0.0.1:%d", port), upstream)
 	if err := p.Start(); err != nil {
-		return nil, "", fmt.Errorf("toxiproxy %s: %w", name, err)
+		return nil, fmt.Errorf("toxiproxy %s: %w", name, err)
 	}
-	return p, p.Listen, nil
+	return p, nil
 }
 
-// toxic adds a toxic to p for d, then removes it. cut also drops every
-// connection open through p when the toxic goes on, so that pooled
-// connections meet it too.
-func (px *proxies) toxic(ctx context.Context, p *toxiproxy.Proxy, spec string, d time.Duration, cut bool) error {
+// toxic adds a toxic to every proxy of ps for d, then removes it. cut
+// also drops every connection open through them when the toxic goes on,
+// so that pooled connections meet it too.
+func (px *proxies) toxic(ctx context.Context, ps []*toxiproxy.Proxy, spec string, d time.Duration, cut bool) error {
 	px.toxicMutex.Lock()
 	defer px.toxicMutex.Unlock()
-	t, err := p.Toxics.AddToxicJson(strings.NewReader(spec))
-	if err != nil {
-		return fmt.Errorf("toxic %s: %w", spec, err)
-	}
-	if cut {
-		p.Stop()
-		if err := p.Start(); err != nil {
-			return err
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		t, err := p.Toxics.AddToxicJson(strings.NewReader(spec))
+		if err != nil {
+			return fmt.Errorf("toxic %s: %w", spec, err)
+		}
+		names[i] = t.Name
+		if cut {
+			p.Stop()
+			if err := p.Start(); err != nil {
+				return err
+			}
 		}
 	}
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
-	if err := p.Toxics.RemoveToxic(context.WithoutCancel(ctx), t.Name); err != nil {
-		return err
+	var errs []error
+	for i, p := range ps {
+		if err := p.Toxics.RemoveToxic(context.WithoutCancel(ctx), names[i]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if cut {
+			// Connections that sat in a black hole are useless; drop them.
+			p.Stop()
+			errs = append(errs, p.Start())
+		}
 	}
-	if cut {
-		// Connections that sat in a black hole are useless; drop them.
-		p.Stop()
-		return p.Start()
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // instance is one running api process, always on the same port.

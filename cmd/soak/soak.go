@@ -243,21 +243,27 @@ func (st *stack) startData(ctx context.Context, pgBinGiven string, logf func(str
 	if st.px, err = startProxies(fmt.Sprintf("127.0.0.1:%d", st.pg.port), st.rs.addr()); err != nil {
 		return err
 	}
-	st.onClose(func() { st.px.pg.Stop(); st.px.redis.Stop() })
-	logf("PostgreSQL :%d (proxy %s), Redis %s (proxy %s), work directory %s", st.pg.port, st.px.pgAddr, st.rs.addr(), st.px.redisAddr, st.workDir)
+	st.onClose(st.px.stop)
+	logf("PostgreSQL :%d (proxy %s), Redis %s (proxy %s), work directory %s", st.pg.port, st.px.pg[0].Listen, st.rs.addr(), st.px.redis[0].Listen, st.workDir)
 	return nil
 }
 
 // startHA starts the HA stack instead: a Redis Cluster of three masters
 // with a replica each, and three PostgreSQL members under Patroni with
 // synchronous replication, on three etcd members. The instances reach
-// them directly (the faults are the servers' own deaths, not a proxy's).
+// each server through a proxy of its own (the nodes announce theirs, so
+// the cluster's redirections and its replicas go through them too; the
+// cluster bus, Patroni and etcd do not): the HA faults are the servers'
+// own deaths, and the network's faults act on every proxy of an engine
+// at once.
 func (st *stack) startHA(ctx context.Context, pgBin string, logf func(string, ...any)) error {
 	var err error
 	if st.pgDir, err = os.MkdirTemp("", "takeout-soak-ha-"); err != nil {
 		return err
 	}
-	if st.rc, err = ha.StartRedisCluster(ctx, filepath.Join(st.workDir, "redis"), 3, 1); st.rc != nil {
+	st.px = newProxies()
+	st.onClose(st.px.stop)
+	if st.rc, err = ha.StartRedisClusterBehind(ctx, filepath.Join(st.workDir, "redis"), 3, 1, st.px.addRedis); st.rc != nil {
 		st.onClose(st.rc.Stop)
 	}
 	if err != nil {
@@ -275,10 +281,15 @@ func (st *stack) startHA(ctx context.Context, pgBin string, logf func(string, ..
 	if err != nil {
 		return err
 	}
+	for _, a := range st.pat.MemberAddrs() {
+		if _, err := st.px.addPG(a); err != nil {
+			return err
+		}
+	}
 	if err := createDatabase(ctx, st.dbURL("postgres"), "takeout"); err != nil {
 		return err
 	}
-	logf("Redis Cluster %s; Patroni %s; work directory %s", st.rc.URL(), st.pat.URL("takeout"), st.workDir)
+	logf("Redis Cluster %s; Patroni %s (the instances' %s); work directory %s", st.rc.URL(), st.pat.URL("takeout"), st.apiDatabaseURL(), st.workDir)
 	return nil
 }
 
@@ -291,18 +302,20 @@ func (st *stack) dbURL(db string) string {
 	return st.pg.url(db)
 }
 
+// apiDatabaseURL is the instances' URL: through the proxies, to whichever
+// member is the primary with the HA stack.
 func (st *stack) apiDatabaseURL() string {
 	if st.pat != nil {
-		return st.pat.URL("takeout")
+		return fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&target_session_attrs=read-write&connect_timeout=5", strings.Join(addrs(st.px.pg), ","))
 	}
-	return fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&connect_timeout=5", st.px.pgAddr)
+	return fmt.Sprintf("postgres://postgres@%s/takeout?sslmode=disable&connect_timeout=5", st.px.pg[0].Listen)
 }
 
 func (st *stack) apiRedisURL() string {
 	if st.rc != nil {
 		return st.rc.URL()
 	}
-	return "redis://" + st.px.redisAddr + "/0"
+	return "redis://" + st.px.redis[0].Listen + "/0"
 }
 
 // startInstances starts the webhook receiver, the gateway and the api

@@ -309,6 +309,36 @@ func (m *pgMember) start(ctx context.Context, runAs []string, dir string) error 
 func (m *pgMember) kill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	frozen := m.freezePostgres()
+	if m.proc != nil {
+		m.proc.KillGroup()
+		m.proc = nil
+	}
+	for _, pid := range frozen {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// crashPostgres SIGKILLs the member's PostgreSQL, every backend included,
+// and leaves its Patroni running: a crash of the database alone, which
+// Patroni meets by starting it again (crash recovery) while it holds the
+// leader key.
+func (m *pgMember) crashPostgres() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	frozen := m.freezePostgres()
+	if len(frozen) == 0 {
+		return fmt.Errorf("%s: no postmaster to crash", m.name)
+	}
+	for _, pid := range frozen {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return nil
+}
+
+// freezePostgres stops (SIGSTOP) the member's postmaster and its children
+// and returns their pids.
+func (m *pgMember) freezePostgres() []int {
 	var frozen []int
 	if raw, err := os.ReadFile(filepath.Join(m.dir, "postmaster.pid")); err == nil {
 		first, _, _ := strings.Cut(string(raw), "\n")
@@ -322,13 +352,7 @@ func (m *pgMember) kill() {
 			}
 		}
 	}
-	if m.proc != nil {
-		m.proc.KillGroup()
-		m.proc = nil
-	}
-	for _, pid := range frozen {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
+	return frozen
 }
 
 // childrenOf lists the processes whose parent is pid, from /proc.
@@ -550,6 +574,36 @@ func (p *Patroni) KillPrimary(ctx context.Context) (string, time.Duration, error
 		return name, gap, fmt.Errorf("%s is primary again: no failover happened", name)
 	}
 	return name, gap, p.WaitHealthy(ctx, rejoinWithin)
+}
+
+// CrashPrimaryPostgres SIGKILLs the primary's PostgreSQL alone (its
+// Patroni lives on and starts it again, recovering from its WAL) and
+// waits until a writable primary is back and the cluster is whole. It
+// returns the member and the seconds without a writable primary.
+func (p *Patroni) CrashPrimaryPostgres(ctx context.Context) (string, time.Duration, error) {
+	name, err := p.Primary(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	crashed := time.Now()
+	if err := p.member(name).crashPostgres(); err != nil {
+		return name, 0, err
+	}
+	_, err = p.WaitPrimary(ctx, 90*time.Second)
+	gap := time.Since(crashed)
+	if err != nil {
+		return name, gap, err
+	}
+	return name, gap, p.WaitHealthy(ctx, rejoinWithin)
+}
+
+// MemberAddrs are the members' PostgreSQL addresses, in URL's order.
+func (p *Patroni) MemberAddrs() []string {
+	var out []string
+	for _, m := range p.members {
+		out = append(out, "127.0.0.1:"+strconv.Itoa(m.port))
+	}
+	return out
 }
 
 // rejoinWithin bounds how long a member that was killed or switched away

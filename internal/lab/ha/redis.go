@@ -7,6 +7,7 @@
 package ha
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,11 +35,22 @@ type RedisCluster struct {
 type redisNode struct {
 	dir  string
 	port int
-	mu   sync.Mutex
-	proc *lab.Process
+	// public is the address the node announces to clients and to the
+	// other nodes' replication (a proxy in front of it); empty when that
+	// is its own.
+	public string
+	mu     sync.Mutex
+	proc   *lab.Process
 }
 
 func (n *redisNode) addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
+
+// pub is the address clients reach the node at.
+func (n *redisNode) pub() string { return cmp.Or(n.public, n.addr()) }
+
+// RedisFront puts something (a proxy) in front of a node: it is given the
+// node's own address and returns the address clients are to use instead.
+type RedisFront func(upstream string) (string, error)
 
 // StartRedisCluster starts masters x (1+replicas) cluster-enabled
 // redis-servers under dir, creates the cluster and waits until every
@@ -46,6 +58,15 @@ func (n *redisNode) addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
 // configuration on disk: a killed master comes back empty and rejoins as
 // the replica of the node that took over its slots.
 func StartRedisCluster(ctx context.Context, dir string, masters, replicas int) (*RedisCluster, error) {
+	return StartRedisClusterBehind(ctx, dir, masters, replicas, nil)
+}
+
+// StartRedisClusterBehind is StartRedisCluster with each node behind what
+// front puts there (nil: nothing): the nodes announce the front's address
+// (cluster-announce-port), so that clients, following the cluster's
+// redirections, and replicas, following their masters, all go through
+// it, while the cluster bus stays direct.
+func StartRedisClusterBehind(ctx context.Context, dir string, masters, replicas int, front RedisFront) (*RedisCluster, error) {
 	for _, tool := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("%s not found: run `make ha` once (it installs redis-server and redis-tools)", tool)
@@ -60,6 +81,11 @@ func StartRedisCluster(ctx context.Context, dir string, masters, replicas int) (
 		n := &redisNode{dir: filepath.Join(dir, "redis-"+strconv.Itoa(port)), port: port}
 		if err := os.MkdirAll(n.dir, 0o750); err != nil {
 			return c, err
+		}
+		if front != nil {
+			if n.public, err = front(n.addr()); err != nil {
+				return c, err
+			}
 		}
 		c.nodes = append(c.nodes, n)
 		if err := n.start(ctx); err != nil {
@@ -80,8 +106,13 @@ func StartRedisCluster(ctx context.Context, dir string, masters, replicas int) (
 func (n *redisNode) start(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	p, err := lab.Start(ctx, filepath.Join(n.dir, "redis.log"), "redis-server", nil,
-		"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", n.dir,
+	args := []string{"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", n.dir}
+	if n.public != "" {
+		host, port, _ := strings.Cut(n.public, ":")
+		args = append(args, "--cluster-announce-ip", host, "--cluster-announce-port", port,
+			"--cluster-announce-bus-port", strconv.Itoa(n.port+10000))
+	}
+	p, err := lab.Start(ctx, filepath.Join(n.dir, "redis.log"), "redis-server", nil, append(args,
 		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 		// A master is failed over 2 s after it stops answering.
 		"--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no",
@@ -91,7 +122,7 @@ func (n *redisNode) start(ctx context.Context) error {
 		// Slots whose master is gone fail alone; the rest keep serving
 		// (the default stops the whole cluster), which is what takeout's
 		// per-shard fallback to PostgreSQL expects.
-		"--cluster-require-full-coverage", "no")
+		"--cluster-require-full-coverage", "no")...)
 	if err != nil {
 		return err
 	}
@@ -116,13 +147,13 @@ func (n *redisNode) kill() {
 
 // URL is TAKEOUT_REDIS_URL for the cluster: every node as a seed.
 func (c *RedisCluster) URL() string {
-	u := "redis://" + c.nodes[0].addr()
+	u := "redis://" + c.nodes[0].pub()
 	for i, n := range c.nodes[1:] {
 		sep := "&"
 		if i == 0 {
 			sep = "?"
 		}
-		u += sep + "addr=" + n.addr()
+		u += sep + "addr=" + n.pub()
 	}
 	return u
 }
@@ -131,14 +162,16 @@ func (c *RedisCluster) URL() string {
 func (c *RedisCluster) Addrs() []string {
 	a := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
-		a[i] = n.addr()
+		a[i] = n.pub()
 	}
 	return a
 }
 
+// node is the node at addr, its own or its public one (CLUSTER NODES
+// names the public).
 func (c *RedisCluster) node(addr string) *redisNode {
 	for _, n := range c.nodes {
-		if n.addr() == addr {
+		if n.addr() == addr || n.pub() == addr {
 			return n
 		}
 	}
@@ -292,6 +325,51 @@ func (c *RedisCluster) KillMaster(ctx context.Context) (string, time.Duration, e
 		return victim.addr, gap, werr
 	}
 	return victim.addr, gap, c.waitRejoined(ctx, victim.id)
+}
+
+// KillShard SIGKILLs a random master and every replica of it together,
+// as a shard whose hosts all crashed, leaves them down for down, and
+// starts them again: they come back empty (nodes keep nothing but their
+// cluster configuration), the master with its slots, so whatever the
+// shard held is gone. It returns the master's address and how long the
+// shard's slots went unserved, until the cluster is healthy again.
+func (c *RedisCluster) KillShard(ctx context.Context, down time.Duration) (string, time.Duration, error) {
+	view, err := c.nodesView(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	var masters []clusterNode
+	for _, n := range view {
+		if n.master && !n.failed && n.slots > 0 {
+			masters = append(masters, n)
+		}
+	}
+	if len(masters) == 0 {
+		return "", 0, errors.New("no healthy master to kill")
+	}
+	victim := masters[rand.IntN(len(masters))] //nolint:gosec // G404: picks a victim, guards nothing
+	var shard []*redisNode
+	for _, n := range view {
+		if n.id == victim.id || n.masterID == victim.id {
+			node := c.node(n.addr)
+			if node == nil {
+				return "", 0, fmt.Errorf("node %s is not one of ours", n.addr)
+			}
+			shard = append(shard, node)
+		}
+	}
+	killed := time.Now()
+	for _, n := range shard {
+		n.kill()
+	}
+	sleep(ctx, down)
+	for _, n := range shard {
+		if err := n.start(context.WithoutCancel(ctx)); err != nil {
+			return victim.addr, time.Since(killed), err
+		}
+	}
+	err = c.WaitHealthy(ctx, 60*time.Second)
+	return victim.addr, time.Since(killed), err
 }
 
 // waitTakenOver waits until one of the replicas that id had in before
