@@ -106,6 +106,13 @@ func StartRedisClusterBehind(ctx context.Context, dir string, masters, replicas 
 func (n *redisNode) start(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// A node that was a replica kept the snapshot of its last full sync
+	// (a replica loads one from disk); loaded at a restart, it would bring
+	// back keys of slots the node no longer serves (left importing) and
+	// stale ones of those it does. A node comes back empty.
+	if err := os.Remove(filepath.Join(n.dir, "dump.rdb")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	args := []string{"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", n.dir}
 	if n.public != "" {
 		host, port, _ := strings.Cut(n.public, ":")
