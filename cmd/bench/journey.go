@@ -111,8 +111,9 @@ type journeyShop struct {
 func (r *runner) journey(ctx context.Context) (*journeyReport, error) {
 	e := r.e
 	warmup, d := r.o.warmup*journeyRounds, r.o.duration*journeyRounds
-	// Each journey spends a voucher: as many as 50 journeys a second need.
-	shop, err := e.journeyShop(ctx, int(50*(warmup+d).Seconds())+journeyClients)
+	// Each journey spends a voucher: as many as 200 journeys a second
+	// need (this machine runs 50-60), so that none runs out.
+	shop, err := e.journeyShop(ctx, int(200*(warmup+d).Seconds())+journeyClients)
 	if err != nil {
 		return nil, fmt.Errorf("journey: %w", err)
 	}
