@@ -307,16 +307,10 @@ func (c *RedisCluster) KillMaster(ctx context.Context) (string, time.Duration, e
 	if err != nil {
 		return "", 0, err
 	}
-	var masters []clusterNode
-	for _, n := range view {
-		if n.master && !n.failed && n.slots > 0 {
-			masters = append(masters, n)
-		}
+	victim, err := randomMaster(view)
+	if err != nil {
+		return "", 0, err
 	}
-	if len(masters) == 0 {
-		return "", 0, errors.New("no healthy master to kill")
-	}
-	victim := masters[rand.IntN(len(masters))] //nolint:gosec // G404: picks a victim, guards nothing
 	n := c.node(victim.addr)
 	if n == nil {
 		return "", 0, fmt.Errorf("master %s is not one of ours", victim.addr)
@@ -345,16 +339,10 @@ func (c *RedisCluster) KillShard(ctx context.Context, down time.Duration) (strin
 	if err != nil {
 		return "", 0, err
 	}
-	var masters []clusterNode
-	for _, n := range view {
-		if n.master && !n.failed && n.slots > 0 {
-			masters = append(masters, n)
-		}
+	victim, err := randomMaster(view)
+	if err != nil {
+		return "", 0, err
 	}
-	if len(masters) == 0 {
-		return "", 0, errors.New("no healthy master to kill")
-	}
-	victim := masters[rand.IntN(len(masters))] //nolint:gosec // G404: picks a victim, guards nothing
 	var shard []*redisNode
 	for _, n := range view {
 		if n.id == victim.id || n.masterID == victim.id {
@@ -377,6 +365,27 @@ func (c *RedisCluster) KillShard(ctx context.Context, down time.Duration) (strin
 	}
 	err = c.WaitHealthy(ctx, 60*time.Second)
 	return victim.addr, time.Since(killed), err
+}
+
+// servingMasters are the masters of view that serve slots and are not
+// failed.
+func servingMasters(view []clusterNode) []clusterNode {
+	var masters []clusterNode
+	for _, n := range view {
+		if n.master && !n.failed && n.slots > 0 {
+			masters = append(masters, n)
+		}
+	}
+	return masters
+}
+
+// randomMaster picks one of view's serving masters, a fault's victim.
+func randomMaster(view []clusterNode) (clusterNode, error) {
+	masters := servingMasters(view)
+	if len(masters) == 0 {
+		return clusterNode{}, errors.New("no healthy master to kill")
+	}
+	return masters[rand.IntN(len(masters))], nil //nolint:gosec // G404: picks a victim, guards nothing
 }
 
 // waitTakenOver waits until one of the replicas that id had in before
@@ -438,12 +447,7 @@ func (c *RedisCluster) MigrateSlots(ctx context.Context, count int) (string, err
 	if err != nil {
 		return "", err
 	}
-	var masters []clusterNode
-	for _, n := range view {
-		if n.master && !n.failed && n.slots > 0 {
-			masters = append(masters, n)
-		}
-	}
+	masters := servingMasters(view)
 	if len(masters) < 2 {
 		return "", errors.New("need two masters to migrate slots")
 	}
