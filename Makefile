@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SQLC  := go run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
-.PHONY: observe run test build generate schema services stop-services fuzz soak soak-quick soak-ha soak-ha-quick ha ha-packages run-ha bench clean
+.PHONY: observe run test build generate sdk sdk-generate schema services stop-services fuzz soak soak-quick soak-ha soak-ha-quick ha ha-packages run-ha bench clean
 
 ## run: start PostgreSQL/Redis if needed, migrate, seed the demo, run wxsim and the API
 run:
@@ -23,6 +23,13 @@ build:
 ## generate: regenerate the sqlc code after changing db/queries, db/migrations or db/functions
 generate:
 	$(SQLC) generate
+
+## sdk: build and check the client SDK (clients/miniprogram); sdk-generate regenerates its types from api/openapi.yaml
+sdk:
+	@scripts/dev/sdk.sh
+
+sdk-generate:
+	@scripts/dev/sdk.sh generate
 
 ## schema: regenerate db/schema.sql (the live schema) after changing db/migrations or db/functions
 schema:

@@ -12,6 +12,7 @@
 #        scripts/dev/services.sh observe-packages   (installs Prometheus: promtool)
 #        scripts/dev/services.sh browser-packages   (installs Chromium: the board's browser test)
 #        scripts/dev/services.sh db-lint-packages   (installs plpgsql_check: the lint of db/functions)
+#        scripts/dev/services.sh node-packages   (installs Node.js and npm: the client SDK's build and tests)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -174,6 +175,11 @@ ensure_browser_packages() {
 	[ -d /usr/share/fonts/opentype/noto ] || install_packages fonts-noto-cjk
 }
 
+ensure_node_packages() {
+	command -v node >/dev/null || install_packages nodejs
+	command -v npm >/dev/null || install_packages npm
+}
+
 stop() {
 	local bin
 	if [ -s "$dev/pg/postmaster.pid" ] && bin=$(pg_bin); then
@@ -197,5 +203,6 @@ ha-packages) ensure_ha_packages ;;
 observe-packages) ensure_observe_packages ;;
 browser-packages) ensure_browser_packages ;;
 db-lint-packages) ensure_db_lint_packages ;;
-*) die "usage: $0 [env|stop|ha-packages|observe-packages|browser-packages|db-lint-packages]" ;;
+node-packages) ensure_node_packages ;;
+*) die "usage: $0 [env|stop|ha-packages|observe-packages|browser-packages|db-lint-packages|node-packages]" ;;
 esac

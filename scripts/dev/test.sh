@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make test: ensure PostgreSQL and Redis (and the HA stack's engines), then
-# build, vet, check formatting and generated code, run every test with the
-# race detector, every fuzz target briefly, the quick soak (make
-# soak-quick) and the quick HA check (make soak-ha-quick). The test runner's
-# summary is printed again last.
+# build, vet, check formatting and generated code, build the client SDK,
+# run every test with the race detector (the SDK's Node tests among them),
+# every fuzz target briefly, the quick soak (make soak-quick) and the quick
+# HA check (make soak-ha-quick). The test runner's summary is printed
+# again last.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -51,6 +52,9 @@ if [ -z "${TAKEOUT_WXPAY_VECTORS:-}" ] && [ -d "$root/../shared/wechatpay-vector
 	export TAKEOUT_WXPAY_VECTORS="$root/../shared/wechatpay-vectors"
 fi
 echo "WeChat Pay vectors: ${TAKEOUT_WXPAY_VECTORS:-none (the vector test will skip and say why)}"
+
+step "client SDK: its packages, its types up to date with api/openapi.yaml, tsc --strict (its tests run in TestClientSDK)"
+scripts/dev/sdk.sh
 
 step "tests (-race)"
 go run gotest.tools/gotestsum@v1.13.0 --format testname -- -race -count=1 -timeout 20m ./... | tee .dev/test-summary.log
