@@ -1,4 +1,4 @@
-// The menu: dishes and a cart; "check out" goes to the confirm page.
+// The menu: dishes to add to the cart; "cart" goes to the cart page.
 
 import type { Answer } from "../../../src/index";
 import type { TakeoutApp } from "../../app";
@@ -27,6 +27,6 @@ Page({
   checkout() {
     const items = Object.entries(this.data.cart).map(([dish_id, qty]) => ({ dish_id, qty }));
     wx.setStorageSync("cart", JSON.stringify({ merchant_id: this.data.merchantId, items }));
-    wx.navigateTo({ url: "/pages/confirm/confirm" });
+    wx.navigateTo({ url: "/pages/cart/cart" });
   },
 });
