@@ -48,6 +48,7 @@ type report struct {
 	DeadJobs       []deadJob                 `json:"dead_jobs"`
 	JobsRetrying   []deadJob                 `json:"jobs_retrying,omitempty"`
 	FaultTimeline  []faultEvent              `json:"fault_timeline"`
+	Backlog        []backlogSample           `json:"backlog"`
 	Machine        map[string]string         `json:"machine"`
 	ClientLog      string                    `json:"client_log"`
 }
@@ -135,6 +136,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\nOrder boards: %d (one per merchant on every instance), %d events received over %d connections; paid orders missed on a board %d, events repeated %d.\n",
 		r.Boards.Boards, r.Boards.Events, r.Boards.Connects, r.Boards.Missed, r.Boards.Repeats)
 	r.faultsMarkdown(&b)
+	backlogMarkdown(&b, r.Backlog)
 	b.WriteString("\n## Invariants\n\n| invariant | violations |\n|---|---:|\n")
 	for _, inv := range invariantOrder {
 		fmt.Fprintf(&b, "| %s | %d |\n", strings.ReplaceAll(inv, "_", " "), r.Violations[inv])

@@ -143,6 +143,11 @@ type stack struct {
 	closers []func() // run in reverse by close
 	// keepPG keeps the PostgreSQL data directory for inspection.
 	keepPG bool
+
+	// runStart is when the workload started; backlog holds the samples
+	// of what was left to do, taken during the load and the settle.
+	runStart time.Time
+	backlog  []backlogSample
 }
 
 func (st *stack) onClose(f func()) { st.closers = append(st.closers, f) }
@@ -475,6 +480,8 @@ func (st *stack) runWorkload(ctx context.Context, o options, d *driver, logf fun
 	claimed := newClaims()
 	users.Go(func() { d.claimStorms(ctx, stop, claimed) })
 	progress := time.NewTicker(15 * time.Second)
+	// About 40 samples of the backlog over the run, at most one each 15 s.
+	backlog := time.NewTicker(max(15*time.Second, o.duration/40))
 	deadline := time.After(o.duration)
 loop:
 	for {
@@ -486,9 +493,13 @@ loop:
 		case <-progress.C:
 			c := st.clog.snapshot()
 			logf("%.0fs: %d submits, %d purchases, %d callbacks", time.Since(runStart).Seconds(), total(c, "submit", nil), d.purchases.Load(), d.callbacks.Load())
+		case <-backlog.C:
+			st.sampleBacklog(ctx, runStart, "load", logf)
 		}
 	}
 	progress.Stop()
+	backlog.Stop()
+	st.runStart = runStart
 	close(stop)
 	stopFaults()
 	faultsDone.Wait()
@@ -512,7 +523,13 @@ func (st *stack) settle(ctx context.Context, o options, d *driver, logf func(str
 	}
 	bgDone := make(chan struct{})
 	go func() { d.background.Wait(); close(bgDone) }()
+	st.sampleBacklog(ctx, st.runStart, "settle", logf)
+	lastSample := time.Now()
 	for time.Since(settleStart) < o.settle && ctx.Err() == nil {
+		if time.Since(lastSample) >= max(10*time.Second, o.settle/12) {
+			st.sampleBacklog(ctx, st.runStart, "settle", logf)
+			lastSample = time.Now()
+		}
 		open, err := openWork(ctx, st.direct)
 		if err != nil {
 			logf("settle: %v", err)
@@ -527,6 +544,22 @@ func (st *stack) settle(ctx context.Context, o options, d *driver, logf func(str
 		sleep(ctx, 2*time.Second)
 	}
 	return time.Since(settleStart)
+}
+
+// sampleBacklog records the backlog now in st.backlog.
+func (st *stack) sampleBacklog(ctx context.Context, runStart time.Time, phase string, logf func(string, ...any)) {
+	s, err := sampleBacklog(ctx, st.direct, time.Since(runStart), phase)
+	if err != nil {
+		logf("backlog: %v", err)
+		return
+	}
+	due := 0
+	for _, n := range s.JobsDue {
+		due += n
+	}
+	logf("%.0fs backlog (%s): %d refunding, %d refunds, %d shares, %d tickets open; %d jobs due, %d later, %d running",
+		s.AtS, phase, s.Open["refunding"], s.Open["refunds"], s.Open["shares"], s.Open["tickets"], due, s.JobsLater, s.JobsRunning)
+	st.backlog = append(st.backlog, s)
 }
 
 func (st *stack) stopInstances() {
@@ -554,7 +587,7 @@ func (st *stack) report(o options, d *driver, run workloadRun, f findings, acks 
 		Outage:         faultStats(timeline, func(e faultEvent) *float64 { return e.OutageS }),
 		SubmitAttempts: total(counts, "submit", nil), CallbacksSent: d.callbacks.Load(),
 		Users: o.users, DupFactor: o.dup, HotStock: o.hotStock,
-		Requests: counts, Examples: f.examples, DeadJobs: f.deadJobs, JobsRetrying: f.retrying, FaultTimeline: timeline,
+		Requests: counts, Examples: f.examples, DeadJobs: f.deadJobs, JobsRetrying: f.retrying, FaultTimeline: timeline, Backlog: st.backlog,
 		Machine: lab.HostFacts(), ClientLog: filepath.Join(st.workDir, "client.jsonl"),
 		Workload: map[string]int{
 			"purchases":                      int(d.purchases.Load()),
@@ -888,19 +921,6 @@ func recoveries(ctx context.Context, db querier, runStart time.Time, timeline []
 		ev.RecoveryS, ev.PauseS = &s, pause
 	}
 	return nil
-}
-
-// openWork counts what the system still has to finish on its own.
-func openWork(ctx context.Context, db querier) (int, error) {
-	var n int
-	err := db.QueryRow(ctx, `SELECT
-	    (SELECT count(*) FROM orders WHERE status IN ('PENDING_PAYMENT', 'REFUNDING', 'DELIVERING')) +
-	    (SELECT count(*) FROM orders WHERE status = 'PAID' AND accept_by IS NOT NULL) +
-	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')) +
-	    (SELECT count(*) FROM profit_sharings WHERE status IN ('PENDING', 'PROCESSING')) +
-	    (SELECT count(*) FROM print_jobs WHERE status IN ('queued', 'sent')) +
-	    (SELECT count(*) FROM deliveries WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED'))`).Scan(&n)
-	return n, err
 }
 
 func ordersByStatus(ctx context.Context, db querier) (map[string]int, error) {
