@@ -91,10 +91,14 @@ run-ha:
 	@. .dev/ha/env && scripts/dev/run.sh
 
 ## soak-ha: the soak on the HA stack, with its faults (master and primary killed, slots migrated, switchover, etcd restart); report in docs/soak/
+# SETTLE is the longest wait after the load for the work it left (the
+# settle ends as soon as nothing is left): an hour at full load leaves
+# minutes of jobs behind it.
 HA_FAULT_EVERY ?= 40s
+SETTLE ?= 90s
 soak-ha: ha-packages build
-	TAKEOUT_SOAK_COMMAND="make soak-ha DURATION=$(DURATION) USERS=$(USERS) DUP=$(DUP) INSTANCES=$(INSTANCES) HA_FAULT_EVERY=$(HA_FAULT_EVERY)" \
-		bin/soak -ha -duration $(DURATION) -users $(USERS) -dup $(DUP) -instances $(INSTANCES) -fault-every $(HA_FAULT_EVERY) \
+	TAKEOUT_SOAK_COMMAND="make soak-ha DURATION=$(DURATION) USERS=$(USERS) DUP=$(DUP) INSTANCES=$(INSTANCES) HA_FAULT_EVERY=$(HA_FAULT_EVERY) SETTLE=$(SETTLE)" \
+		bin/soak -ha -duration $(DURATION) -users $(USERS) -dup $(DUP) -instances $(INSTANCES) -fault-every $(HA_FAULT_EVERY) -settle $(SETTLE) \
 		-report-dir docs/soak -report-name soak-ha-$$(date -u +%F)-$(DURATION)
 
 ## soak-ha-quick: the quick HA check (part of make test): a Redis master failover, a PostgreSQL primary killed, a Patroni switchover, under a small storm

@@ -27,7 +27,8 @@ type backlogSample struct {
 }
 
 // openWorkParts counts what the system still has to finish on its own,
-// by part.
+// by part. A ticket queued for later (a scheduled order's, printed ahead
+// of its slot) is not open work yet.
 func openWorkParts(ctx context.Context, db querier) (map[string]int, error) {
 	var pending, refunding, delivering, awaitingAccept, refunds, shares, tickets, deliveries int
 	err := db.QueryRow(ctx, `SELECT
@@ -37,7 +38,7 @@ func openWorkParts(ctx context.Context, db querier) (map[string]int, error) {
 	    (SELECT count(*) FROM orders WHERE status = 'PAID' AND accept_by IS NOT NULL),
 	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')),
 	    (SELECT count(*) FROM profit_sharings WHERE status IN ('PENDING', 'PROCESSING')),
-	    (SELECT count(*) FROM print_jobs WHERE status IN ('queued', 'sent')),
+	    (SELECT count(*) FROM print_jobs WHERE status = 'sent' OR (status = 'queued' AND next_try_at <= now())),
 	    (SELECT count(*) FROM deliveries WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED'))`).
 		Scan(&pending, &refunding, &delivering, &awaitingAccept, &refunds, &shares, &tickets, &deliveries)
 	return map[string]int{
