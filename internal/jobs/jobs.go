@@ -157,22 +157,3 @@ func (m *Metrics) Run(ctx context.Context, c *Client) {
 		}
 	}
 }
-
-// Sweep is a periodic job of which at most one is queued or running at a
-// time. A sweep scans for what is due and does it all, so a second copy
-// queued behind a running one would only scan again; without this, a
-// sweep that takes longer than its interval (a slow provider, a busy
-// machine) piles copies up that hold workers the jobs it feeds need.
-// With runOnStart, the leader inserts one as soon as it is elected.
-func Sweep(interval time.Duration, args func() river.JobArgs, runOnStart bool) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(interval),
-		func() (river.JobArgs, *river.InsertOpts) {
-			// Unique by kind in these states: queued, waiting for a retry
-			// or running. A finished sweep blocks nothing.
-			return args(), &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-			}}}
-		},
-		&river.PeriodicJobOpts{RunOnStart: runOnStart})
-}
