@@ -19,6 +19,10 @@ import (
 // sdkDir is the mini-program SDK's package, from this package's directory.
 const sdkDir = "../../clients/miniprogram"
 
+// ordersOfCustomer counts the orders of the customer who logs in with
+// the code $1 (wxsim's openid sim-$1).
+const ordersOfCustomer = `SELECT count(*) FROM orders o JOIN users u ON u.id = o.user_id WHERE u.openid = 'sim-' || $1`
+
 // The client SDK's tests (clients/miniprogram, Node's test runner) run
 // against a live instance of this service: a shop that takes payments
 // through wxsim, and a control server through which the tests hold the
@@ -49,7 +53,7 @@ func TestClientSDK(t *testing.T) {
 	}
 	fixture, _ := json.Marshal(map[string]any{
 		"api": ps.apis[0].url, "control": ctl.URL, "wxsim": ps.sim.URL,
-		"merchant_id": ps.merchantID, "dishes": dishes, "admin_token": ps.admin,
+		"merchant_id": ps.merchantID, "dishes": dishes,
 	})
 	fixtureFile := filepath.Join(t.TempDir(), "fixture.json")
 	if err := os.WriteFile(fixtureFile, fixture, 0o600); err != nil {
@@ -82,7 +86,7 @@ func TestClientSDK(t *testing.T) {
 
 	// What the tests' customers did, as the database has it.
 	for user, want := range map[string]int{"sdk-storm": 1, "sdk-killed": 1, "sdk-slow": 1, "sdk-flow": 1, "sdk-cancel": 1, "sdk-wx": 1, "sdk-second": 0} {
-		if n := ps.count(t, `SELECT count(*) FROM orders o JOIN users u ON u.id = o.user_id WHERE u.openid = 'sim-' || $1`, user); n != want {
+		if n := ps.count(t, ordersOfCustomer, user); n != want {
 			t.Errorf("%s has %d orders in the database, want %d", user, n, want)
 		}
 	}
@@ -133,7 +137,7 @@ func sdkControl(t *testing.T, ps *payShop) http.Handler {
 	mux.HandleFunc("GET /orders", func(w http.ResponseWriter, r *http.Request) {
 		user := r.URL.Query().Get("user")
 		var n int
-		err := ps.pool.QueryRow(r.Context(), `SELECT count(*) FROM orders o JOIN users u ON u.id = o.user_id WHERE u.openid = 'sim-' || $1`, user).Scan(&n)
+		err := ps.pool.QueryRow(r.Context(), ordersOfCustomer, user).Scan(&n)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -93,7 +93,8 @@ export interface CallOptions {
   signal?: { readonly aborted: boolean };
 }
 
-interface Request {
+/** One call as the loop sends it. */
+interface Call {
   method: string;
   path: string;
   body?: string;
@@ -103,7 +104,8 @@ interface Request {
   signal?: CallOptions["signal"];
 }
 
-interface Response {
+/** An answer of 2xx, read. */
+interface Answered {
   status: number;
   header(name: string): string | undefined;
   json: unknown;
@@ -363,7 +365,7 @@ export class TakeoutClient {
   }
 
   /** Sends an intent's request with its key; settles the intent on a yes or a final no. */
-  private async intentCall(intent: PendingIntent, opts?: CallOptions): Promise<Response> {
+  private async intentCall(intent: PendingIntent, opts?: CallOptions): Promise<Answered> {
     try {
       const r = await this.send({ method: intent.method, path: intent.path, body: intent.body, auth: true, idempotencyKey: intent.key, signal: opts?.signal });
       this.intents.settle(intent);
@@ -381,7 +383,7 @@ export class TakeoutClient {
    * One call: attempts until a final answer, the deadline, or the
    * caller's signal. A 401 of the session renews the session once.
    */
-  private async send(req: Request, token?: string): Promise<Response> {
+  private async send(req: Call, token?: string): Promise<Answered> {
     const deadline = this.now() + this.policy.deadlineMs;
     let renewed = false;
     let last: unknown;

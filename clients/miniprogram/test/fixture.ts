@@ -11,7 +11,6 @@ export interface Fixture {
   wxsim: string;
   merchant_id: string;
   dishes: string[];
-  admin_token: string;
 }
 
 /** The fixture, or an error saying how to get one. */
@@ -25,19 +24,21 @@ export function fixture(): Fixture {
 
 /** A client of baseUrl logging in as the customer CODE (wxsim's openid sim-CODE), counting its logins. */
 export function customer(baseUrl: string, storage: KeyValueStorage, code: string, extra: Partial<ClientOptions> = {}): TakeoutClient & { logins: number } {
-  const counter = { logins: 0 };
-  const c = new TakeoutClient({
-    baseUrl,
-    transport: fetchTransport(fetch),
-    storage,
-    loginCode: async () => {
-      counter.logins++;
-      return code;
-    },
-    retry: { baseDelayMs: 20, maxDelayMs: 200, deadlineMs: 20_000, attemptTimeoutMs: 8_000 },
-    ...extra,
-  });
-  return Object.defineProperty(c, "logins", { get: () => counter.logins }) as TakeoutClient & { logins: number };
+  const c: TakeoutClient & { logins: number } = Object.assign(
+    new TakeoutClient({
+      baseUrl,
+      transport: fetchTransport(fetch),
+      storage,
+      loginCode: async () => {
+        c.logins++;
+        return code;
+      },
+      retry: { baseDelayMs: 20, maxDelayMs: 200, deadlineMs: 20_000, attemptTimeoutMs: 8_000 },
+      ...extra,
+    }),
+    { logins: 0 },
+  );
+  return c;
 }
 
 /** A cart of qty of the shop's dish i. */

@@ -6,6 +6,7 @@
 
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
+import { after, before } from "node:test";
 
 /** What the proxy does with one request. */
 export type Fault = "pass" | "reset" | "drop-answer" | { status: 503; retryAfter: number } | { status: 401 };
@@ -32,11 +33,35 @@ export interface FaultyProxy {
   close(): Promise<void>;
 }
 
-/** Starts a proxy in front of upstream on a free loopback port. */
-export async function startProxy(upstream: string): Promise<FaultyProxy> {
+/**
+ * A proxy in front of upstream for the calling test file: it listens on a
+ * free loopback port before the file's tests and closes after them.
+ */
+export function lossyProxy(upstream: string): FaultyProxy {
+  const proxy = newProxy(upstream);
+  before(() => proxy.listen());
+  after(() => proxy.close());
+  return proxy;
+}
+
+function newProxy(upstream: string): FaultyProxy & { listen(): Promise<void> } {
   const target = new URL(upstream);
   const agent = new http.Agent({ keepAlive: true });
-  const proxy: FaultyProxy = { url: "", seen: [], plan: () => "pass", close: async () => {} };
+  const proxy: FaultyProxy & { listen(): Promise<void> } = {
+    url: "",
+    seen: [],
+    plan: () => "pass",
+    listen: async () => {
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+        agent.destroy();
+      }),
+  };
   const server = http.createServer((req, res) => {
     const path = req.url ?? "/";
     const key = req.headers["idempotency-key"];
@@ -84,13 +109,5 @@ export async function startProxy(upstream: string): Promise<FaultyProxy> {
       up.end(Buffer.concat(chunks));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  proxy.close = () =>
-    new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-      agent.destroy();
-    });
   return proxy;
 }

@@ -4,7 +4,7 @@
 // "" for an absent key) carries the whole order flow.
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import {
   TakeoutClient,
   type WxLoginApi,
@@ -17,16 +17,10 @@ import {
   wxTransport,
 } from "../src/index.js";
 import { cart, fixture, ordersInDatabase, simPay } from "./fixture.js";
-import { type FaultyProxy, startProxy } from "./proxy.js";
+import { lossyProxy } from "./proxy.js";
 
 const fx = fixture();
-let proxy: FaultyProxy;
-before(async () => {
-  proxy = await startProxy(fx.api);
-});
-after(async () => {
-  await proxy.close();
-});
+const proxy = lossyProxy(fx.api);
 
 /** A `wx` over fetch and a Map, for one customer. */
 function fakeWx(code: string, disk: Map<string, unknown>): WxRequestApi & WxStorageApi & WxLoginApi & WxPaymentApi & { paid: string[] } {
