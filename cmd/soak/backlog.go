@@ -27,10 +27,12 @@ type backlogSample struct {
 }
 
 // openWorkParts counts what the system still has to finish on its own,
-// by part. A ticket queued for later (a scheduled order's, printed ahead
-// of its slot) is not open work yet.
+// by part. It counts what the checks hold the run to: a ticket queued for
+// later is open work (a retry waits out its backoff) unless it is a
+// scheduled order's first, not due before its slot (checkPrints owes
+// none), and a shipping upload is open until it is settled.
 func openWorkParts(ctx context.Context, db querier) (map[string]int, error) {
-	var pending, refunding, delivering, awaitingAccept, refunds, shares, tickets, deliveries int
+	var pending, refunding, delivering, awaitingAccept, refunds, shares, tickets, deliveries, uploads int
 	err := db.QueryRow(ctx, `SELECT
 	    (SELECT count(*) FROM orders WHERE status = 'PENDING_PAYMENT'),
 	    (SELECT count(*) FROM orders WHERE status = 'REFUNDING'),
@@ -38,12 +40,15 @@ func openWorkParts(ctx context.Context, db querier) (map[string]int, error) {
 	    (SELECT count(*) FROM orders WHERE status = 'PAID' AND accept_by IS NOT NULL),
 	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')),
 	    (SELECT count(*) FROM profit_sharings WHERE status IN ('PENDING', 'PROCESSING')),
-	    (SELECT count(*) FROM print_jobs WHERE status = 'sent' OR (status = 'queued' AND next_try_at <= now())),
-	    (SELECT count(*) FROM deliveries WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED'))`).
-		Scan(&pending, &refunding, &delivering, &awaitingAccept, &refunds, &shares, &tickets, &deliveries)
+	    (SELECT count(*) FROM print_jobs j JOIN orders o ON o.id = j.order_id
+	      WHERE j.status = 'sent' OR (j.status = 'queued'
+	        AND NOT (j.tries = 0 AND j.next_try_at > now() AND o.slot_start IS NOT NULL))),
+	    (SELECT count(*) FROM deliveries WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED')),
+	    (SELECT count(*) FROM shipping_uploads WHERE status = 'pending')`).
+		Scan(&pending, &refunding, &delivering, &awaitingAccept, &refunds, &shares, &tickets, &deliveries, &uploads)
 	return map[string]int{
 		"pending_payment": pending, "refunding": refunding, "delivering": delivering, "awaiting_accept": awaitingAccept,
-		"refunds": refunds, "shares": shares, "tickets": tickets, "deliveries": deliveries,
+		"refunds": refunds, "shares": shares, "tickets": tickets, "deliveries": deliveries, "uploads": uploads,
 	}, err
 }
 

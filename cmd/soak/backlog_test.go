@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -49,5 +50,49 @@ func TestSampleBacklog(t *testing.T) {
 	backlogMarkdown(&b, []backlogSample{s})
 	if !strings.Contains(b.String(), "| 0 | load | 0 | 0 | 0 | 0 | 0 | 0 | 4 | payment.refund 3, sharing.share 1 | 2 | 1 |") {
 		t.Errorf("backlog table:\n%s", b.String())
+	}
+}
+
+// The settle waits for what the checks hold the run to: a ticket waiting
+// out a retry's backoff and a pending shipping upload are open work; a
+// scheduled order's first ticket, not due before its slot, is not.
+func TestOpenWorkCountsWhatTheChecksOwe(t *testing.T) {
+	t.Parallel()
+	printer := `INSERT INTO printers (merchant_id, name, provider, device, role) SELECT id, 'K', 'feie', 'DEV1', 'kitchen' FROM merchants`
+	ticket := func(tries int, nextTry string) string {
+		return fmt.Sprintf(`INSERT INTO print_jobs (order_id, merchant_id, printer_id, trigger, status, tries, next_try_at, print_by)
+		  SELECT 1001, merchant_id, id, 'accept', 'queued', %d, now() + interval '%s', now() + interval '1 hour' FROM printers`, tries, nextTry)
+	}
+	scheduled := `UPDATE orders SET slot_start = now() + interval '1 hour', slot_end = now() + interval '90 minutes'`
+	for _, tc := range []struct {
+		name          string
+		plant         []string
+		tickets, upls int
+	}{
+		{name: "a ticket due", plant: []string{printer, ticket(0, "0 seconds")}, tickets: 1},
+		{name: "a ticket waiting out its backoff", plant: []string{printer, ticket(2, "1 minute")}, tickets: 1},
+		{name: "a scheduled order's ticket before its slot", plant: []string{scheduled, printer, ticket(0, "50 minutes")}},
+		{name: "a scheduled order's ticket retrying", plant: []string{scheduled, printer, ticket(1, "1 minute")}, tickets: 1},
+		{name: "a pending upload", plant: []string{`INSERT INTO shipping_uploads (order_id, logistics_type) VALUES (1001, 2)`}, upls: 1},
+		{name: "an upload settled", plant: []string{`INSERT INTO shipping_uploads (order_id, logistics_type, status) VALUES (1001, 2, 'uploaded')`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testenv.NewDB(t)
+			consistentShop(t, pool)
+			ctx := context.Background()
+			for _, q := range tc.plant {
+				if _, err := pool.Exec(ctx, q); err != nil {
+					t.Fatalf("plant %q: %v", q, err)
+				}
+			}
+			parts, err := openWorkParts(ctx, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if parts["tickets"] != tc.tickets || parts["uploads"] != tc.upls {
+				t.Errorf("tickets %d, uploads %d; want %d, %d", parts["tickets"], parts["uploads"], tc.tickets, tc.upls)
+			}
+		})
 	}
 }
