@@ -69,6 +69,5 @@ func (a *app) courierJobs(workers *river.Workers, kinds []string, periodic []*ri
 		return kinds, periodic
 	}
 	a.couriers.AddWorkers(workers)
-	return append(kinds, courier.Kinds()...), append(periodic, river.NewPeriodicJob(river.PeriodicInterval(a.cfg.CourierSweepInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return courier.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+	return append(kinds, courier.Kinds()...), append(periodic, jobs.Sweep(a.cfg.CourierSweepInterval, func() river.JobArgs { return courier.SweepArgs{} }, true))
 }

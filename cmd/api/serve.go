@@ -493,12 +493,9 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 		order.AcceptDeadlineArgs{}.Kind()}
 	var check order.DeadlineCheck
 	periodic := []*river.PeriodicJob{
-		river.NewPeriodicJob(river.PeriodicInterval(cfg.IdemPruneInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return idempotency.PruneArgs{}, nil }, nil),
-		river.NewPeriodicJob(river.PeriodicInterval(cfg.OrderTimeoutSweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return order.TimeoutSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
-		river.NewPeriodicJob(river.PeriodicInterval(cfg.OrderAcceptSweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return order.AcceptDeadlineSweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		jobs.Sweep(cfg.IdemPruneInterval, func() river.JobArgs { return idempotency.PruneArgs{} }, false),
+		jobs.Sweep(cfg.OrderTimeoutSweepInterval, func() river.JobArgs { return order.TimeoutSweepArgs{} }, true),
+		jobs.Sweep(cfg.OrderAcceptSweepInterval, func() river.JobArgs { return order.AcceptDeadlineSweepArgs{} }, true),
 	}
 	if payments != nil {
 		check = payments
@@ -507,24 +504,20 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 		river.AddWorker(workers, &bill.RunWorker{S: a.bills})
 		kinds = append(kinds, payment.ReconcileArgs{}.Kind(), payment.RefundArgs{}.Kind(), payment.ClosePaymentArgs{}.Kind(),
 			bill.SweepArgs{}.Kind(), bill.RunArgs{}.Kind())
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.WxPayReconcileInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return payment.ReconcileArgs{}, nil }, nil),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.BillSweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return bill.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+		periodic = append(periodic, jobs.Sweep(cfg.WxPayReconcileInterval, func() river.JobArgs { return payment.ReconcileArgs{} }, false),
+			jobs.Sweep(cfg.BillSweepInterval, func() river.JobArgs { return bill.SweepArgs{} }, true))
 	}
 	if a.sharing != nil {
 		river.AddWorker(workers, &sharing.ShareWorker{S: a.sharing})
 		river.AddWorker(workers, &sharing.SweepWorker{S: a.sharing})
 		kinds = append(kinds, sharing.ShareArgs{}.Kind(), sharing.SweepArgs{}.Kind())
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.SharingSweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return sharing.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+		periodic = append(periodic, jobs.Sweep(cfg.SharingSweepInterval, func() river.JobArgs { return sharing.SweepArgs{} }, true))
 	}
 	orders.AddWorkers(workers, check)
 	kinds, periodic = a.courierJobs(workers, kinds, periodic)
 	prints.AddWorkers(workers)
 	kinds = append(kinds, printing.SweepArgs{}.Kind(), printing.DeliverArgs{}.Kind())
-	periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PrintSweepInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return printing.SweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+	periodic = append(periodic, jobs.Sweep(cfg.PrintSweepInterval, func() river.JobArgs { return printing.SweepArgs{} }, true))
 	river.AddWorker(workers, &webhook.Worker{
 		URL: cfg.WebhookURL, Secret: cfg.WebhookSecret.Bytes(), Client: a.client(cfg.WebhookTimeout),
 		RetryBase: cfg.WebhookRetryBase, Now: time.Now,
@@ -538,8 +531,8 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 	river.AddWorker(workers, &staff.PruneWorker{S: a.staff})
 	kinds = append(kinds, subscribemsg.Args{}.Kind(), orderstream.PruneArgs{}.Kind(), staff.PruneArgs{}.Kind())
 	periodic = append(periodic,
-		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) { return orderstream.PruneArgs{}, nil }, nil),
-		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) { return staff.PruneArgs{}, nil }, nil))
+		jobs.Sweep(time.Hour, func() river.JobArgs { return orderstream.PruneArgs{} }, false),
+		jobs.Sweep(6*time.Hour, func() river.JobArgs { return staff.PruneArgs{} }, false))
 	var err error
 	a.jobs, a.jobMetrics, err = jobs.New(jobs.Options{
 		Pool: a.pool, Logger: a.logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,

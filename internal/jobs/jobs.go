@@ -157,3 +157,22 @@ func (m *Metrics) Run(ctx context.Context, c *Client) {
 		}
 	}
 }
+
+// Sweep is a periodic job of which at most one is queued or running at a
+// time. A sweep scans for what is due and does it all, so a second copy
+// queued behind a running one would only scan again; without this, a
+// sweep that takes longer than its interval (a slow provider, a busy
+// machine) piles copies up that hold workers the jobs it feeds need.
+// A sweep waiting to retry does not count: the next tick queues a fresh
+// one rather than wait out the failed one's backoff. With runOnStart, the
+// leader inserts one as soon as it is elected.
+func Sweep(interval time.Duration, args func() river.JobArgs, runOnStart bool) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval),
+		func() (river.JobArgs, *river.InsertOpts) {
+			// River requires these four states of a unique job.
+			return args(), &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+			}}}
+		},
+		&river.PeriodicJobOpts{RunOnStart: runOnStart})
+}

@@ -38,17 +38,34 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 // sweepBatch bounds one sweep's work; the next sweep takes the rest.
 const sweepBatch = 500
 
+// sweepMargin is how long before its job's deadline a sweep stops taking
+// payments: each payment is its own transaction, so the sweep stops
+// between two and the next tick takes the rest, where running into the
+// deadline would fail the job (and, under a long load, every retry of
+// it) for work that is not lost.
+const sweepMargin = time.Second
+
+// outOfTime reports whether ctx ends within sweepMargin.
+func outOfTime(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && time.Until(deadline) < sweepMargin
+}
+
 // Sweep records the deadline's shares of payments FinishAfter old that
 // no completion shared, each with its job, and queues again the jobs of
 // shares not touched for a while. It returns how many shares it
-// recorded.
+// recorded; near its context's deadline it stops between payments and
+// leaves the rest to the next sweep.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	now := s.o.Now()
 	due, err := s.q.SharingDueByDeadline(ctx, s.o.Pool, dbsqlc.SharingDueByDeadlineParams{PaidBefore: ptr(now.Add(-s.o.FinishAfter)), MaxRows: sweepBatch})
 	if err != nil {
 		return 0, fmt.Errorf("read payments due: %w", err)
 	}
-	for _, d := range due {
+	for i, d := range due {
+		if i > 0 && outOfTime(ctx) {
+			return i, nil
+		}
 		err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
 			p, err := s.q.SharingPaymentForUpdate(ctx, tx, d.ID)
 			if err != nil {
@@ -64,7 +81,10 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, no := range idle {
+	for i, no := range idle {
+		if i > 0 && outOfTime(ctx) {
+			break
+		}
 		if err := db.WithTx(ctx, s.o.Pool, func(tx pgx.Tx) error {
 			_, err := s.o.Jobs.InsertTx(ctx, tx, ShareArgs{OutNo: no}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
 			return err

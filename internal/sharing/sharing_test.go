@@ -1,9 +1,11 @@
 package sharing
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/takeout/takeout/internal/payment"
 )
@@ -43,5 +45,33 @@ func TestRefusal(t *testing.T) {
 		if code, final := refusal(tc.err); final != tc.final {
 			t.Errorf("%v: final %v (%q), want %v", tc.err, final, code, tc.final)
 		}
+	}
+}
+
+// A sweep stops taking payments when its job is about to run out of
+// time, not before, and not when its job has no deadline.
+func TestSweepOutOfTime(t *testing.T) {
+	t.Parallel()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want bool
+	}{
+		{"no deadline", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }, false},
+		{"ten seconds left", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 10*time.Second)
+		}, false},
+		{"within the margin", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), sweepMargin/2)
+		}, true},
+		{"cancelled", func() (context.Context, context.CancelFunc) { return cancelled, func() {} }, true},
+	} {
+		ctx, cancel := tc.ctx()
+		if got := outOfTime(ctx); got != tc.want {
+			t.Errorf("%s: out of time %v, want %v", tc.name, got, tc.want)
+		}
+		cancel()
 	}
 }

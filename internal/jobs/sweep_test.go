@@ -1,0 +1,134 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/takeout/takeout/internal/testenv"
+)
+
+type slowSweepArgs struct{}
+
+func (slowSweepArgs) Kind() string { return "test.slow_sweep" }
+
+// slowSweep takes ten of its intervals to run, as a sweep does when its
+// provider is slow.
+type slowSweep struct {
+	river.WorkerDefaults[slowSweepArgs]
+	runs *atomic.Int32
+}
+
+func (w slowSweep) Work(ctx context.Context, _ *river.Job[slowSweepArgs]) error {
+	w.runs.Add(1)
+	select {
+	case <-time.After(500 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+type failingSweepArgs struct{}
+
+func (failingSweepArgs) Kind() string { return "test.failing_sweep" }
+
+// failingSweep fails its first run and waits an hour to retry it, as a
+// sweep does that met a database outage under a long backoff.
+type failingSweep struct {
+	river.WorkerDefaults[failingSweepArgs]
+	runs *atomic.Int32
+}
+
+func (w failingSweep) Work(context.Context, *river.Job[failingSweepArgs]) error {
+	if w.runs.Add(1) == 1 {
+		return errors.New("the database went away")
+	}
+	return nil
+}
+
+func (failingSweep) NextRetry(*river.Job[failingSweepArgs]) time.Time {
+	return time.Now().Add(time.Hour)
+}
+
+// startSweeps runs a jobs client with workers and periodic jobs on pool
+// until the test ends.
+func startSweeps(t *testing.T, pool *pgxpool.Pool, workers *river.Workers, periodic ...*river.PeriodicJob) {
+	t.Helper()
+	c, _, err := New(Options{
+		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Workers: workers, MaxWorkers: 4, MaxAttempts: 3,
+		PollInterval: 20 * time.Millisecond, Periodic: periodic,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		stopCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+		defer done()
+		_ = c.Stop(stopCtx)
+	})
+}
+
+// A sweep slower than its interval runs again and again, but never has a
+// second copy queued behind the running one.
+func TestSweepNeverPilesUp(t *testing.T) {
+	t.Parallel()
+	pool := testenv.NewDB(t)
+	workers := river.NewWorkers()
+	var runs atomic.Int32
+	river.AddWorker(workers, slowSweep{runs: &runs})
+	startSweeps(t, pool, workers, Sweep(50*time.Millisecond, func() river.JobArgs { return slowSweepArgs{} }, true))
+	ctx := context.Background()
+	most := 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end) || runs.Load() < 2; {
+		var open int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'test.slow_sweep'
+		    AND state NOT IN ('completed', 'discarded', 'cancelled')`).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, open)
+		if time.Now().After(end.Add(20 * time.Second)) {
+			t.Fatalf("the sweep ran %d times in 23 s", runs.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if most != 1 {
+		t.Errorf("at most %d sweeps open at once, want 1", most)
+	}
+}
+
+// A sweep that failed and waits to retry does not hold the next tick
+// back: a fresh one is queued and runs while the failed one waits.
+func TestFailedSweepDoesNotBlockTheNext(t *testing.T) {
+	t.Parallel()
+	pool := testenv.NewDB(t)
+	workers := river.NewWorkers()
+	var runs atomic.Int32
+	river.AddWorker(workers, failingSweep{runs: &runs})
+	startSweeps(t, pool, workers, Sweep(50*time.Millisecond, func() river.JobArgs { return failingSweepArgs{} }, true))
+	for deadline := time.Now().Add(20 * time.Second); runs.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep ran %d times in 20 s: the failed one, waiting an hour to retry, blocked the ticks", runs.Load())
+		}
+	}
+	var state string
+	var attempt int
+	if err := pool.QueryRow(context.Background(), `SELECT state, attempt FROM river_job
+	    WHERE kind = 'test.failing_sweep' ORDER BY id LIMIT 1`).Scan(&state, &attempt); err != nil {
+		t.Fatal(err)
+	}
+	if state != "retryable" || attempt != 1 {
+		t.Errorf("the failed sweep: %s after attempt %d; want retryable after 1", state, attempt)
+	}
+}
