@@ -144,7 +144,7 @@ func checkAfterSales(ctx context.Context, db querier, dl deadlines, f *findings)
 		return err
 	}
 	rows, err = db.Query(ctx, `SELECT 'after-sales request ' || id || ' waiting for the merchant past its deadline ' || respond_by
-	   FROM after_sales WHERE status = 'requested' AND respond_by < now() - $1::interval`, dl.grace.String())
+	   FROM after_sales WHERE status = 'requested' AND respond_by < $2::timestamptz - $1::interval`, dl.grace.String(), dl.asOf())
 	if err != nil {
 		return err
 	}

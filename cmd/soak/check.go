@@ -64,6 +64,19 @@ type querier interface {
 type deadlines struct {
 	grace        time.Duration // how late a deadline job may run
 	autoComplete time.Duration
+	// stopped is when the instances stopped: nothing moves after it, so
+	// what was still open is measured from then, not from the check's
+	// clock (the boards' check and the checks before it take a while).
+	// Zero means now.
+	stopped time.Time
+}
+
+// asOf is the time the open work is measured from.
+func (dl deadlines) asOf() time.Time {
+	if dl.stopped.IsZero() {
+		return time.Now()
+	}
+	return dl.stopped
 }
 
 // findings are the checker's results.
@@ -118,7 +131,7 @@ func check(ctx context.Context, db querier, acks []ack, initialStock map[int64]i
 		checkJobs,
 		checkAnomalies,
 		checkLedger,
-		checkSharing,
+		func(ctx context.Context, db querier, f *findings) error { return checkSharing(ctx, db, dl, f) },
 		func(ctx context.Context, db querier, f *findings) error { return checkAfterSales(ctx, db, dl, f) },
 	}
 	for _, step := range steps {
@@ -474,26 +487,26 @@ func checkHistories(ctx context.Context, db querier, f *findings) error {
 func checkStuck(ctx context.Context, db querier, dl deadlines, f *findings) error {
 	rows, err := db.Query(ctx, `
 	  SELECT 'order ' || id || ' PENDING_PAYMENT past its pay deadline' FROM orders
-	   WHERE status = 'PENDING_PAYMENT' AND pay_deadline < now() - $1::interval
+	   WHERE status = 'PENDING_PAYMENT' AND pay_deadline < $3::timestamptz - $1::interval
 	  UNION ALL
 	  SELECT 'order ' || id || ' PAID past its accept deadline ' || accept_by FROM orders
-	   WHERE status = 'PAID' AND accept_by < now() - $1::interval
+	   WHERE status = 'PAID' AND accept_by < $3::timestamptz - $1::interval
 	  UNION ALL
 	  SELECT 'accept deadline of order ' || order_id || ' due at ' || accept_by || ' never swept' FROM order_accept_deadlines
-	   WHERE accept_by < now() - $1::interval
+	   WHERE accept_by < $3::timestamptz - $1::interval
 	  UNION ALL
 	  SELECT 'order ' || id || ' REFUNDING since ' || updated_at FROM orders
-	   WHERE status = 'REFUNDING' AND updated_at < now() - $1::interval
+	   WHERE status = 'REFUNDING' AND updated_at < $3::timestamptz - $1::interval
 	  UNION ALL
 	  SELECT 'order ' || id || ' DELIVERING past auto-complete' FROM orders
-	   WHERE status = 'DELIVERING' AND updated_at < now() - $1::interval - $2::interval
+	   WHERE status = 'DELIVERING' AND updated_at < $3::timestamptz - $1::interval - $2::interval
 	  UNION ALL
 	  SELECT 'refund ' || id || ' ' || status || ' since ' || created_at FROM refunds
-	   WHERE status IN ('PENDING', 'PROCESSING') AND created_at < now() - $1::interval
+	   WHERE status IN ('PENDING', 'PROCESSING') AND created_at < $3::timestamptz - $1::interval
 	  UNION ALL
 	  SELECT 'payment ' || p.id || ' open on cancelled order ' || o.id FROM payments p JOIN orders o ON o.id = p.order_id
-	   WHERE p.status = 'CREATED' AND o.status = 'CANCELLED' AND o.updated_at < now() - $1::interval`,
-		dl.grace.String(), dl.autoComplete.String())
+	   WHERE p.status = 'CREATED' AND o.status = 'CANCELLED' AND o.updated_at < $3::timestamptz - $1::interval`,
+		dl.grace.String(), dl.autoComplete.String(), dl.asOf())
 	if err != nil {
 		return err
 	}

@@ -121,6 +121,9 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 		// counts, when set, are what the report says the orders got off
 		// (discountCounts).
 		counts map[string]int
+		// stoppedAgo, when set, is how long before the check the
+		// instances stopped.
+		stoppedAgo time.Duration
 	}{
 		{name: "consistent", acks: ack1001, want: map[string]int{}},
 		{name: "acknowledged order missing", acks: append(ack1001, ack{purchase: 2, digest: "d2", order: "4242"}),
@@ -297,6 +300,18 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
 			`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'deadline', 'PENDING' FROM payments p JOIN orders o ON o.id = p.order_id`),
 			want: map[string]int{}},
+		{name: "a share recorded just before the instances stopped, checked a minute later", acks: ack1001, stoppedAgo: 50 * time.Second,
+			plant: append(slices.Clone(autoAccepted1001),
+				`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
+				`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'deadline', 'PENDING' FROM payments p JOIN orders o ON o.id = p.order_id`,
+				`UPDATE profit_sharings SET updated_at = now() - interval '1 minute'`),
+			want: map[string]int{}},
+		{name: "a share left open long before the instances stopped", acks: ack1001, stoppedAgo: 10 * time.Second,
+			plant: append(slices.Clone(autoAccepted1001),
+				`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
+				`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'deadline', 'PENDING' FROM payments p JOIN orders o ON o.id = p.order_id`,
+				`UPDATE profit_sharings SET updated_at = now() - interval '1 minute'`),
+			want: map[string]int{invSharingSplits: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},
@@ -311,7 +326,11 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 					t.Fatalf("plant %q: %v", q, err)
 				}
 			}
-			f, err := check(ctx, pool, tc.acks, initial, nil, tc.claims, deadlines{grace: time.Second, autoComplete: time.Second})
+			dl := deadlines{grace: time.Second, autoComplete: time.Second}
+			if tc.stoppedAgo > 0 {
+				dl.stopped = time.Now().Add(-tc.stoppedAgo)
+			}
+			f, err := check(ctx, pool, tc.acks, initial, nil, tc.claims, dl)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -66,7 +66,7 @@ func checkLedger(ctx context.Context, db querier, f *findings) error {
 }
 
 // checkSharing holds the run to invSharingSplits.
-func checkSharing(ctx context.Context, db querier, f *findings) error {
+func checkSharing(ctx context.Context, db querier, dl deadlines, f *findings) error {
 	rows, err := db.Query(ctx, `
 		SELECT o.id, m.paid_less_refunded::bigint, m.shared::bigint, m.settled::bigint, m.frozen::bigint, m.by_requests::bigint
 		FROM orders o CROSS JOIN LATERAL (SELECT
@@ -98,10 +98,10 @@ func checkSharing(ctx context.Context, db querier, f *findings) error {
 		return err
 	}
 	// Unfinished: failed, or open for longer than a share or return takes
-	// (a deadline's share the sweep recorded in the last seconds before
-	// the instances stopped is not stuck).
+	// before the instances stopped (a deadline's share the sweep recorded
+	// in the last seconds before they stopped is not stuck).
 	rows, err = db.Query(ctx, `SELECT out_no, kind, status FROM profit_sharings
-		WHERE status = 'FAILED' OR (status IN ('PENDING', 'PROCESSING') AND updated_at < now() - interval '30 seconds')`)
+		WHERE status = 'FAILED' OR (status IN ('PENDING', 'PROCESSING') AND updated_at < $1::timestamptz - interval '30 seconds')`, dl.asOf())
 	if err != nil {
 		return err
 	}

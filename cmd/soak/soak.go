@@ -73,6 +73,7 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	// The boards must have every paid order while the instances still run.
 	boardStats, boardMissed, boardRepeated, err := bs.verify(ctx, st.direct, 60*time.Second)
 	st.stopInstances()
+	stopped := time.Now()
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func soak(ctx context.Context, o options, logf func(string, ...any)) (*report, e
 	if err != nil {
 		return nil, fmt.Errorf("client log: %w", err)
 	}
-	f, err := check(ctx, st.direct, acks, initial, run.restocked, run.claimed, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter})
+	f, err := check(ctx, st.direct, acks, initial, run.restocked, run.claimed, deadlines{grace: deadlineGrace, autoComplete: autoCompleteAfter, stopped: stopped})
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
