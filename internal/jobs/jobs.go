@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -104,7 +105,8 @@ func New(opts Options) (*Client, *Metrics, error) {
 		JobTimeout:           cmp.Or(opts.RescueAfter, 2*time.Minute) / 2,
 		// Keep dead letters for an operator to look at.
 		DiscardedJobRetentionPeriod: 30 * 24 * time.Hour,
-		Middleware:                  opts.Middleware,
+		// The sweep guard innermost: a sweep skipped is traced as one.
+		Middleware: append(slices.Clone(opts.Middleware), &sweepGuard{pool: opts.Pool}),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
@@ -156,23 +158,4 @@ func (m *Metrics) Run(ctx context.Context, c *Client) {
 			}
 		}
 	}
-}
-
-// Sweep is a periodic job of which at most one is queued or running at a
-// time. A sweep scans for what is due and does it all, so a second copy
-// queued behind a running one would only scan again; without this, a
-// sweep that takes longer than its interval (a slow provider, a busy
-// machine) piles copies up that hold workers the jobs it feeds need.
-// A sweep waiting to retry does not count: the next tick queues a fresh
-// one rather than wait out the failed one's backoff. With runOnStart, the
-// leader inserts one as soon as it is elected.
-func Sweep(interval time.Duration, args func() river.JobArgs, runOnStart bool) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(interval),
-		func() (river.JobArgs, *river.InsertOpts) {
-			// River requires these four states of a unique job.
-			return args(), &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
-			}}}
-		},
-		&river.PeriodicJobOpts{RunOnStart: runOnStart})
 }
