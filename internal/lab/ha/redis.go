@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +75,7 @@ func StartRedisClusterBehind(ctx context.Context, dir string, masters, replicas 
 	}
 	c := &RedisCluster{dir: dir, replicas: replicas}
 	for range masters * (1 + replicas) {
-		port, err := lab.FreePort()
+		port, err := freeNodePort()
 		if err != nil {
 			return c, err
 		}
@@ -103,6 +104,34 @@ func StartRedisClusterBehind(ctx context.Context, dir string, masters, replicas 
 	return c, c.WaitHealthy(ctx, 60*time.Second)
 }
 
+// clusterBusOffset is how far above a node's port Redis puts its
+// cluster bus.
+const clusterBusOffset = 10000
+
+// freeNodePort is a free port whose cluster bus port is free too: a node
+// whose bus cannot bind exits after its client port answered, and one
+// above 55535 has no bus port at all.
+func freeNodePort() (int, error) {
+	for range 100 {
+		port, err := lab.FreePort()
+		if err != nil {
+			return 0, err
+		}
+		if port+clusterBusOffset > 65535 {
+			continue
+		}
+		ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(port+clusterBusOffset))
+		if err != nil {
+			continue
+		}
+		if err := ln.Close(); err != nil {
+			return 0, err
+		}
+		return port, nil
+	}
+	return 0, errors.New("no free port with a free cluster bus port in 100 tries")
+}
+
 func (n *redisNode) start(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -117,7 +146,7 @@ func (n *redisNode) start(ctx context.Context) error {
 	if n.public != "" {
 		host, port, _ := strings.Cut(n.public, ":")
 		args = append(args, "--cluster-announce-ip", host, "--cluster-announce-port", port,
-			"--cluster-announce-bus-port", strconv.Itoa(n.port+10000))
+			"--cluster-announce-bus-port", strconv.Itoa(n.port+clusterBusOffset))
 	}
 	p, err := lab.Start(ctx, filepath.Join(n.dir, "redis.log"), "redis-server", nil, append(args,
 		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
