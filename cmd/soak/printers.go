@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/printsim"
@@ -185,7 +186,11 @@ func printCounts(ctx context.Context, db querier, papers []printsim.Paper) (map[
 // invPrintedOnce, and returns the kitchen's counts for the report: the
 // accept deadlines applied, the tickets and papers.
 func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[string]int, error) {
-	papers, err := fetchPapers(ctx, d.client, st.wxsimURL)
+	// The simulators' books of an hour are tens of megabytes: the check
+	// waits for them longer than the workload waits for an answer, and
+	// an hour's run is not lost to a slow read at its end.
+	client := &http.Client{Timeout: 5 * time.Minute, Transport: d.client.Transport}
+	papers, err := fetchPapers(ctx, client, st.wxsimURL)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +211,7 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, fmt.Errorf("fulfilment counts: %w", err)
 	}
 	maps.Copy(counts, ways)
-	shipped, err := checkShipping(ctx, d.client, st.wxsimURL, st.direct, f)
+	shipped, err := checkShipping(ctx, client, st.wxsimURL, st.direct, f)
 	if err != nil {
 		return nil, fmt.Errorf("check shipping: %w", err)
 	}
@@ -221,7 +226,7 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, err
 	}
 	maps.Copy(counts, shared)
-	atWeChat, err := checkSharingAtWeChat(ctx, d.client, st.wxsimURL, st.direct, f)
+	atWeChat, err := checkSharingAtWeChat(ctx, client, st.wxsimURL, st.direct, f)
 	if err != nil {
 		return nil, fmt.Errorf("check sharing at WeChat: %w", err)
 	}
@@ -231,7 +236,7 @@ func (st *stack) checkKitchen(ctx context.Context, d *driver, f *findings) (map[
 		return nil, err
 	}
 	maps.Copy(counts, asked)
-	couriers, err := checkCouriers(ctx, d.client, st.wxsimURL, st.direct, f)
+	couriers, err := checkCouriers(ctx, client, st.wxsimURL, st.direct, f)
 	if err != nil {
 		return nil, fmt.Errorf("check couriers: %w", err)
 	}

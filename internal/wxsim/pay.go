@@ -67,9 +67,11 @@ type simRefund struct {
 }
 
 type payments struct {
-	o       PayOptions
-	mu      sync.Mutex
-	txns    map[string]*simTxn
+	o    PayOptions
+	mu   sync.Mutex
+	txns map[string]*simTxn
+	// byTxnID finds a paid transaction by its transaction_id.
+	byTxnID map[string]*simTxn
 	refunds map[string]*simRefund
 	seq     int
 	// RefundFails makes refunds end in REFUND.ABNORMAL.
@@ -107,7 +109,7 @@ type payments struct {
 
 // WithPayments adds the WeChat Pay v3 merchant API and the control API.
 func (s *Server) WithPayments(o PayOptions) *Server {
-	p := &payments{o: o, txns: map[string]*simTxn{}, refunds: map[string]*simRefund{}, refundLog: map[string][]RefundTaken{}, refundGap: o.RefundGap,
+	p := &payments{o: o, txns: map[string]*simTxn{}, byTxnID: map[string]*simTxn{}, refunds: map[string]*simRefund{}, refundLog: map[string][]RefundTaken{}, refundGap: o.RefundGap,
 		billFiles: map[string]billFile{}, sharing: newSharingState()}
 	switch {
 	case o.RefundGap == 0:
@@ -409,6 +411,7 @@ func (p *payments) simPay(w http.ResponseWriter, r *http.Request) {
 	if t.State == "NOTPAY" {
 		p.seq++
 		t.State, t.TransactionID = "SUCCESS", fmt.Sprintf("4200%016d", p.seq)
+		p.byTxnID[t.TransactionID] = t
 		t.PaidAt = p.o.Now()
 		t.SuccessTime = t.PaidAt.Format(time.RFC3339)
 		if t.ProfitSharing {

@@ -193,12 +193,7 @@ func (p *payments) unfreeze(_ *http.Request, body []byte) (int, any) {
 
 // txnByID finds a transaction by its transaction_id.
 func (p *payments) txnByID(id string) *simTxn {
-	for _, t := range p.txns {
-		if t.TransactionID == id {
-			return t
-		}
-	}
-	return nil
+	return p.byTxnID[id]
 }
 
 // startShare checks a sharing order against the rules and accepts it
@@ -466,16 +461,21 @@ func (p *payments) simSharingState(w http.ResponseWriter, _ *http.Request) {
 	for k, v := range p.sharing.balances {
 		out.Balances[k] = v
 	}
+	// The refunds by trade in one pass: an hour's soak has tens of
+	// thousands of each, and a scan of every refund per trade took longer
+	// than the soak's check waits.
+	refunded := map[string]int64{}
+	for _, rf := range p.refunds {
+		if rf.Status == "SUCCESS" {
+			refunded[rf.OutTradeNo] += rf.Refund
+		}
+	}
 	for _, t := range p.txns {
 		if !t.ProfitSharing || t.TransactionID == "" {
 			continue
 		}
-		st := SharingTxn{OutTradeNo: t.OutTradeNo, SubMchID: t.SubMchID, Total: t.Total, Frozen: t.Frozen, FromBalance: t.FromBalance}
-		for _, rf := range p.refunds {
-			if rf.OutTradeNo == t.OutTradeNo && rf.Status == "SUCCESS" {
-				st.Refunded += rf.Refund
-			}
-		}
+		st := SharingTxn{OutTradeNo: t.OutTradeNo, SubMchID: t.SubMchID, Total: t.Total, Frozen: t.Frozen, FromBalance: t.FromBalance,
+			Refunded: refunded[t.OutTradeNo]}
 		for _, no := range p.sharing.byTxn[t.TransactionID] {
 			sh := p.sharing.shares[no]
 			for _, r := range sh.Receivers {

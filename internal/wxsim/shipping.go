@@ -169,11 +169,13 @@ func paid(t simTxn) bool {
 func (sh *shipping) payment(keyType int, txnID, mchID, outTradeNo string) (simTxn, bool) {
 	sh.p.mu.Lock()
 	var found simTxn
-	for _, t := range sh.p.txns {
-		if (keyType == 2 && txnID != "" && t.TransactionID == txnID) || (keyType == 1 && mchID == t.MchID && outTradeNo == t.OutTradeNo) {
+	switch t := sh.p.txns[outTradeNo]; {
+	case keyType == 2 && txnID != "":
+		if t := sh.p.byTxnID[txnID]; t != nil {
 			found = *t
-			break
 		}
+	case keyType == 1 && t != nil && t.MchID == mchID:
+		found = *t
 	}
 	sh.p.mu.Unlock()
 	sh.mu.Lock()
