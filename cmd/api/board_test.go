@@ -66,6 +66,14 @@ func into[T any](a chromedp.Action[T], v *T) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// clickCard clicks the element sel finds once, in one step of the page's
+// own: a card the board renders again on an event replaces its buttons,
+// and a click on a node found a moment before fails ("Could not find node
+// with given id"); this waits for one to be there and clicks it at once.
+func clickCard(sel string) chromedp.Action[chromedp.Void] {
+	return into(chromedp.Poll[bool](fmt.Sprintf(`(() => { const b = document.querySelector(%q); if (!b) return false; b.click(); return true })()`, sel)), nil)
+}
+
 // boardLanguages are the board's languages, its default first.
 var boardLanguages = []string{"zh-CN", "en"}
 
@@ -183,7 +191,7 @@ func boardInABrowser(t *testing.T, lang string) {
 	runBrowser(t, b, 2*time.Second, "the card on the second board", chromedp.WaitVisible(chromedp.CSS(card("new", id))))
 
 	runBrowser(t, a, 5*time.Second, "accept with one tap",
-		chromedp.Click(chromedp.CSS(card("new", id)+` button[data-action="accept"]`)),
+		clickCard(card("new", id)+` button[data-action="accept"]`),
 		chromedp.WaitVisible(chromedp.CSS(card("accepted", id))))
 	waitUntil(t, "the order ACCEPTED in the database", func() bool {
 		return ps.count(t, `SELECT count(*) FROM orders WHERE id = $1 AND status = 'ACCEPTED'`, id) == 1
@@ -410,10 +418,10 @@ func boardPickupAndScheduled(t *testing.T, lang string) {
 	}
 
 	runBrowser(t, b, 5*time.Second, "ready: into the pickup column",
-		chromedp.Click(chromedp.CSS(card("accepted", p.ID)+` button[data-action="ready"]`)),
+		clickCard(card("accepted", p.ID)+` button[data-action="ready"]`),
 		chromedp.WaitVisible(chromedp.CSS(card("pickup", p.ID)+` button[data-action="pick-up"]`)))
 	runBrowser(t, b, 5*time.Second, "collected: done",
-		chromedp.Click(chromedp.CSS(card("pickup", p.ID)+` button[data-action="pick-up"]`)),
+		clickCard(card("pickup", p.ID)+` button[data-action="pick-up"]`),
 		chromedp.WaitVisible(chromedp.CSS(card("done", p.ID))))
 	if n := sh.count(t, "SELECT count(*) FROM orders WHERE id = $1 AND status = 'COMPLETED'", p.ID); n != 1 {
 		t.Errorf("the collected order is not COMPLETED")

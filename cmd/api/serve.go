@@ -119,7 +119,10 @@ type app struct {
 	reg     *prometheus.Registry
 	tracing *telemetry.Tracing // nil: nothing is traced
 
-	pool        *pgxpool.Pool
+	pool *pgxpool.Pool
+	// sweepLocks holds the sweeps' advisory locks, apart from pool: a
+	// sweep at work keeps its lock's connection for as long as it runs.
+	sweepLocks  *pgxpool.Pool
 	migrator    *db.Migrator
 	rds         *redisconn.Conn
 	catalog     *catalog.Service
@@ -189,6 +192,12 @@ func (a *app) openDatabase(ctx context.Context) error {
 	}
 	a.pool = pool
 	a.onClose(pool.Close)
+	sweepLocks, err := db.Open(ctx, cfg.DatabaseURL, jobs.SweepLockConns, db.Limits{})
+	if err != nil {
+		return err
+	}
+	a.sweepLocks = sweepLocks
+	a.onClose(sweepLocks.Close)
 	migrationPool, err := db.Open(ctx, cfg.DatabaseURL, 2, db.Limits{})
 	if err != nil {
 		return err
@@ -535,7 +544,7 @@ func (a *app) buildJobs(orders *order.Service, payments *payment.Service, prints
 		jobs.Sweep(6*time.Hour, func() river.JobArgs { return staff.PruneArgs{} }, false))
 	var err error
 	a.jobs, a.jobMetrics, err = jobs.New(jobs.Options{
-		Pool: a.pool, Logger: a.logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
+		Pool: a.pool, SweepLocks: a.sweepLocks, Logger: a.logger, Workers: workers, MaxWorkers: cfg.JobWorkers, MaxAttempts: cfg.JobMaxAttempts,
 		PollInterval: cfg.JobPollInterval, RetryMaxDelay: cfg.JobRetryMaxDelay, RescueAfter: cfg.JobRescueAfter,
 		Registerer: a.reg, Periodic: periodic, Middleware: a.tracing.JobMiddleware(), Kinds: kinds,
 	})

@@ -26,8 +26,13 @@ type Client = river.Client[pgx.Tx]
 
 // Options configure New.
 type Options struct {
-	Pool   *pgxpool.Pool
-	Logger *slog.Logger
+	Pool *pgxpool.Pool
+	// SweepLocks is the pool the sweeps' advisory locks are held on (at
+	// most SweepLockConns connections), apart from Pool, whose
+	// connections a sweep's lock would otherwise take from requests for
+	// as long as the sweep runs; nil means Pool.
+	SweepLocks *pgxpool.Pool
+	Logger     *slog.Logger
 	// Workers registers every job kind's worker.
 	Workers *river.Workers
 	// Periodic jobs run on the elected leader only.
@@ -106,7 +111,7 @@ func New(opts Options) (*Client, *Metrics, error) {
 		// Keep dead letters for an operator to look at.
 		DiscardedJobRetentionPeriod: 30 * 24 * time.Hour,
 		// The sweep guard innermost: a sweep skipped is traced as one.
-		Middleware: append(slices.Clone(opts.Middleware), &sweepGuard{pool: opts.Pool}),
+		Middleware: append(slices.Clone(opts.Middleware), &sweepGuard{pool: cmp.Or(opts.SweepLocks, opts.Pool)}),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)

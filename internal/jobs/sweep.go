@@ -14,6 +14,10 @@ import (
 // SweepTag marks the jobs Sweep inserts.
 const SweepTag = "sweep"
 
+// SweepLockConns is the size of the pool the sweeps' locks are held on:
+// one connection for each kind of sweep at work at once.
+const SweepLockConns = 12
+
 // sweepLockClass is the first key of the sweeps' advisory locks (the
 // second is the kind's hash), apart from any other advisory lock.
 const sweepLockClass = 0x73776570 // "swep"
