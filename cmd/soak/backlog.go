@@ -41,8 +41,7 @@ func openWorkParts(ctx context.Context, db querier) (map[string]int, error) {
 	    (SELECT count(*) FROM refunds WHERE status IN ('PENDING', 'PROCESSING')),
 	    (SELECT count(*) FROM profit_sharings WHERE status IN ('PENDING', 'PROCESSING')),
 	    (SELECT count(*) FROM print_jobs j JOIN orders o ON o.id = j.order_id
-	      WHERE j.status = 'sent' OR (j.status = 'queued'
-	        AND NOT (j.tries = 0 AND j.next_try_at > now() AND o.slot_start IS NOT NULL))),
+	      WHERE j.status IN ('queued', 'sent') AND NOT `+ticketNotOwedYet+`),
 	    (SELECT count(*) FROM deliveries WHERE status NOT IN ('DELIVERED', 'CANCELLED', 'FAILED')),
 	    (SELECT count(*) FROM shipping_uploads WHERE status = 'pending')`).
 		Scan(&pending, &refunding, &delivering, &awaitingAccept, &refunds, &shares, &tickets, &deliveries, &uploads)

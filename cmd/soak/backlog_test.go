@@ -78,14 +78,8 @@ func TestOpenWorkCountsWhatTheChecksOwe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool := testenv.NewDB(t)
-			consistentShop(t, pool)
+			pool, _ := plantedShop(t, tc.plant)
 			ctx := context.Background()
-			for _, q := range tc.plant {
-				if _, err := pool.Exec(ctx, q); err != nil {
-					t.Fatalf("plant %q: %v", q, err)
-				}
-			}
 			parts, err := openWorkParts(ctx, pool)
 			if err != nil {
 				t.Fatal(err)

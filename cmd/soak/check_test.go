@@ -58,6 +58,20 @@ func consistentShop(t *testing.T, pool *pgxpool.Pool) (map[int64]int64, int64) {
 	return map[int64]int64{dish: 10}, orderID
 }
 
+// plantedShop is a database with consistentShop's shop and the
+// statements of plant run on it, and the shop's initial stock.
+func plantedShop(t *testing.T, plant []string) (*pgxpool.Pool, map[int64]int64) {
+	t.Helper()
+	pool := testenv.NewDB(t)
+	initial, _ := consistentShop(t, pool)
+	for _, q := range plant {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			t.Fatalf("plant %q: %v", q, err)
+		}
+	}
+	return pool, initial
+}
+
 // The checker finds nothing in a consistent database and finds each kind
 // of breakage when it is planted: it can fail.
 // shared1001 shares order 1001's payment of 100: commission to the
@@ -112,6 +126,11 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 	autoAccepted1001 := append(slices.Clone(paid1001),
 		`UPDATE orders SET status = 'ACCEPTED', version = 3, accept_deadline_applied = true`,
 		`INSERT INTO order_status_history (order_id, from_status, to_status, version, actor) VALUES (1001, 'PAID', 'ACCEPTED', 3, 'system:accept-deadline')`)
+	// A deadline's share of order 1001 recorded a minute ago, still open.
+	shareOpenAMinute := append(slices.Clone(autoAccepted1001),
+		`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
+		`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'deadline', 'PENDING' FROM payments p JOIN orders o ON o.id = p.order_id`,
+		`UPDATE profit_sharings SET updated_at = now() - interval '1 minute'`)
 	for _, tc := range []struct {
 		name   string
 		plant  []string
@@ -301,31 +320,19 @@ func TestCheckFindsPlantedViolations(t *testing.T) {
 			`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'deadline', 'PENDING' FROM payments p JOIN orders o ON o.id = p.order_id`),
 			want: map[string]int{}},
 		{name: "a share recorded just before the instances stopped, checked a minute later", acks: ack1001, stoppedAgo: 50 * time.Second,
-			plant: append(slices.Clone(autoAccepted1001),
-				`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
-				`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'deadline', 'PENDING' FROM payments p JOIN orders o ON o.id = p.order_id`,
-				`UPDATE profit_sharings SET updated_at = now() - interval '1 minute'`),
-			want: map[string]int{}},
+			plant: shareOpenAMinute,
+			want:  map[string]int{}},
 		{name: "a share left open long before the instances stopped", acks: ack1001, stoppedAgo: 10 * time.Second,
-			plant: append(slices.Clone(autoAccepted1001),
-				`UPDATE payments SET profit_sharing = true, sub_mchid = '1900000100'`,
-				`INSERT INTO profit_sharings (kind, payment_id, order_id, merchant_id, out_no, cause, status) SELECT 'share', p.id, p.order_id, o.merchant_id, 'S1', 'deadline', 'PENDING' FROM payments p JOIN orders o ON o.id = p.order_id`,
-				`UPDATE profit_sharings SET updated_at = now() - interval '1 minute'`),
-			want: map[string]int{invSharingSplits: 1}},
+			plant: shareOpenAMinute,
+			want:  map[string]int{invSharingSplits: 1}},
 		{name: "payment anomaly", acks: ack1001, plant: []string{
 			`INSERT INTO payment_anomalies (channel, notification_id, out_trade_no, kind, detail, payload) VALUES ('wechat', 'n', 'T1', 'amount', 'x', '{}')`},
 			want: map[string]int{invAnomalies: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool := testenv.NewDB(t)
-			initial, _ := consistentShop(t, pool)
+			pool, initial := plantedShop(t, tc.plant)
 			ctx := context.Background()
-			for _, q := range tc.plant {
-				if _, err := pool.Exec(ctx, q); err != nil {
-					t.Fatalf("plant %q: %v", q, err)
-				}
-			}
 			dl := deadlines{grace: time.Second, autoComplete: time.Second}
 			if tc.stoppedAgo > 0 {
 				dl.stopped = time.Now().Add(-tc.stoppedAgo)

@@ -120,6 +120,11 @@ func tallyPapers(papers []printsim.Paper) map[paperKey]paperTally {
 	return out
 }
 
+// ticketNotOwedYet is true of a scheduled order's first ticket, not
+// due before its slot (print_jobs j, orders o): the check owes none, and
+// the settle does not wait for it.
+const ticketNotOwedYet = `(j.status = 'queued' AND j.tries = 0 AND j.next_try_at > now() AND o.slot_start IS NOT NULL)`
+
 // checkPrints holds the accepted orders, their tickets and the papers to
 // invPrintedOnce.
 func checkPrints(ctx context.Context, db querier, papers []printsim.Paper, f *findings) error {
@@ -130,9 +135,7 @@ func checkPrints(ctx context.Context, db querier, papers []printsim.Paper, f *fi
 		JOIN printers p ON p.merchant_id = o.merchant_id AND p.enabled
 		LEFT JOIN print_jobs j ON j.order_id = o.id AND j.printer_id = p.id AND j.seq = 1
 		WHERE EXISTS (SELECT 1 FROM order_status_history h WHERE h.order_id = o.id AND h.to_status = 'ACCEPTED')
-		  -- A scheduled order's tickets not due yet (before its slot) are
-		  -- not owed.
-		  AND NOT (j.status = 'queued' AND j.tries = 0 AND j.next_try_at > now() AND o.slot_start IS NOT NULL)`)
+		  AND NOT `+ticketNotOwedYet)
 	if err != nil {
 		return err
 	}

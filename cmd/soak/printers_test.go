@@ -6,7 +6,6 @@ import (
 
 	"github.com/takeout/takeout/internal/printing"
 	"github.com/takeout/takeout/internal/printsim"
-	"github.com/takeout/takeout/internal/testenv"
 )
 
 // The print check finds nothing when each accepted order's ticket is
@@ -44,14 +43,8 @@ func TestCheckPrintsFindsPlantedViolations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool := testenv.NewDB(t)
-			consistentShop(t, pool)
+			pool, _ := plantedShop(t, tc.plant)
 			ctx := context.Background()
-			for _, q := range tc.plant {
-				if _, err := pool.Exec(ctx, q); err != nil {
-					t.Fatalf("plant %q: %v", q, err)
-				}
-			}
 			f := findings{violations: map[string]int{}, examples: map[string][]string{}}
 			if err := checkPrints(ctx, pool, tc.papers, &f); err != nil {
 				t.Fatal(err)

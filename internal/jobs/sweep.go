@@ -11,8 +11,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
-// SweepTag marks the jobs Sweep inserts.
-const SweepTag = "sweep"
+// sweepTag marks the jobs Sweep inserts.
+const sweepTag = "sweep"
 
 // SweepLockConns is the size of the pool the sweeps' locks are held on:
 // one connection for each kind of sweep at work at once.
@@ -39,7 +39,7 @@ const sweepLockClass = 0x73776570 // "swep"
 // elected.
 func Sweep(interval time.Duration, args func() river.JobArgs, runOnStart bool) *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(interval),
-		func() (river.JobArgs, *river.InsertOpts) { return args(), &river.InsertOpts{Tags: []string{SweepTag}} },
+		func() (river.JobArgs, *river.InsertOpts) { return args(), &river.InsertOpts{Tags: []string{sweepTag}} },
 		&river.PeriodicJobOpts{RunOnStart: runOnStart})
 }
 
@@ -52,7 +52,7 @@ type sweepGuard struct {
 
 // Work runs a sweep's job only if no other copy of it is at work.
 func (g *sweepGuard) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
-	if !slices.Contains(job.Tags, SweepTag) {
+	if !slices.Contains(job.Tags, sweepTag) {
 		return doInner(ctx)
 	}
 	conn, err := g.pool.Acquire(ctx)
