@@ -268,7 +268,7 @@ CREATE TABLE public.orders (
     CONSTRAINT orders_items_total_fen_check CHECK ((items_total_fen > 0)),
     CONSTRAINT orders_merchant_discount_fen_check CHECK ((merchant_discount_fen >= 0)),
     CONSTRAINT orders_packaging_fee_fen_check CHECK ((packaging_fee_fen >= 0)),
-    CONSTRAINT orders_pickup_check CHECK ((((fulfilment = 'pickup'::text) = (pickup_no IS NOT NULL)) AND ((pickup_no IS NULL) = (pickup_day IS NULL)))),
+    CONSTRAINT orders_pickup_check CHECK ((((fulfilment = 'pickup'::text) = (pickup_day IS NOT NULL)) AND ((pickup_no IS NULL) OR (pickup_day IS NOT NULL)))),
     CONSTRAINT orders_pickup_no_check CHECK ((pickup_no > 0)),
     CONSTRAINT orders_platform_discount_fen_check CHECK ((platform_discount_fen >= 0)),
     CONSTRAINT orders_slot_check CHECK ((((slot_start IS NULL) = (slot_end IS NULL)) AND (slot_end > slot_start))),
@@ -479,6 +479,21 @@ BEGIN
     RETURN 0::smallint;
 EXCEPTION WHEN SQLSTATE 'TK001' THEN
     RETURN -1::smallint;
+END
+$$;
+
+--
+-- Name: orders_pickup_numbered(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.orders_pickup_numbered() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM orders WHERE id = NEW.id AND pickup_no IS NULL) THEN
+        RAISE EXCEPTION 'pickup order % has no pickup number', NEW.id USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -2868,6 +2883,12 @@ CREATE TRIGGER merchants_named_by_orders BEFORE DELETE ON public.merchants FOR E
 --
 
 CREATE TRIGGER orders_kept BEFORE DELETE ON public.orders FOR EACH ROW EXECUTE FUNCTION public.refuse_delete_order();
+
+--
+-- Name: orders orders_pickup_numbered; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE CONSTRAINT TRIGGER orders_pickup_numbered AFTER INSERT ON public.orders DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((new.fulfilment = 'pickup'::text)) EXECUTE FUNCTION public.orders_pickup_numbered();
 
 --
 -- Name: payments payments_ledger; Type: TRIGGER; Schema: public; Owner: -

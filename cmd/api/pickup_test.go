@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -182,6 +184,95 @@ func TestPickupOrders(t *testing.T) {
 	}
 	if d.Pickup != nil || d.Fulfilment != "delivery" {
 		t.Errorf("a delivery order: %s, pickup %+v", d.Fulfilment, d.Pickup)
+	}
+}
+
+// A pickup placement that waits for its stock does not hold the
+// merchant's pickup numbers: while one customer's placement waits for a
+// dish whose every stock shard another transaction holds, another
+// customer's pickup order of another dish is placed and numbered 1; the
+// first is numbered 2 once its stock is free. (The number used to be
+// taken first and held through the waits, so that under load a
+// merchant's pickup orders were placed one at a time.)
+func TestPickupNumberIsNotHeldWhileAPlacementWaits(t *testing.T) {
+	t.Parallel()
+	// Lock waits outlast the test: the placement waits for its
+	// stock until the test frees it, not until the lock timeout ends it.
+	sh := newShop(t, 1, map[string]string{"TAKEOUT_DATABASE_LOCK_TIMEOUT": "1m"}, 100, 100)
+	sh.setFulfilment(t, fulfilment.Rules{Delivery: true, Pickup: true})
+	pickupOf := func(dish int) map[string]any {
+		qty := make([]int32, dish+1)
+		qty[dish] = 1
+		c := sh.cart(qty...)
+		c["fulfilment"] = "pickup"
+		c["address"] = map[string]string{"name": "Li Lei", "phone": "13800138000"}
+		return c
+	}
+	waiter, other := sh.login(t, "pickup-waits"), sh.login(t, "pickup-other")
+	waiterToken := sh.confirm(t, sh.apis[0], waiter, pickupOf(0)).ConfirmToken
+	otherToken := sh.confirm(t, sh.apis[0], other, pickupOf(1)).ConfirmToken
+
+	hold, err := sh.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(context.Background()) }()
+	if _, err := hold.Exec(t.Context(), "SELECT 1 FROM dish_stock WHERE dish_id = $1 FOR UPDATE", sh.dishes[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan response, 1)
+	go func() { waited <- sh.submitUntilAnswered(t, sh.apis[0], waiter, "pk-waits", waiterToken) }()
+	waitingForStock := func() int {
+		return sh.count(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%StockTakeShard%'`)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for waitingForStock() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first placement never waited for its stock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	r := sh.submit(t, sh.apis[0], other, "pk-other", otherToken)
+	if r.status != 201 {
+		t.Fatalf("a pickup order placed while another waits for its stock: %d %s", r.status, r.body)
+	}
+	if p := placedOrder(t, r); p.Pickup == nil || p.Pickup.Number != 1 {
+		t.Errorf("the order placed first has pickup %+v, want number 1", p.Pickup)
+	}
+	if waitingForStock() != 1 {
+		t.Errorf("the first placement stopped waiting before its stock was free")
+	}
+	if err := hold.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r = <-waited
+	if r.status != 201 {
+		t.Fatalf("the placement that waited: %d %s", r.status, r.body)
+	}
+	if p := placedOrder(t, r); p.Pickup == nil || p.Pickup.Number != 2 {
+		t.Errorf("the order placed second has pickup %+v, want number 2", p.Pickup)
+	}
+	if got := sh.count(t, "SELECT count(*) FROM orders WHERE merchant_id = $1 AND pickup_no IS NOT NULL", sh.merchantID); got != 2 {
+		t.Errorf("%d numbered pickup orders, want 2", got)
+	}
+}
+
+// A pickup order is never committed without its number: the database
+// refuses one at the commit (the number is given after the insert).
+func TestAPickupOrderIsNotCommittedWithoutItsNumber(t *testing.T) {
+	t.Parallel()
+	sh := newShop(t, 1, nil, 100)
+	_, err := sh.pool.Exec(t.Context(), `INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
+		items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at, fulfilment, pickup_day)
+		VALUES (42, 1, $1, $2, $2, 1, 'sm3', 'PENDING_PAYMENT', 100, 0, 0, 100, '{}', '', now(), now(), now(), 'pickup', current_date)`,
+		sh.merchantID, bytes.Repeat([]byte{7}, 32))
+	if err == nil || !strings.Contains(err.Error(), "has no pickup number") {
+		t.Fatalf("a pickup order without a number: %v, want it refused", err)
+	}
+	if got := sh.count(t, "SELECT count(*) FROM orders WHERE id = 42"); got != 0 {
+		t.Errorf("%d orders 42 committed", got)
 	}
 }
 

@@ -1,11 +1,17 @@
--- name: PickupNumberTake :one
--- The next pickup number of a merchant's day. The counter's row stays
--- locked until the placement commits (or rolls back, giving the number
--- back), so numbers are given in commit order without a gap that a
--- failed placement leaves.
-INSERT INTO pickup_counters (merchant_id, day, last) VALUES (@merchant_id, @day, 1)
-ON CONFLICT (merchant_id, day) DO UPDATE SET last = pickup_counters.last + 1
-RETURNING last;
+-- name: PickupNumberAssign :one
+-- Gives a newly placed pickup order the next number of its merchant's
+-- day. The counter's row stays locked until the placement commits (or
+-- rolls back, giving the number back), so numbers are given in commit
+-- order without a gap that a failed placement leaves; the placement
+-- takes it last, so that it holds the row only for its commit.
+WITH n AS (
+    INSERT INTO pickup_counters (merchant_id, day, last) VALUES (@merchant_id, @day, 1)
+    ON CONFLICT (merchant_id, day) DO UPDATE SET last = pickup_counters.last + 1
+    RETURNING last
+)
+UPDATE orders o SET pickup_no = n.last FROM n
+WHERE o.id = @order_id
+RETURNING o.pickup_no::integer;
 
 -- name: SlotTake :one
 -- One order more in a slot, while it is below the merchant's capacity
@@ -39,9 +45,3 @@ SELECT slot_start, taken FROM slot_bookings
 WHERE merchant_id = @merchant_id AND slot_start >= @since::timestamptz
 ORDER BY slot_start;
 
--- name: PickupNumberGiveBack :exec
--- A number taken for an order that turned out to exist: the placement
--- still holds the counter's row, so the number is the last given and
--- goes back, leaving no gap.
-UPDATE pickup_counters SET last = last - 1
-WHERE merchant_id = @merchant_id AND day = @day AND last = @number::integer;

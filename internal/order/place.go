@@ -195,17 +195,6 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 	if err != nil {
 		return Placed{}, err
 	}
-	if o.PickupDay.Valid {
-		// The number first: its counter is the one row every pickup
-		// placement of the merchant's day waits for, and it is held
-		// before anything else is, so no two placements wait on each
-		// other. A duplicate (answered below) gives it back.
-		n, err := s.q.PickupNumberTake(ctx, tx, dbsqlc.PickupNumberTakeParams{MerchantID: o.MerchantID, Day: o.PickupDay})
-		if err != nil {
-			return Placed{}, fmt.Errorf("take a pickup number: %w", err)
-		}
-		o.PickupNo = &n
-	}
 	row, err := s.q.OrderInsert(ctx, tx, dbsqlc.OrderInsertParams{
 		ID: o.ID, UserID: o.UserID, MerchantID: o.MerchantID, IntentDigest: o.IntentDigest, ContentDigest: o.ContentDigest, IntentSeq: o.IntentSeq,
 		DigestAlg: o.DigestAlg, ItemsTotalFen: o.ItemsTotalFen, PackagingFeeFen: o.PackagingFeeFen, DeliveryFeeFen: o.DeliveryFeeFen, TotalFen: o.TotalFen,
@@ -217,11 +206,6 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 	var p Placed
 	switch {
 	case errors.Is(err, db.ErrNotFound):
-		if o.PickupNo != nil {
-			if err := s.q.PickupNumberGiveBack(ctx, tx, dbsqlc.PickupNumberGiveBackParams{MerchantID: o.MerchantID, Day: o.PickupDay, Number: *o.PickupNo}); err != nil {
-				return Placed{}, fmt.Errorf("give a pickup number back: %w", err)
-			}
-		}
 		existing, err := s.q.OrderGetByUserDigest(ctx, tx, dbsqlc.OrderGetByUserDigestParams{UserID: o.UserID, IntentDigest: o.IntentDigest})
 		if err != nil {
 			return Placed{}, fmt.Errorf("read placed order: %w", err)
@@ -243,7 +227,8 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 // create completes a newly inserted order: its stock reservations, items,
 // history and payment-timeout job (and what beforeTake queues) go to
 // PostgreSQL in one round trip with the first statement that takes its
-// stock (they depend on nothing but their arguments).
+// stock (they depend on nothing but their arguments). A pickup order
+// takes its number last, and beforeTake runs after it.
 func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok Token, beforeTake func(dbsqlc.DBTX, Placed) error) (Order, error) {
 	if row.SlotStart != nil {
 		// The slot before the stock, as a cancel gives them back.
@@ -283,8 +268,11 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 		return Order{}, fmt.Errorf("decode address: %w", err)
 	}
 	o := orderFromRow(row, items, addr)
-	if err := beforeTake(pipe, Placed{Order: o}); err != nil {
-		return Order{}, err
+	pickup := row.PickupDay.Valid
+	if !pickup {
+		if err := beforeTake(pipe, Placed{Order: o}); err != nil {
+			return Order{}, err
+		}
 	}
 	if err := inventory.Take(ctx, tx, pipe, inventory.Merchant{ID: tok.MerchantID, QuoteVersion: tok.QuoteVersion}, lines); err != nil {
 		return Order{}, err
@@ -300,6 +288,22 @@ func (s *Service) create(ctx context.Context, tx pgx.Tx, row dbsqlc.Order, tok T
 	// for its row holds nothing that the holder may wait for.
 	if tok.VoucherID != 0 {
 		if err := voucher.Take(ctx, tx, tok.UserID, tok.VoucherID, row.ID, row.CreatedAt); err != nil {
+			return Order{}, err
+		}
+	}
+	if pickup {
+		// The pickup number after everything else: its counter is the
+		// one row every pickup placement of the merchant's day waits
+		// for, so it is held only from here to the commit, never while
+		// this placement waits for stock, a budget or a voucher. The
+		// answer names the number, so its record follows it.
+		n, err := s.q.PickupNumberAssign(ctx, tx, dbsqlc.PickupNumberAssignParams{MerchantID: row.MerchantID, Day: row.PickupDay, OrderID: row.ID})
+		if err != nil {
+			return Order{}, fmt.Errorf("take a pickup number: %w", err)
+		}
+		row.PickupNo = &n
+		o = orderFromRow(row, items, addr)
+		if err := beforeTake(tx, Placed{Order: o}); err != nil {
 			return Order{}, err
 		}
 	}

@@ -12,45 +12,33 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const pickupNumberGiveBack = `-- name: PickupNumberGiveBack :exec
-UPDATE pickup_counters SET last = last - 1
-WHERE merchant_id = $1 AND day = $2 AND last = $3::integer
+const pickupNumberAssign = `-- name: PickupNumberAssign :one
+WITH n AS (
+    INSERT INTO pickup_counters (merchant_id, day, last) VALUES ($2, $3, 1)
+    ON CONFLICT (merchant_id, day) DO UPDATE SET last = pickup_counters.last + 1
+    RETURNING last
+)
+UPDATE orders o SET pickup_no = n.last FROM n
+WHERE o.id = $1
+RETURNING o.pickup_no::integer
 `
 
-type PickupNumberGiveBackParams struct {
-	MerchantID int64
-	Day        pgtype.Date
-	Number     int32
-}
-
-// A number taken for an order that turned out to exist: the placement
-// still holds the counter's row, so the number is the last given and
-// goes back, leaving no gap.
-func (q *Queries) PickupNumberGiveBack(ctx context.Context, db DBTX, arg PickupNumberGiveBackParams) error {
-	_, err := db.Exec(ctx, pickupNumberGiveBack, arg.MerchantID, arg.Day, arg.Number)
-	return err
-}
-
-const pickupNumberTake = `-- name: PickupNumberTake :one
-INSERT INTO pickup_counters (merchant_id, day, last) VALUES ($1, $2, 1)
-ON CONFLICT (merchant_id, day) DO UPDATE SET last = pickup_counters.last + 1
-RETURNING last
-`
-
-type PickupNumberTakeParams struct {
+type PickupNumberAssignParams struct {
+	OrderID    int64
 	MerchantID int64
 	Day        pgtype.Date
 }
 
-// The next pickup number of a merchant's day. The counter's row stays
-// locked until the placement commits (or rolls back, giving the number
-// back), so numbers are given in commit order without a gap that a
-// failed placement leaves.
-func (q *Queries) PickupNumberTake(ctx context.Context, db DBTX, arg PickupNumberTakeParams) (int32, error) {
-	row := db.QueryRow(ctx, pickupNumberTake, arg.MerchantID, arg.Day)
-	var last int32
-	err := row.Scan(&last)
-	return last, err
+// Gives a newly placed pickup order the next number of its merchant's
+// day. The counter's row stays locked until the placement commits (or
+// rolls back, giving the number back), so numbers are given in commit
+// order without a gap that a failed placement leaves; the placement
+// takes it last, so that it holds the row only for its commit.
+func (q *Queries) PickupNumberAssign(ctx context.Context, db DBTX, arg PickupNumberAssignParams) (int32, error) {
+	row := db.QueryRow(ctx, pickupNumberAssign, arg.OrderID, arg.MerchantID, arg.Day)
+	var o_pickup_no int32
+	err := row.Scan(&o_pickup_no)
+	return o_pickup_no, err
 }
 
 const slotBookings = `-- name: SlotBookings :many
