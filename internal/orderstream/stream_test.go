@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,9 +103,15 @@ func readIDs(t *testing.T, resp *http.Response, n int) []string {
 
 func (f *fixture) open(t *testing.T) *http.Response {
 	t.Helper()
+	return f.openWith(t, http.DefaultClient)
+}
+
+// openWith opens the stream with client.
+func (f *fixture) openWith(t *testing.T, client *http.Client) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequest("GET", f.url, nil)
 	req.Header.Set("Authorization", "Bearer "+f.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,16 +123,22 @@ func (f *fixture) open(t *testing.T) *http.Response {
 }
 
 // A stream whose buffer overflows catches up from the outbox: every
-// event once, in order.
+// event once, in order. The board reads nothing until its inbox has
+// overflowed: with a small receive buffer and large events the stream's
+// writer is stuck in a write while the hub offers the rest, so the
+// overflow is certain, not a race between the hub and the writer.
 func TestAStreamBehindCatchesUpFromTheOutbox(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, Options{Buffer: 2, Poll: 20 * time.Millisecond})
-	resp := f.open(t)
+	f := newFixture(t, Options{Buffer: 2, Poll: 20 * time.Millisecond, WriteTimeout: time.Minute})
+	client, widen := smallBufferClient(t)
+	resp := f.openWith(t, client)
 	waitFor(t, "the stream subscribed", func() bool { return f.hub.streamCount() == 1 })
 	const n = 300
 	for i := 0; i < n; i += 100 {
-		f.insert(t, i, 100, 200)
+		f.insert(t, i, 100, 32<<10) // 9.6 MB in all: more than socket buffers hold
 	}
+	waitFor(t, "the stream's inbox overflowed", func() bool { return f.hub.inboxOverflowed(7) })
+	widen()
 	ids := readIDs(t, resp, n)
 	var want []string
 	for i := range n {
@@ -134,8 +148,63 @@ func TestAStreamBehindCatchesUpFromTheOutbox(t *testing.T) {
 		t.Fatalf("got %d ids %v..., want ev-0..ev-%d in order", len(ids), ids[:min(len(ids), 5)], n-1)
 	}
 	if got := testutil.ToFloat64(f.hub.lagged); got == 0 {
-		t.Errorf("no catch-up counted: the buffer of 2 never overflowed, the test proves nothing")
+		t.Errorf("no catch-up counted after the inbox overflowed")
 	}
+}
+
+// smallBufferClient is an HTTP client whose connections have a small
+// receive buffer, so that a server writing to a client that does not read
+// blocks soon; widen gives them a large one, for reading fast again.
+func smallBufferClient(t *testing.T) (client *http.Client, widen func()) {
+	t.Helper()
+	var mu sync.Mutex
+	var conns []*net.TCPConn
+	// The buffer is set before the connection is made, so the window
+	// offered is small from the first: shrunk afterwards, it drops what
+	// the larger window let in, and the retransmissions back off for
+	// seconds.
+	dialer := &net.Dialer{Control: func(_, _ string, raw syscall.RawConn) error {
+		var err error
+		if cerr := raw.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		conns = append(conns, c.(*net.TCPConn))
+		mu.Unlock()
+		return c, nil
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			if err := c.SetReadBuffer(4 << 20); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// inboxOverflowed reports whether an event did not fit a stream of the
+// merchant's inbox (its stream has not caught up since).
+func (h *Hub) inboxOverflowed(merchantID int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[merchantID] {
+		if s.behind.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // A board that connects before the hub's first read of the outbox gets
