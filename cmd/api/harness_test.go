@@ -115,6 +115,11 @@ func (s *stack) start(t testing.TB, overrides map[string]string) *instance {
 		case <-time.After(25 * time.Second):
 			t.Error("api did not shut down within 25s")
 		}
+		if t.Failed() {
+			// What the instance said went wrong (its debug log is too
+			// long to show whole).
+			t.Logf("api errors:\n%s", errorLines(logs.String(), 40))
+		}
 	})
 	select {
 	case addr := <-logs.listening:
@@ -134,6 +139,18 @@ func (s *stack) start(t testing.TB, overrides map[string]string) *instance {
 }
 
 // logBuffer keeps an instance's logs and reports its listening address.
+// errorLines are the first max lines of an instance's log at level
+// ERROR.
+func errorLines(log string, max int) string {
+	var out []string
+	for line := range strings.SplitSeq(log, "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) && len(out) < max {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 type logBuffer struct {
 	mu        sync.Mutex
 	buf       bytes.Buffer
