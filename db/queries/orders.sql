@@ -3,15 +3,17 @@
 -- returns no row, and the caller reads the order that was placed. Naming
 -- only (user, intent digest) is not enough: two submits of one token carry
 -- one order id too, and the loser of that race would fail on orders_pkey
--- (a non-arbiter index raises instead of doing nothing).
+-- (a non-arbiter index raises instead of doing nothing). A pickup order is
+-- inserted without its number: the placement gives it one last
+-- (PickupNumberAssign).
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                     items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at,
                     voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions,
-                    fulfilment, pickup_day, pickup_no, slot_start, slot_end)
+                    fulfilment, pickup_day, slot_start, slot_end)
 VALUES (@id, @user_id, @merchant_id, @intent_digest, @content_digest, @intent_seq, @digest_alg, 'PENDING_PAYMENT',
         @items_total_fen, @packaging_fee_fen, @delivery_fee_fen, @total_fen, @address, @remark, @pay_deadline, @created_at, @created_at,
         sqlc.narg(voucher_id), @discount_fen, @platform_discount_fen, @merchant_discount_fen, coalesce(sqlc.narg(promotions)::jsonb, '[]'),
-        @fulfilment, sqlc.narg(pickup_day), sqlc.narg(pickup_no), sqlc.narg(slot_start), sqlc.narg(slot_end))
+        @fulfilment, sqlc.narg(pickup_day), sqlc.narg(slot_start), sqlc.narg(slot_end))
 ON CONFLICT DO NOTHING
 RETURNING *;
 

@@ -201,7 +201,7 @@ func (s *Service) place(ctx context.Context, tx pgx.Tx, tok Token, in Intent, be
 		Address: o.Address, Remark: o.Remark, PayDeadline: o.PayDeadline, CreatedAt: o.CreatedAt,
 		VoucherID: o.VoucherID, DiscountFen: o.DiscountFen, PlatformDiscountFen: o.PlatformDiscountFen, MerchantDiscountFen: o.MerchantDiscountFen,
 		Promotions: o.Promotions,
-		Fulfilment: o.Fulfilment, PickupDay: o.PickupDay, PickupNo: o.PickupNo, SlotStart: o.SlotStart, SlotEnd: o.SlotEnd,
+		Fulfilment: o.Fulfilment, PickupDay: o.PickupDay, SlotStart: o.SlotStart, SlotEnd: o.SlotEnd,
 	})
 	var p Placed
 	switch {

@@ -297,11 +297,11 @@ const orderInsert = `-- name: OrderInsert :one
 INSERT INTO orders (id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status,
                     items_total_fen, packaging_fee_fen, delivery_fee_fen, total_fen, address, remark, pay_deadline, created_at, updated_at,
                     voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions,
-                    fulfilment, pickup_day, pickup_no, slot_start, slot_end)
+                    fulfilment, pickup_day, slot_start, slot_end)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING_PAYMENT',
         $8, $9, $10, $11, $12, $13, $14, $15, $15,
         $16, $17, $18, $19, coalesce($20::jsonb, '[]'),
-        $21, $22, $23, $24, $25)
+        $21, $22, $23, $24)
 ON CONFLICT DO NOTHING
 RETURNING id, user_id, merchant_id, intent_digest, content_digest, intent_seq, digest_alg, status, items_total_fen, delivery_fee_fen, total_fen, address, remark, version, pay_deadline, created_at, updated_at, packaging_fee_fen, urged_at, urge_count, voucher_id, discount_fen, platform_discount_fen, merchant_discount_fen, promotions, accept_by, accept_then, accept_deadline_applied, fulfilment, pickup_day, pickup_no, slot_start, slot_end
 `
@@ -329,7 +329,6 @@ type OrderInsertParams struct {
 	Promotions          []byte
 	Fulfilment          string
 	PickupDay           pgtype.Date
-	PickupNo            *int32
 	SlotStart           *time.Time
 	SlotEnd             *time.Time
 }
@@ -338,7 +337,9 @@ type OrderInsertParams struct {
 // returns no row, and the caller reads the order that was placed. Naming
 // only (user, intent digest) is not enough: two submits of one token carry
 // one order id too, and the loser of that race would fail on orders_pkey
-// (a non-arbiter index raises instead of doing nothing).
+// (a non-arbiter index raises instead of doing nothing). A pickup order is
+// inserted without its number: the placement gives it one last
+// (PickupNumberAssign).
 func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParams) (Order, error) {
 	row := db.QueryRow(ctx, orderInsert,
 		arg.ID,
@@ -363,7 +364,6 @@ func (q *Queries) OrderInsert(ctx context.Context, db DBTX, arg OrderInsertParam
 		arg.Promotions,
 		arg.Fulfilment,
 		arg.PickupDay,
-		arg.PickupNo,
 		arg.SlotStart,
 		arg.SlotEnd,
 	)
